@@ -1,0 +1,18 @@
+"""dali_lite: NVIDIA DALI's Python pipeline API, in pure Python, for data that Python produces.
+
+`import dali_lite as dali` in place of `nvidia.dali` keeps a program working. The heart is
+`fn.external_source(parallel=True)`: worker processes run the user's callbacks and hand samples
+back through shared memory (packages `workers` and `shm`).
+"""
+
+from __future__ import annotations
+
+from . import backend, fn, tensors, types
+from .pipeline import Pipeline, pipeline_def
+
+__version__ = "0.1.0"
+
+__all__ = ["Pipeline", "__version__", "backend", "fn", "pipeline", "pipeline_def", "tensors",
+           "types"]
+
+from . import pipeline

@@ -1,0 +1,32 @@
+"""Shared memory for dali_lite: anonymous segments, the slot codec, and usage statistics.
+
+``shm`` knows nothing of worker processes or pipelines. A :class:`SharedSegment` is an
+anonymous, growable shared-memory file; :mod:`shm.codec` lays a result (outputs x samples of
+numpy arrays) into one and reads it back as zero-copy views; :mod:`shm.stats` keeps the
+numbers that explain how much memory is used and why.
+"""
+
+from __future__ import annotations
+
+from shm import codec
+from shm.codec import SUPPORTED_DTYPES, SlotLayout, encoded_size, read, write
+from shm.errors import CorruptSlotError, ShmAllocationError, ShmError
+from shm.segment import SHM_LIMIT_ENV, SharedSegment, shm_bytes_in_use
+from shm.stats import SegmentStats, SegmentUsage
+
+__all__ = [
+    "SHM_LIMIT_ENV",
+    "SUPPORTED_DTYPES",
+    "CorruptSlotError",
+    "SegmentStats",
+    "SegmentUsage",
+    "SharedSegment",
+    "ShmAllocationError",
+    "ShmError",
+    "SlotLayout",
+    "codec",
+    "encoded_size",
+    "read",
+    "shm_bytes_in_use",
+    "write",
+]

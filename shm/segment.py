@@ -1,0 +1,364 @@
+"""Anonymous, growable shared-memory segments.
+
+This module owns the lifetime of shared memory: creating it, growing it safely, mapping it
+into the current process, and telling the owner when no numpy array points into it any more.
+
+Why it is shaped so:
+
+* Segments are anonymous (``memfd_create``; a file unlinked at once where memfd is missing),
+  so a crash of any process can never leave a named file in ``/dev/shm`` and Docker's
+  ``--shm-size`` does not limit them. Processes share a segment by passing its fd.
+* Growth checks the memory budget and then ``posix_fallocate``\\ s the new pages: a full
+  tmpfs or exhausted memory becomes a :class:`ShmAllocationError` now, instead of a SIGBUS
+  when the pages are first written.
+* A remap (after ``grow`` or ``refresh``) never unmaps memory that arrays still view: an
+  old ``mmap`` is closed only if nothing exports it; otherwise it is merely dropped and the
+  garbage collector unmaps it when the last array goes away.
+* :meth:`SharedSegment.lease` returns an array whose ``.base`` is a tiny per-lease object;
+  every derived view keeps it alive, and a ``weakref.finalize`` on it reports "no array
+  points into this slot any more" to the owner.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import mmap
+import os
+import stat
+import tempfile
+import threading
+import weakref
+from collections.abc import Callable
+
+import numpy as np
+import psutil
+
+from shm.errors import ShmAllocationError, ShmError
+
+__all__ = ["SHM_LIMIT_ENV", "SharedSegment", "shm_bytes_in_use"]
+
+#: Environment variable holding an optional cap, in bytes, on how much this process may grow
+#: segments by (in total, over all live segments). Read at every growth so tests can set it.
+SHM_LIMIT_ENV = "DALI_LITE_SHM_LIMIT_BYTES"
+
+_DEV_SHM = "/dev/shm"
+# errno values that mean "the memory is not there" rather than a programming error.
+_OUT_OF_MEMORY_ERRNOS = frozenset({errno.ENOSPC, errno.ENOMEM, errno.EFBIG})
+
+# Process-wide count of bytes that live segments were grown by in *this* process; it backs
+# the DALI_LITE_SHM_LIMIT_BYTES budget. Segments give their bytes back when closed.
+_grown_lock = threading.Lock()
+_grown_bytes = 0
+
+
+def _reset_in_child() -> None:
+    # A forked child has grown nothing yet, and the lock may have been held by another
+    # thread of the parent at the time of the fork.
+    global _grown_bytes, _grown_lock
+    _grown_lock = threading.Lock()
+    _grown_bytes = 0
+
+
+os.register_at_fork(after_in_child=_reset_in_child)
+
+
+def shm_bytes_in_use() -> int:
+    """Bytes that live segments were grown by in this process (what the limit counts)."""
+    return _grown_bytes
+
+
+def _account(delta_bytes: int) -> None:
+    global _grown_bytes
+    with _grown_lock:
+        _grown_bytes = max(0, _grown_bytes + delta_bytes)
+
+
+def _reserve(growth_bytes: int) -> int:
+    """Check ``growth_bytes`` against memory and the budget and count it; return what was
+    available. The check and the count are one step, so concurrent growths cannot both
+    squeeze under the limit."""
+    global _grown_bytes
+    available = psutil.virtual_memory().available
+    limit = _limit_bytes()
+    with _grown_lock:
+        detail = ""
+        if limit is not None:
+            remaining = max(0, limit - _grown_bytes)
+            if remaining < available:
+                available = remaining
+                detail = f"{SHM_LIMIT_ENV}={limit}, {_grown_bytes} bytes already in use"
+        if growth_bytes > available:
+            raise ShmAllocationError(growth_bytes, available, detail)
+        _grown_bytes += growth_bytes
+    return available
+
+
+def _limit_bytes() -> int | None:
+    raw = os.environ.get(SHM_LIMIT_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ShmError(
+            f"{SHM_LIMIT_ENV}={raw!r} is not an integer number of bytes; unset it or set it "
+            "to e.g. 1073741824 for 1 GiB"
+        ) from None
+    if value < 0:
+        raise ShmError(f"{SHM_LIMIT_ENV}={raw!r} must not be negative")
+    return value
+
+
+def _create_fd(name: str) -> int:
+    """An fd of a new, empty, anonymous, user-private shared-memory file."""
+    memfd_create = getattr(os, "memfd_create", None)
+    if memfd_create is not None:
+        try:
+            return memfd_create(name, os.MFD_CLOEXEC)
+        except OSError as exc:
+            # ENOSYS (old kernel, seccomp) falls back; anything else is a real failure.
+            if exc.errno not in (errno.ENOSYS, errno.EPERM, errno.EINVAL):
+                raise
+    directory = _DEV_SHM if os.access(_DEV_SHM, os.W_OK | os.X_OK) else None
+    # mkstemp creates the file with mode 0o600; unlinking it at once leaves nothing named
+    # behind even if this process is SIGKILLed a moment later.
+    fd, path = tempfile.mkstemp(prefix=f"{name}-", dir=directory)
+    os.unlink(path)
+    return fd
+
+
+class _Mapping:
+    """One ``mmap`` of a segment together with its base address (computed once)."""
+
+    __slots__ = ("address", "mm", "size")
+
+    def __init__(self, fd: int, size: int) -> None:
+        self.mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        self.size = size
+        # from_buffer takes a buffer export; the temporary is dropped at once so that the
+        # mapping can still be closed when no array uses it.
+        self.address = ctypes.addressof(ctypes.c_char.from_buffer(self.mm))
+
+    def close_if_unused(self) -> None:
+        # BufferError: arrays or leases still export this mapping; leave it to the garbage
+        # collector, which unmaps it together with the last of them.
+        with contextlib.suppress(BufferError):
+            self.mm.close()
+
+
+class _LeaseBuffer:
+    """The ``.base`` of a leased array: holds the mapping alive and can be weakly referenced."""
+
+    __slots__ = ("__array_interface__", "__weakref__", "_export")
+
+    def __init__(self, address: int, nbytes: int, export: object) -> None:
+        self.__array_interface__ = {
+            "version": 3,
+            "shape": (nbytes,),
+            "typestr": "|u1",
+            "data": (address, False),
+        }
+        # A memoryview of the mmap: keeps it alive *and* makes mmap.close() refuse to unmap
+        # it (BufferError) while any lease exists.
+        self._export = export
+
+
+def _release_in_owner(owner_pid: int, on_release: Callable[[], None]) -> None:
+    # A forked child inherits the leases of its parent; their release is not the child's
+    # business and must not run the parent's bookkeeping in the child.
+    if os.getpid() == owner_pid:
+        on_release()
+
+
+def _close_fd(fd: int, grown_box: list[int]) -> None:
+    _account(-grown_box[0])
+    grown_box[0] = 0
+    with contextlib.suppress(OSError):
+        os.close(fd)
+
+
+class SharedSegment:
+    """A growable, anonymous shared-memory file mapped into this process.
+
+    Build one with :meth:`create` (a new segment) or :meth:`attach` (an fd received from
+    another process). All methods are thread-safe.
+    """
+
+    def __init__(self, fd: int, capacity: int) -> None:
+        """Internal: use :meth:`create` or :meth:`attach`."""
+        self._fd = fd
+        self._capacity = capacity
+        self._mapping: _Mapping | None = None
+        self._lock = threading.RLock()
+        # Bytes this object grew the file by, in a box shared with the finalizer so that a
+        # segment that is garbage-collected without close() still returns its budget.
+        self._grown_box = [0]
+        self._finalizer = weakref.finalize(self, _close_fd, fd, self._grown_box)
+        self._finalizer.atexit = False
+        if capacity > 0:
+            self._mapping = _Mapping(fd, capacity)
+
+    # -- construction -------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, capacity: int, name: str = "dali_lite") -> SharedSegment:
+        """A new anonymous segment of ``capacity`` bytes (0 allowed: nothing mapped yet)."""
+        if capacity < 0:
+            raise ValueError(f"capacity must be >= 0, got {capacity}")
+        segment = cls(_create_fd(name), 0)
+        try:
+            segment.grow(capacity)
+        except BaseException:
+            segment.close()
+            raise
+        return segment
+
+    @classmethod
+    def attach(cls, fd: int) -> SharedSegment:
+        """Take ownership of ``fd`` (received from another process) and map it."""
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ShmError(f"fd {fd} is not a shared-memory file (mode {info.st_mode:o})")
+        return cls(fd, info.st_size)
+
+    # -- properties ---------------------------------------------------------------------
+
+    @property
+    def fd(self) -> int:
+        """The file descriptor (owned by this object; closed by :meth:`close`)."""
+        return self._fd
+
+    @property
+    def capacity(self) -> int:
+        """Bytes currently mapped in this process."""
+        return self._capacity
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return not self._finalizer.alive
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"fd={self._fd}"
+        return f"SharedSegment({state}, capacity={self._capacity})"
+
+    # -- size changes -------------------------------------------------------------------
+
+    def grow(self, new_capacity: int) -> None:
+        """Grow the segment to ``new_capacity`` bytes; a no-op if it is not larger.
+
+        Raises :class:`ShmAllocationError` if the memory is not available (system memory or
+        the ``DALI_LITE_SHM_LIMIT_BYTES`` budget) or cannot be reserved.
+        """
+        with self._lock:
+            self._check_open()
+            old = self._capacity
+            if new_capacity <= old:
+                return
+            growth = new_capacity - old
+            available = _reserve(growth)
+            try:
+                os.ftruncate(self._fd, new_capacity)
+                # Reserve the pages now: a full tmpfs or memory cgroup fails here, cleanly,
+                # instead of SIGBUS-ing whoever writes the page first.
+                os.posix_fallocate(self._fd, old, growth)
+                mapping = _Mapping(self._fd, new_capacity)
+            except BaseException as exc:
+                _account(-growth)
+                self._truncate_back(old)
+                if isinstance(exc, OSError) and exc.errno in _OUT_OF_MEMORY_ERRNOS:
+                    raise ShmAllocationError(growth, available, f"{exc.strerror}") from exc
+                raise
+            self._grown_box[0] += growth
+            self._swap_mapping(mapping, new_capacity)
+
+    def refresh(self) -> bool:
+        """Remap if another process grew the file; return whether the capacity changed."""
+        with self._lock:
+            self._check_open()
+            size = os.fstat(self._fd).st_size
+            if size == self._capacity:
+                return False
+            if size < self._capacity:
+                # Never happens with this package's writers; touching the lost tail would
+                # SIGBUS, so refuse loudly.
+                raise ShmError(
+                    f"segment shrank from {self._capacity} to {size} bytes behind our back"
+                )
+            self._swap_mapping(_Mapping(self._fd, size), size)
+            return True
+
+    def _truncate_back(self, size: int) -> None:
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._fd, size)
+
+    def _swap_mapping(self, mapping: _Mapping, capacity: int) -> None:
+        old = self._mapping
+        self._mapping = mapping
+        self._capacity = capacity
+        if old is not None:
+            old.close_if_unused()
+
+    # -- views --------------------------------------------------------------------------
+
+    def array(self, offset: int = 0, nbytes: int | None = None) -> np.ndarray:
+        """A writable 1-D uint8 array over ``[offset, offset + nbytes)`` of the mapping."""
+        with self._lock:
+            self._check_open()
+            if nbytes is None:
+                nbytes = self._capacity - offset
+            self._check_range(offset, nbytes)
+            if self._mapping is None:
+                return np.empty(0, dtype=np.uint8)
+            return np.frombuffer(self._mapping.mm, dtype=np.uint8, count=nbytes, offset=offset)
+
+    def lease(self, nbytes: int, on_release: Callable[[], None] | None) -> np.ndarray:
+        """A writable uint8 array over bytes ``[0, nbytes)`` whose lifetime is observable.
+
+        Every array derived from the result (slices, ``.view``, ``.reshape``) keeps the
+        lease alive; when the last of them is garbage-collected ``on_release()`` is called,
+        exactly once, in this process.
+        """
+        with self._lock:
+            self._check_open()
+            self._check_range(0, nbytes)
+            holder: object
+            if self._mapping is None:
+                # Nothing mapped (capacity 0): a private one-byte buffer gives numpy a valid
+                # address for the empty array.
+                scratch = ctypes.create_string_buffer(1)
+                holder, address = scratch, ctypes.addressof(scratch)
+            else:
+                holder = memoryview(self._mapping.mm)
+                address = self._mapping.address
+        buffer = _LeaseBuffer(address, nbytes, holder)
+        if on_release is not None:
+            release = weakref.finalize(buffer, _release_in_owner, os.getpid(), on_release)
+            # At interpreter exit the owner is being torn down as well; do not call it back.
+            release.atexit = False
+        return np.asarray(buffer)
+
+    def _check_range(self, offset: int, nbytes: int) -> None:
+        if offset < 0 or nbytes < 0 or offset + nbytes > self._capacity:
+            raise ValueError(
+                f"byte range [{offset}, {offset + nbytes}) is outside the segment's "
+                f"{self._capacity} mapped bytes"
+            )
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ShmError("the shared-memory segment is closed")
+
+    # -- teardown -----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the fd and unmap what no array uses any more. Idempotent."""
+        with self._lock:
+            if self.closed:
+                return
+            self._finalizer()
+            mapping, self._mapping = self._mapping, None
+            if mapping is not None:
+                mapping.close_if_unused()

@@ -1,0 +1,200 @@
+"""dali_lite.types: DALI's enums and values, NumPy conversions, TensorLayout, Sample/BatchInfo."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+
+import cloudpickle
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dali_lite import types
+from dali_lite.types import (
+    BatchInfo,
+    DALIDataType,
+    DALIImageType,
+    DALIInterpType,
+    SampleInfo,
+    TensorLayout,
+    to_dali_type,
+    to_numpy_dtype,
+    to_numpy_type,
+)
+
+# DALI's numeric values (dali/core/types.h); they appear in serialized pipelines.
+DALI_VALUES = {
+    "NO_TYPE": -1, "UINT8": 0, "UINT16": 1, "UINT32": 2, "UINT64": 3, "INT8": 4, "INT16": 5,
+    "INT32": 6, "INT64": 7, "FLOAT16": 8, "FLOAT": 9, "FLOAT64": 10, "BOOL": 11, "STRING": 12,
+    "FEATURE": 17, "IMAGE_TYPE": 20, "DATA_TYPE": 21, "INTERP_TYPE": 22, "TENSOR_LAYOUT": 23,
+    "PYTHON_OBJECT": 24,
+}  # fmt: skip
+
+SUPPORTED = {
+    types.UINT8: np.uint8, types.UINT16: np.uint16, types.UINT32: np.uint32,
+    types.UINT64: np.uint64, types.INT8: np.int8, types.INT16: np.int16, types.INT32: np.int32,
+    types.INT64: np.int64, types.FLOAT16: np.float16, types.FLOAT: np.float32,
+    types.FLOAT64: np.float64, types.BOOL: np.bool_,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "value"), DALI_VALUES.items())
+def test_data_type_members_have_dali_values_and_module_constants(name: str, value: int) -> None:
+    member = DALIDataType[name]
+    assert member == value
+    assert int(member) == value
+    assert getattr(types, name) is member
+
+
+def test_enums_print_like_dali() -> None:
+    assert str(types.UINT8) == "DALIDataType.UINT8"
+    assert repr(types.FLOAT) == "DALIDataType.FLOAT"
+    assert f"{types.INT32}" == "DALIDataType.INT32"
+    assert f"{types.RGB:>20}" == "   DALIImageType.RGB"
+    assert str(types.INTERP_LINEAR) == "DALIInterpType.INTERP_LINEAR"
+
+
+def test_image_and_interp_types() -> None:
+    assert [(m.name, int(m)) for m in DALIImageType] == [
+        ("RGB", 0), ("BGR", 1), ("GRAY", 2), ("YCbCr", 3), ("ANY_DATA", 4)
+    ]  # fmt: skip
+    names = ["INTERP_NN", "INTERP_LINEAR", "INTERP_CUBIC", "INTERP_LANCZOS3",
+             "INTERP_TRIANGULAR", "INTERP_GAUSSIAN"]  # fmt: skip
+    assert [m.name for m in DALIInterpType] == names
+    assert [int(m) for m in DALIInterpType] == list(range(6))
+    for member in [*DALIImageType, *DALIInterpType]:
+        assert getattr(types, member.name) is member
+
+
+def test_enums_pickle_and_compare_with_ints() -> None:
+    for member in [*DALIDataType, *DALIImageType, *DALIInterpType]:
+        assert pickle.loads(pickle.dumps(member)) is member
+    assert types.FLOAT == 9
+    assert DALIDataType(9) is types.FLOAT
+    assert {types.FLOAT: "x"}[9] == "x"
+
+
+@pytest.mark.parametrize(("dali_type", "scalar"), SUPPORTED.items())
+def test_numpy_round_trip(dali_type: DALIDataType, scalar: type[np.generic]) -> None:
+    assert to_numpy_type(dali_type) is scalar  # DALI returns the scalar type
+    assert to_numpy_type(int(dali_type)) is scalar
+    assert to_numpy_dtype(dali_type) == np.dtype(scalar)
+    assert isinstance(to_numpy_dtype(dali_type), np.dtype)
+    assert to_dali_type(np.dtype(scalar)) is dali_type
+    assert to_dali_type(scalar) is dali_type
+    assert to_dali_type(np.dtype(scalar).name) is dali_type
+    assert to_dali_type(np.dtype(scalar).str) is dali_type
+    assert to_dali_type(to_numpy_type(dali_type)) is dali_type
+    assert np.dtype(dali_type()) == np.dtype(scalar)  # the format string DALI's dtype() gave
+
+
+def test_to_dali_type_names() -> None:
+    assert to_dali_type("float") is types.FLOAT  # DALI's and PyTorch's meaning: 32-bit
+    assert to_dali_type(float) is types.FLOAT64  # NumPy's meaning of the Python type
+    assert to_dali_type(int) is types.INT64
+    assert to_dali_type(bool) is types.BOOL
+    assert to_dali_type("half") is types.FLOAT16
+    assert to_dali_type("double") is types.FLOAT64
+    assert to_dali_type("torch.float16") is types.FLOAT16
+    assert to_dali_type("torch.uint8") is types.UINT8
+    assert to_dali_type("long") is types.INT64
+    assert to_dali_type(types.INT16) is types.INT16
+
+
+@pytest.mark.parametrize(
+    ("bad", "says"),
+    [
+        (object, "object dtype"),
+        (np.complex64, "complex"),
+        ("U5", "string"),
+        ("M8[ns]", "datetime"),
+        (">i4" if np.little_endian else "<i4", "byte order"),
+        ([("a", "i4"), ("b", "f4")], "structured"),
+        ("not-a-type", "not-a-type"),
+    ],
+)
+def test_to_dali_type_refusals(bad: object, says: str) -> None:
+    with pytest.raises(TypeError, match="framework_type") as info:
+        to_dali_type(bad)
+    assert says in str(info.value)
+
+
+def test_to_numpy_type_refusals() -> None:
+    with pytest.raises(TypeError, match=r"DALIDataType\.STRING has no NumPy equivalent"):
+        to_numpy_type(types.STRING)
+    with pytest.raises(TypeError, match="NO_TYPE"):
+        to_numpy_type(types.NO_TYPE)
+    with pytest.raises(ValueError, match="999 is not a DALIDataType value"):
+        to_numpy_type(999)
+    with pytest.raises(TypeError, match="expected a DALIDataType, got str"):
+        to_numpy_type("uint8")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="no NumPy format string"):
+        types.STRING()
+
+
+def test_tensor_layout_is_a_string() -> None:
+    layout = TensorLayout("HWC")
+    assert isinstance(layout, str)
+    assert layout == "HWC" and layout != "CHW" and layout != None  # noqa: E711
+    assert hash(layout) == hash("HWC")
+    assert {layout: 1}["HWC"] == 1
+    assert layout.ndim == 3 and len(layout) == 3
+    assert layout[1:] == "WC" and layout.find("C") == 2 and "N" + layout == "NHWC"
+    assert str(layout) == "HWC" and type(str(layout)) is str
+    assert repr(layout) == "TensorLayout('HWC')"
+    assert TensorLayout(layout) == layout
+    assert pickle.loads(pickle.dumps(layout)) == layout
+    assert type(pickle.loads(pickle.dumps(layout))) is TensorLayout
+    empty = TensorLayout()
+    assert empty == "" and not empty and empty.ndim == 0
+
+
+def test_tensor_layout_must_be_a_string() -> None:
+    with pytest.raises(TypeError, match=r"layout: expected a str .* got int 3"):
+        TensorLayout(3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="got NoneType"):
+        TensorLayout(None)  # type: ignore[arg-type]
+
+
+@given(st.text(max_size=8))
+def test_tensor_layout_behaves_like_its_string(text: str) -> None:
+    layout = TensorLayout(text)
+    assert layout == text and layout.ndim == len(text) and hash(layout) == hash(text)
+    assert bool(layout) == bool(text)
+
+
+def test_sample_info() -> None:
+    info = SampleInfo(10, 2, 3, 1)
+    assert (info.idx_in_epoch, info.idx_in_batch, info.iteration, info.epoch_idx) == (10, 2, 3, 1)
+    assert [f.name for f in dataclasses.fields(SampleInfo)] == [
+        "idx_in_epoch", "idx_in_batch", "iteration", "epoch_idx"
+    ]  # fmt: skip
+    assert repr(info) == "SampleInfo(idx_in_epoch=10, idx_in_batch=2, iteration=3, epoch_idx=1)"
+    assert SampleInfo(idx_in_epoch=10, idx_in_batch=2, iteration=3, epoch_idx=1) == info
+    assert hash(info) == hash(SampleInfo(10, 2, 3, 1))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        info.iteration = 4  # type: ignore[misc]
+    assert not hasattr(info, "__dict__")
+    assert pickle.loads(pickle.dumps(info)) == info
+    assert cloudpickle.loads(cloudpickle.dumps(info)) == info
+
+
+def test_batch_info() -> None:
+    info = BatchInfo(7, 2)
+    assert (info.iteration, info.epoch_idx) == (7, 2)
+    assert [f.name for f in dataclasses.fields(BatchInfo)] == ["iteration", "epoch_idx"]
+    assert repr(info) == "BatchInfo(iteration=7, epoch_idx=2)"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        info.epoch_idx = 3  # type: ignore[misc]
+    assert not hasattr(info, "__dict__")
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+        assert pickle.loads(pickle.dumps(info, protocol)) == info
+
+
+@settings(max_examples=50)
+@given(st.integers(0, 2**40), st.integers(0, 512), st.integers(0, 2**30), st.integers(0, 999))
+def test_sample_info_pickle_round_trip(a: int, b: int, c: int, d: int) -> None:
+    info = SampleInfo(a, b, c, d)
+    assert pickle.loads(pickle.dumps(info)) == info

@@ -1,0 +1,192 @@
+"""The slot codec: bit-exact round trips, layout guarantees, and what it refuses to write."""
+
+from __future__ import annotations
+
+import gc
+import itertools
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from shm import SHM_LIMIT_ENV, SharedSegment, ShmAllocationError, codec, shm_bytes_in_use
+
+_CODES = ("b1", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2", "f4", "f8", "c8", "c16")
+_DTYPES = [np.dtype(c) for c in _CODES] + [np.dtype(">" + c) for c in _CODES if c[-1] != "1"]
+
+
+@st.composite
+def sample_arrays(draw: st.DrawFn) -> np.ndarray:
+    """Arrays of any supported dtype and shape, some of them non-contiguous views."""
+    dtype = draw(st.sampled_from(_DTYPES))
+    shape = draw(hnp.array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=5))
+    array = draw(hnp.arrays(dtype, shape))
+    layout = draw(st.sampled_from(["plain", "reversed", "transposed", "strided"]))
+    if layout == "reversed" and array.ndim:
+        array = array[::-1]
+    elif layout == "transposed":
+        array = array.T
+    elif layout == "strided" and array.ndim:
+        array = np.repeat(array, 2, axis=0)[::2]
+    return array
+
+
+outputs_strategy = st.lists(st.lists(sample_arrays(), max_size=4), max_size=3)
+
+
+def _addresses(array: np.ndarray) -> tuple[int, int]:
+    start = array.__array_interface__["data"][0]
+    return start, start + array.nbytes
+
+
+def _same_bits(expected: np.ndarray, actual: np.ndarray) -> bool:
+    if expected.dtype.isnative:
+        return expected.tobytes() == actual.tobytes()
+    return expected.tobytes() == actual.byteswap().tobytes()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(outputs=outputs_strategy, start_capacity=st.integers(0, 8192))
+def test_round_trip_is_bit_exact(outputs: list[list[np.ndarray]], start_capacity: int) -> None:
+    segment = SharedSegment.create(start_capacity)
+    try:
+        needed = codec.encoded_size(outputs)
+        layout = codec.write(segment, outputs)
+        assert layout.used_nbytes == needed == layout.meta_offset + layout.meta_nbytes
+        assert layout.meta_offset % 8 == 0
+        assert layout.capacity == segment.capacity >= needed
+        assert layout.grew == (needed > start_capacity)
+        if layout.grew:
+            assert segment.capacity % 4096 == 0
+        lease = segment.lease(layout.used_nbytes, None)
+        lo, hi = _addresses(lease)
+        decoded = codec.read(lease, layout.meta_offset, layout.meta_nbytes)
+        assert [len(samples) for samples in decoded] == [len(samples) for samples in outputs]
+        for samples_in, samples_out in zip(outputs, decoded, strict=True):
+            for expected, actual in zip(samples_in, samples_out, strict=True):
+                assert actual.dtype == expected.dtype.newbyteorder("=")
+                assert actual.shape == expected.shape
+                assert _same_bits(expected, actual)
+                start, end = _addresses(actual)
+                assert lo <= start and end <= hi
+
+    finally:
+        segment.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    dtype=st.sampled_from([np.dtype(c) for c in _CODES]),
+    shape=hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=4),
+    count=st.integers(1, 6),
+    leading=st.lists(sample_arrays(), max_size=2),
+)
+def test_equal_samples_are_one_contiguous_block(
+    dtype: np.dtype[Any], shape: tuple[int, ...], count: int, leading: list[np.ndarray]
+) -> None:
+    samples = [np.full(shape, i, dtype=dtype) for i in range(count)]
+    segment = SharedSegment.create(0)
+    try:
+        # An unrelated output before ours must not disturb the alignment of ours.
+        layout = codec.write(segment, [leading, samples])
+        lease = segment.lease(layout.used_nbytes, None)
+        decoded = codec.read(lease, layout.meta_offset, layout.meta_nbytes)[1]
+        first, _ = _addresses(decoded[0])
+        assert first % 64 == 0
+        for before, after in itertools.pairwise(decoded):
+            assert _addresses(before)[1] == _addresses(after)[0]
+        offset = first - _addresses(lease)[0]
+        block_nbytes = count * decoded[0].nbytes
+        batch = lease[offset : offset + block_nbytes].view(dtype).reshape(count, *shape)
+        assert batch.flags.c_contiguous
+        np.testing.assert_array_equal(batch, np.stack(samples))
+
+    finally:
+        segment.close()
+
+
+def test_reads_keep_the_lease_alive() -> None:
+    segment = SharedSegment.create(0)
+    released: list[int] = []
+    try:
+        layout = codec.write(segment, [[np.arange(10)]])
+        lease = segment.lease(layout.used_nbytes, lambda: released.append(1))
+        (array,) = codec.read(lease, layout.meta_offset, layout.meta_nbytes)[0]
+        del lease
+        gc.collect()
+        assert released == []
+        assert array.tolist() == list(range(10))
+        del array
+        gc.collect()
+        assert released == [1]
+    finally:
+        segment.close()
+
+
+def test_empty_results() -> None:
+    segment = SharedSegment.create(0)
+    try:
+        for outputs in ([], [[]], [[], []]):
+            layout = codec.write(segment, outputs)
+            lease = segment.lease(layout.used_nbytes, None)
+            assert codec.read(lease, layout.meta_offset, layout.meta_nbytes) == [
+                [] for _ in outputs
+            ]
+    finally:
+        segment.close()
+
+
+def test_rewrite_reuses_capacity() -> None:
+    segment = SharedSegment.create(0)
+    try:
+        first = codec.write(segment, [[np.zeros(5000, np.uint8)]])
+        second = codec.write(segment, [[np.ones(100, np.uint8)]])
+        assert first.grew and not second.grew
+        assert second.capacity == first.capacity == 8192
+    finally:
+        segment.close()
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        np.array([object()]),
+        np.array(["text"]),
+        np.array([1], dtype="datetime64[s]"),
+        np.zeros(2, dtype=[("a", "i4"), ("b", "f4")]),
+        np.zeros(2, dtype=np.longdouble),
+    ],
+    ids=["object", "str", "datetime", "structured", "longdouble"],
+)
+def test_unsupported_dtypes_are_refused(bad: np.ndarray) -> None:
+    segment = SharedSegment.create(0)
+    try:
+        with pytest.raises(TypeError, match="output 0, sample 1"):
+            codec.write(segment, [[np.zeros(1), bad]])
+    finally:
+        segment.close()
+
+
+def test_too_many_dimensions_are_refused() -> None:
+    deep = np.zeros((1,) * (codec.MAX_NDIM + 1))
+    with pytest.raises(ValueError, match="dimensions"):
+        codec.encoded_size([[deep]])
+
+
+def test_write_beyond_limit_raises_allocation_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    segment = SharedSegment.create(0)
+    try:
+        monkeypatch.setenv(SHM_LIMIT_ENV, str(shm_bytes_in_use() + 4096))
+        codec.write(segment, [[np.zeros(1000, np.uint8)]])
+        with pytest.raises(ShmAllocationError):
+            codec.write(segment, [[np.zeros(10_000, np.uint8)]])
+    finally:
+        segment.close()
+
+
+def test_read_rejects_non_uint8_buffer() -> None:
+    with pytest.raises(TypeError, match="uint8"):
+        codec.read(np.zeros(100, np.float32), 0, 10)

@@ -1,0 +1,227 @@
+"""SharedSegment: creation, growth, refresh across processes, leases, limits, teardown."""
+
+from __future__ import annotations
+
+import errno
+import gc
+import os
+import pickle
+import stat
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+import shm.segment as segment_module
+from shm import SHM_LIMIT_ENV, SharedSegment, ShmAllocationError, ShmError, shm_bytes_in_use
+
+
+@pytest.fixture
+def segment() -> Iterator[SharedSegment]:
+    seg = SharedSegment.create(4096, name="test")
+    yield seg
+    seg.close()
+
+
+def test_create_is_anonymous_memfd(segment: SharedSegment) -> None:
+    assert segment.capacity == 4096
+    assert not segment.closed
+    target = os.readlink(f"/proc/self/fd/{segment.fd}")
+    assert target.startswith("/memfd:test")
+    assert os.fstat(segment.fd).st_size == 4096
+    assert os.get_inheritable(segment.fd) is False
+
+
+def test_create_zero_capacity_maps_nothing() -> None:
+    seg = SharedSegment.create(0)
+    try:
+        assert seg.capacity == 0
+        assert seg.array().size == 0
+        lease = seg.lease(0, None)
+        assert lease.size == 0 and lease.dtype == np.uint8
+    finally:
+        seg.close()
+
+
+def test_create_rejects_negative_capacity() -> None:
+    with pytest.raises(ValueError, match="capacity"):
+        SharedSegment.create(-1)
+
+
+def test_fallback_without_memfd_is_private_and_unlinked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(os, "memfd_create")
+    seg = SharedSegment.create(8192)
+    try:
+        info = os.fstat(seg.fd)
+        assert stat.S_IMODE(info.st_mode) == 0o600
+        assert info.st_nlink == 0  # unlinked: nothing named is left anywhere
+        seg.array()[:4] = [1, 2, 3, 4]
+        assert bytes(seg.array(0, 4)) == b"\x01\x02\x03\x04"
+    finally:
+        seg.close()
+
+
+def test_grow_preserves_data_keeps_old_views_and_never_shrinks(segment: SharedSegment) -> None:
+    old_view = segment.array(0, 16)
+    old_view[:] = np.arange(16, dtype=np.uint8)
+    segment.grow(3 * 4096)
+    assert segment.capacity == 3 * 4096
+    assert os.fstat(segment.fd).st_size == 3 * 4096
+    # The view into the previous mapping is still valid and shares the same pages.
+    old_view[0] = 200
+    assert segment.array(0, 16).tolist() == [200, *range(1, 16)]
+    segment.grow(100)
+    assert segment.capacity == 3 * 4096
+    assert os.fstat(segment.fd).st_size == 3 * 4096
+
+
+def test_refresh_after_another_attachment_grows(segment: SharedSegment) -> None:
+    other = SharedSegment.attach(os.dup(segment.fd))
+    try:
+        assert other.capacity == segment.capacity
+        assert segment.refresh() is False
+        other.grow(5 * 4096)
+        other.array()[5 * 4096 - 1] = 42
+        assert segment.capacity == 4096
+        assert segment.refresh() is True
+        assert segment.capacity == 5 * 4096
+        assert segment.array()[-1] == 42
+    finally:
+        other.close()
+
+
+def test_refresh_after_another_process_grows(segment: SharedSegment) -> None:
+    script = textwrap.dedent(
+        f"""
+        from shm import SharedSegment
+        seg = SharedSegment.attach({segment.fd})
+        seg.grow(40960)
+        seg.array()[40959] = 7
+        seg.close()
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], pass_fds=(segment.fd,), check=True, timeout=30)
+    assert segment.refresh() is True
+    assert segment.capacity == 40960
+    assert segment.array()[40959] == 7
+
+
+def test_attach_rejects_non_file() -> None:
+    read_fd, write_fd = os.pipe()
+    try:
+        with pytest.raises(ShmError, match="not a shared-memory file"):
+            SharedSegment.attach(read_fd)
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
+
+
+def test_lease_derived_views_keep_it_alive_and_release_once(segment: SharedSegment) -> None:
+    released: list[int] = []
+    lease = segment.lease(64, lambda: released.append(1))
+    assert lease.dtype == np.uint8 and lease.shape == (64,) and lease.flags.writeable
+    floats = lease[8:40].view(np.float64).reshape(2, 2)
+    piece = floats[1, ::-1]
+    del lease, floats
+    gc.collect()
+    assert released == []
+    piece[:] = 1.5
+    assert segment.array(24, 8).view(np.float64)[0] == 1.5
+    del piece
+    gc.collect()
+    assert released == [1]
+    gc.collect()
+    assert released == [1]
+
+
+def test_lease_without_callback_and_bounds(segment: SharedSegment) -> None:
+    lease = segment.lease(4096, None)
+    assert lease.size == 4096
+    with pytest.raises(ValueError, match="outside"):
+        segment.lease(4097, None)
+    with pytest.raises(ValueError, match="outside"):
+        segment.array(4000, 200)
+
+
+def test_lease_survives_grow_and_close() -> None:
+    seg = SharedSegment.create(4096)
+    released: list[int] = []
+    lease = seg.lease(4096, lambda: released.append(1))
+    lease[:3] = [9, 8, 7]
+    seg.grow(8192)
+    seg.close()
+    seg.close()  # idempotent
+    assert seg.closed
+    # The mapping that the lease points into is still alive after close().
+    assert lease[:3].tolist() == [9, 8, 7]
+    del lease
+    gc.collect()
+    assert released == [1]
+
+
+def test_closed_segment_refuses_work() -> None:
+    seg = SharedSegment.create(0)
+    seg.close()
+    for call in (lambda: seg.grow(10), seg.refresh, seg.array, lambda: seg.lease(0, None)):
+        with pytest.raises(ShmError, match="closed"):
+            call()
+
+
+def test_limit_env_raises_allocation_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(SHM_LIMIT_ENV, str(shm_bytes_in_use() + 64 * 1024))
+    with pytest.raises(ShmAllocationError) as info:
+        SharedSegment.create(128 * 1024)
+    err = info.value
+    assert isinstance(err, MemoryError)
+    assert err.requested_bytes == 128 * 1024
+    assert err.available_bytes == 64 * 1024
+    assert SHM_LIMIT_ENV in str(err) and "bytes_per_sample_hint" in str(err)
+    # Within budget works, and closing gives the budget back.
+    first = SharedSegment.create(64 * 1024)
+    with pytest.raises(ShmAllocationError):
+        first.grow(64 * 1024 + 1)
+    assert first.capacity == 64 * 1024
+    first.close()
+    SharedSegment.create(64 * 1024).close()
+
+
+def test_invalid_limit_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(SHM_LIMIT_ENV, "lots")
+    with pytest.raises(ShmError, match=SHM_LIMIT_ENV):
+        SharedSegment.create(10)
+
+
+def test_fallocate_failure_becomes_allocation_error(
+    segment: SharedSegment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(fd: int, offset: int, length: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(segment_module.os, "posix_fallocate", full)
+    before = shm_bytes_in_use()
+    with pytest.raises(ShmAllocationError, match="No space left"):
+        segment.grow(1 << 20)
+    assert segment.capacity == 4096
+    assert os.fstat(segment.fd).st_size == 4096  # truncated back
+    assert shm_bytes_in_use() == before
+
+
+def test_allocation_error_pickles() -> None:
+    err = pickle.loads(pickle.dumps(ShmAllocationError(10, 5, "detail")))
+    assert (err.requested_bytes, err.available_bytes) == (10, 5)
+    assert "detail" in str(err)
+
+
+def test_gc_without_close_releases_fd() -> None:
+    seg = SharedSegment.create(4096, name="gc-probe")
+    fd = seg.fd
+    del seg
+    gc.collect()
+    try:
+        target = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        target = ""
+    assert "gc-probe" not in target

@@ -1,0 +1,128 @@
+"""Callbacks and helpers shared by the worker-pool tests (importable by spawn workers)."""
+
+from __future__ import annotations
+
+import ctypes
+import faulthandler
+import os
+import signal
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from shm import SharedSegment, codec
+from workers import Reply, TaskDone, WorkerPool
+
+START_METHODS = ("fork", "spawn")
+#: Generous bound for results that need a spawn worker to boot first.
+RESULT_TIMEOUT_S = 30.0
+
+
+class NeedsTwoArgs(Exception):
+    """Round-trips through pickle, but could not be rebuilt from its message alone."""
+
+    def __init__(self, first: str, second: int) -> None:
+        super().__init__(first, second)
+        self.first = first
+        self.second = second
+
+    def __str__(self) -> str:
+        return f"{self.first}/{self.second}"
+
+
+def arange_sample(i: int) -> list[list[np.ndarray]]:
+    """Two outputs: a (2, 3) int32 block filled with ``i`` and ``arange(i)`` as float64."""
+    return [[np.full((2, 3), i, np.int32)], [np.arange(i, dtype=np.float64)]]
+
+
+def echo(outputs: Sequence[Sequence[np.ndarray]]) -> Sequence[Sequence[np.ndarray]]:
+    """Return the argument: outputs x samples of arrays travelled through the pipe."""
+    return outputs
+
+
+def big(nbytes: int) -> list[list[np.ndarray]]:
+    """One sample of ``nbytes`` bytes (forces the worker to grow the segment)."""
+    return [[np.full(nbytes, 7, np.uint8)]]
+
+
+def fail(kind: str) -> list[list[np.ndarray]]:
+    """Raise or crash in the way ``kind`` names; otherwise return one small array."""
+    if kind == "value":
+        raise ValueError("bad sample 3")
+    if kind == "stop":
+        raise StopIteration("end of data")
+    if kind == "two_args":
+        raise NeedsTwoArgs("x", 2)
+    if kind == "local":
+
+        class LocalError(Exception):
+            pass
+
+        raise LocalError("cannot be rebuilt")
+    if kind == "exit":
+        os._exit(3)
+    if kind == "segfault":
+        # The worker's (or, under fork, pytest's inherited) faulthandler would print a
+        # stack dump into the test output; the exit status is what is under test.
+        faulthandler.disable()
+        ctypes.string_at(0)
+    if kind == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if kind == "object":
+        return [[np.array([object()])]]
+    if kind == "not_a_sequence":
+        return 42  # type: ignore[return-value]
+    if kind == "sleep":
+        time.sleep(60)
+    return [[np.zeros(1, np.uint8)]]
+
+
+#: The callbacks most tests register, and their indices.
+CALLBACKS = (arange_sample, echo, big, fail)
+ARANGE, ECHO, BIG, FAIL = range(len(CALLBACKS))
+
+
+def collect_all(pool: WorkerPool, count: int, timeout_s: float = RESULT_TIMEOUT_S) -> list[Reply]:
+    """Collect exactly ``count`` replies, sorted by task id, or fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    replies: list[Reply] = []
+    while len(replies) < count:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(f"got {len(replies)} of {count} replies")
+        replies += pool.collect(remaining)
+    return sorted(replies, key=lambda reply: reply.task_id)
+
+
+def read_reply(reply: TaskDone, segment: SharedSegment) -> list[list[np.ndarray]]:
+    """Decode a TaskDone's result from ``segment`` as the main process would."""
+    if reply.layout.capacity > segment.capacity:
+        segment.refresh()
+    lease = segment.lease(reply.layout.used_nbytes, None)
+    return codec.read(lease, reply.layout.meta_offset, reply.layout.meta_nbytes)
+
+
+@contextmanager
+def started_pool(
+    callbacks: Sequence[Any], num_workers: int, start_method: str, **kwargs: Any
+) -> Iterator[WorkerPool]:
+    """A started pool that is closed (and checked to leave no process) afterwards."""
+    pool = WorkerPool(callbacks, num_workers, start_method=start_method, **kwargs)
+    pool.start()
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+def warm_up(pool: WorkerPool, segments: Sequence[SharedSegment]) -> None:
+    """Run one trivial task per worker so that spawn start-up time is out of the way.
+
+    ``pool`` must have been built with :data:`CALLBACKS`.
+    """
+    for worker in range(pool.num_workers):
+        pool.submit(worker, FAIL, ["ok"], 1000 + worker, segments[worker])
+    collect_all(pool, pool.num_workers)

@@ -1,0 +1,33 @@
+"""A process pool that runs registered callbacks on small tasks and answers through shm.
+
+``workers`` knows nothing of pipelines: a :class:`WorkerPool` starts processes (fork or
+spawn) that hold a list of callbacks; a task names a callback, its arguments and a shared
+memory segment; the worker writes the callback's arrays into the segment with
+:mod:`shm.codec` and replies with a small message. Errors keep their type and the worker's
+traceback; a dead worker is reported at once.
+"""
+
+from __future__ import annotations
+
+from workers.errors import (
+    CallbackPicklingError,
+    PoolClosedError,
+    RemoteError,
+    RemoteTraceback,
+    WorkerDiedError,
+)
+from workers.messages import Reply, TaskDone, TaskFailed
+from workers.pool import Callback, WorkerPool
+
+__all__ = [
+    "Callback",
+    "CallbackPicklingError",
+    "PoolClosedError",
+    "RemoteError",
+    "RemoteTraceback",
+    "Reply",
+    "TaskDone",
+    "TaskFailed",
+    "WorkerDiedError",
+    "WorkerPool",
+]

@@ -1,0 +1,99 @@
+"""The messages that travel over a worker's pipe, in both directions.
+
+This module owns the pool's wire protocol. Every message is a small frozen, slotted
+dataclass with named fields (never a bare tuple), so both ends can dispatch on its type and
+a protocol change is a visible diff. Array bytes never travel here: they go through shared
+memory (see :mod:`shm.codec`); a reply carries only the :class:`~shm.codec.SlotLayout` that
+says where they lie.
+
+Main process -> worker: :class:`AttachSegment` (immediately followed on the same socket by
+the segment's fd, sent with ``multiprocessing.reduction.send_handle``), :class:`DetachSegment`,
+:class:`RunTask`, :class:`Shutdown`.
+
+Worker -> main process: :class:`TaskDone`, :class:`TaskFailed`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from shm import SlotLayout
+from workers.errors import RemoteError
+
+__all__ = [
+    "AttachSegment",
+    "DetachSegment",
+    "Reply",
+    "Request",
+    "RunTask",
+    "Shutdown",
+    "TaskDone",
+    "TaskFailed",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class AttachSegment:
+    """The next thing on the socket is the fd of segment ``segment_id``; keep it by that id.
+
+    Replaces (and closes) any segment the worker already had under the same id.
+    """
+
+    segment_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class DetachSegment:
+    """Close the worker's mapping and fd of segment ``segment_id`` (if it has one)."""
+
+    segment_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class RunTask:
+    """Call callback ``callback`` once per item of ``args``; write the result to a segment."""
+
+    task_id: int
+    callback: int
+    args: tuple[Any, ...]
+    segment_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class Shutdown:
+    """Finish: the worker exits its loop and its process ends."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskDone:
+    """Task ``task_id`` succeeded; its result lies in its segment as ``layout`` describes.
+
+    If ``layout.capacity`` exceeds the main process's mapping, call ``segment.refresh()``
+    before reading.
+    """
+
+    task_id: int
+    worker: int
+    pid: int
+    layout: SlotLayout
+
+
+@dataclass(frozen=True, slots=True)
+class TaskFailed:
+    """Task ``task_id`` failed.
+
+    ``call_index`` is the index into the task's ``args`` of the call that raised, or -1 when
+    the failure is not tied to one call (writing the result, an unknown segment, a callback
+    that could not be unpickled ...).
+    """
+
+    task_id: int
+    worker: int
+    pid: int
+    call_index: int
+    error: RemoteError
+
+
+Request = AttachSegment | DetachSegment | RunTask | Shutdown
+Reply = TaskDone | TaskFailed

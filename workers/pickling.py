@@ -1,0 +1,107 @@
+"""How callbacks travel to ``spawn`` workers.
+
+This module owns the "callback pickler" knob (DALI's ``py_callback_pickler``). A fresh
+``spawn`` interpreter shares no memory with the main process, so each callback is serialised
+in the main process and deserialised in the worker. The user may pass:
+
+* ``None``: cloudpickle, so lambdas, closures and local functions work;
+* a module with ``dumps``/``loads`` (``pickle``, ``dill``, ...): sent to the worker by
+  module *name* and imported there;
+* an object with ``dumps``/``loads``: sent to the worker with the standard pickle;
+* a tuple ``(pickler, dumps_kwargs, loads_kwargs)`` of one of the above and keyword
+  arguments for its two functions.
+
+Each callback is pickled separately, so a failure names the callback's index.
+"""
+
+from __future__ import annotations
+
+import importlib
+import types
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from workers.errors import CallbackPicklingError
+
+__all__ = ["PicklerSpec", "dump_callbacks", "resolve_pickler"]
+
+
+@dataclass(frozen=True, slots=True)
+class PicklerSpec:
+    """A picklable description of a callback pickler."""
+
+    module_name: str | None = None
+    obj: Any = None
+    dumps_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    loads_kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    def _pickler(self) -> Any:
+        if self.module_name is not None:
+            return importlib.import_module(self.module_name)
+        return self.obj
+
+    @property
+    def name(self) -> str:
+        """How to call this pickler in an error message."""
+        if self.module_name is not None:
+            return f"module {self.module_name!r}"
+        return f"pickler object {self.obj!r}"
+
+    def dumps(self, obj: Any) -> bytes:
+        """Serialise ``obj`` with the pickler (in the main process)."""
+        data = self._pickler().dumps(obj, **dict(self.dumps_kwargs))
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise TypeError(f"{self.name}.dumps returned {type(data).__name__}, not bytes")
+        return bytes(data)
+
+    def loads(self, data: bytes) -> Any:
+        """Deserialise ``data`` with the pickler (in the worker)."""
+        return self._pickler().loads(data, **dict(self.loads_kwargs))
+
+
+def _check_has_dumps_loads(pickler: Any) -> None:
+    for attr in ("dumps", "loads"):
+        if not callable(getattr(pickler, attr, None)):
+            raise TypeError(
+                f"the callback pickler {pickler!r} has no callable {attr!r}; pass a module or "
+                "object with dumps() and loads() (e.g. pickle, cloudpickle, dill), or a tuple "
+                "(pickler, dumps_kwargs, loads_kwargs)"
+            )
+
+
+def resolve_pickler(pickler: Any | None) -> PicklerSpec:
+    """Turn the user's ``pickler`` argument into a :class:`PicklerSpec` (None: cloudpickle)."""
+    dumps_kwargs: Mapping[str, Any] = {}
+    loads_kwargs: Mapping[str, Any] = {}
+    if isinstance(pickler, tuple):
+        if len(pickler) != 3:
+            raise TypeError(
+                "a callback pickler tuple must be (pickler, dumps_kwargs, loads_kwargs), got "
+                f"{len(pickler)} items"
+            )
+        pickler, dumps_kwargs, loads_kwargs = pickler
+        dumps_kwargs = dict(dumps_kwargs or {})
+        loads_kwargs = dict(loads_kwargs or {})
+    if pickler is None:
+        return PicklerSpec("cloudpickle", None, dumps_kwargs, loads_kwargs)
+    _check_has_dumps_loads(pickler)
+    if isinstance(pickler, types.ModuleType):
+        return PicklerSpec(pickler.__name__, None, dumps_kwargs, loads_kwargs)
+    return PicklerSpec(None, pickler, dumps_kwargs, loads_kwargs)
+
+
+def dump_callbacks(callbacks: Sequence[Callable[..., Any]], spec: PicklerSpec) -> list[bytes]:
+    """Pickle each callback, raising :class:`CallbackPicklingError` naming the culprit."""
+    payloads: list[bytes] = []
+    for index, callback in enumerate(callbacks):
+        try:
+            payloads.append(spec.dumps(callback))
+        except Exception as exc:
+            raise CallbackPicklingError(
+                f"callback {index} ({callback!r}) cannot be pickled with {spec.name} to send it "
+                f"to 'spawn' worker processes: {type(exc).__name__}: {exc}. Make it picklable "
+                "(define it at module level, avoid capturing locks, open files or sockets), "
+                "pass a different py_callback_pickler, or use the 'fork' start method."
+            ) from exc
+    return payloads

@@ -1,0 +1,413 @@
+"""The main-process side of the worker pool.
+
+This module owns the worker processes' lifetime and the conversation with them: starting
+them, sending tasks (and, once per worker and segment, the segment's fd), collecting
+replies, noticing deaths, and shutting everything down.
+
+Why it is shaped so:
+
+* Single-threaded: the pool starts no helper thread at all. ``collect`` waits on the result
+  pipes *and* the process sentinels together (as CPython's ``concurrent.futures.process``
+  does), so a dead worker is reported as soon as the kernel reaps it, not after a timeout.
+* All workers are started (forked) before anything else happens in ``start``; under fork
+  each worker then drops its copies of the main-side pipe ends (see :mod:`workers.worker`).
+* ``close`` may come from another thread than submit/collect: it raises a flag, wakes a
+  blocked ``collect`` through a self-pipe, then takes the lock. Shutdown is one idempotent
+  function over a resources object, reached from ``close()``, ``__exit__``, a
+  ``weakref.finalize`` and (through it) ``atexit``.
+* A worker's death breaks the pool for good: every later ``submit``/``collect`` raises
+  :class:`WorkerDiedError`; ``close`` still works.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import pickle
+import signal
+import threading
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+from multiprocessing.reduction import ForkingPickler, send_handle
+from typing import Any
+
+import numpy as np
+
+from shm import SharedSegment
+from workers.errors import PoolClosedError, WorkerDiedError
+from workers.messages import AttachSegment, DetachSegment, Reply, RunTask, Shutdown
+from workers.pickling import PicklerSpec, dump_callbacks, resolve_pickler
+from workers.worker import PARENT_CONNECTIONS, WorkerSetup, worker_main
+
+__all__ = ["Callback", "WorkerPool"]
+
+Callback = Callable[[Any], Sequence[Sequence[np.ndarray]]]
+
+#: How long ``close`` waits for workers to exit after the Shutdown message (all together).
+_JOIN_TIMEOUT_S = 2.0
+#: How long ``close`` waits for a worker still running a task before terminating it.
+_BUSY_GRACE_S = 0.2
+#: How long it then waits after SIGTERM, and after SIGKILL.
+_TERMINATE_TIMEOUT_S = 1.0
+#: How long to wait for a worker whose pipe hit EOF to be reaped, to learn its exit code.
+_REAP_TIMEOUT_S = 0.5
+#: Upper bound of one internal wait in ``collect(None)``, so no wait is unbounded.
+_WAIT_SLICE_S = 1.0
+_START_METHODS = ("fork", "spawn")
+
+
+@dataclass(slots=True)
+class _PoolResources:
+    """What shutdown must release; shared with the finalizer, which must not hold the pool."""
+
+    owner_pid: int
+    processes: list[BaseProcess] = field(default_factory=list)
+    pids: list[int] = field(default_factory=list)
+    conns: list[Connection] = field(default_factory=list)
+    segments: list[dict[int, SharedSegment]] = field(default_factory=list)
+    wakeup_fds: tuple[int, int] | None = None
+    #: task id -> worker, for tasks not answered yet.
+    pending: dict[int, int] = field(default_factory=dict)
+    done: bool = False
+
+
+def _shutdown(res: _PoolResources) -> None:
+    """Stop the workers and release everything; idempotent, safe in any state."""
+    if res.done or os.getpid() != res.owner_pid:
+        return  # a forked child inherited the pool: not its to shut down
+    res.done = True
+    for conn in res.conns:
+        with contextlib.suppress(Exception):
+            conn.send(Shutdown())
+    # An idle worker exits at once on Shutdown; a busy one would first finish a callback
+    # whose result nobody wants any more, so it only gets a short grace period.
+    busy = set(res.pending.values())
+    deadline = time.monotonic() + _JOIN_TIMEOUT_S
+    busy_deadline = time.monotonic() + _BUSY_GRACE_S
+    for index, proc in enumerate(res.processes):
+        until = busy_deadline if index in busy else deadline
+        proc.join(max(0.0, until - time.monotonic()))
+    for stop in ("terminate", "kill"):
+        alive = [proc for proc in res.processes if proc.is_alive()]
+        if not alive:
+            break
+        for proc in alive:
+            with contextlib.suppress(Exception):
+                getattr(proc, stop)()
+        deadline = time.monotonic() + _TERMINATE_TIMEOUT_S
+        for proc in alive:
+            proc.join(max(0.0, deadline - time.monotonic()))
+    for proc in res.processes:
+        with contextlib.suppress(Exception):
+            proc.close()
+    for conn in res.conns:
+        PARENT_CONNECTIONS.discard(conn)
+        with contextlib.suppress(Exception):
+            conn.close()
+    for known in res.segments:
+        for segment in known.values():
+            segment.close()
+        known.clear()
+    if res.wakeup_fds is not None:
+        for fd in res.wakeup_fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        res.wakeup_fds = None
+
+
+class WorkerPool:
+    """A fixed set of worker processes running registered callbacks on submitted tasks.
+
+    A callback, given one argument, returns outputs x samples of numpy arrays. A task names
+    a worker, a callback, a list of arguments and a segment; the worker calls the callback
+    once per argument, concatenates the samples per output, writes them into the segment
+    (growing it if needed) and replies :class:`~workers.messages.TaskDone` or
+    :class:`~workers.messages.TaskFailed`.
+    """
+
+    def __init__(
+        self,
+        callbacks: Sequence[Callback],
+        num_workers: int,
+        start_method: str = "fork",
+        pickler: Any | None = None,
+        name: str = "dali_lite",
+    ) -> None:
+        if start_method not in _START_METHODS:
+            raise ValueError(f"start_method must be one of {_START_METHODS}, got {start_method!r}")
+        if num_workers < 1:
+            raise ValueError(f"num_workers must be at least 1, got {num_workers}")
+        self._callbacks = tuple(callbacks)
+        for index, callback in enumerate(self._callbacks):
+            if not callable(callback):
+                raise TypeError(f"callback {index} ({callback!r}) is not callable")
+        self._num_workers = num_workers
+        self._start_method = start_method
+        self._pickler = pickler
+        self._name = name
+        self._lock = threading.RLock()
+        self._closing = False
+        self._started = False
+        self._broken: WorkerDiedError | None = None
+        self._next_task_id = 0
+        self._res = _PoolResources(owner_pid=os.getpid())
+        self._finalizer = weakref.finalize(self, _shutdown, self._res)
+
+    # -- properties ---------------------------------------------------------------------
+
+    @property
+    def num_workers(self) -> int:
+        """Number of worker processes."""
+        return self._num_workers
+
+    @property
+    def pids(self) -> list[int]:
+        """Process ids of the workers (empty before ``start``)."""
+        return list(self._res.pids)
+
+    @property
+    def started(self) -> bool:
+        """Whether ``start`` has run."""
+        return self._started
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close`` has run (or begun)."""
+        return self._closing
+
+    @property
+    def start_method(self) -> str:
+        """``"fork"`` or ``"spawn"``."""
+        return self._start_method
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start all worker processes. Idempotent.
+
+        Raises ``ValueError`` for a pickler with ``fork``, and
+        :class:`~workers.errors.CallbackPicklingError` for a callback ``spawn`` cannot send.
+        """
+        with self._lock:
+            if self._closing:
+                raise PoolClosedError("cannot start a worker pool that was closed")
+            if self._started:
+                return
+            payloads, spec = self._prepare_callbacks()
+            ctx = multiprocessing.get_context(self._start_method)
+            in_main_thread = threading.current_thread() is threading.main_thread()
+            # Block SIGINT in this thread while creating processes: children inherit the
+            # mask (also across exec), so a Ctrl-C stays pending until the worker has
+            # ignored it, instead of raising KeyboardInterrupt in a half-started worker.
+            old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            try:
+                for index in range(self._num_workers):
+                    self._start_worker(ctx, index, payloads, spec, in_main_thread)
+            except BaseException:
+                self._closing = True
+                _shutdown(self._res)
+                raise
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+            self._res.wakeup_fds = os.pipe()
+            os.set_blocking(self._res.wakeup_fds[1], False)
+            self._started = True
+
+    def _prepare_callbacks(self) -> tuple[tuple[bytes, ...] | None, PicklerSpec | None]:
+        if self._start_method == "fork":
+            if self._pickler is not None:
+                raise ValueError(
+                    "a callback pickler is only used with the 'spawn' start method; with "
+                    "'fork' the callbacks are inherited. Drop the pickler or use 'spawn'."
+                )
+            return None, None
+        spec = resolve_pickler(self._pickler)
+        try:
+            pickle.dumps(spec)
+        except Exception as exc:
+            raise TypeError(
+                f"the callback pickler {spec.name} must itself be picklable with the standard "
+                f"pickle to reach 'spawn' workers: {exc}; pass a module instead"
+            ) from exc
+        return tuple(dump_callbacks(self._callbacks, spec)), spec
+
+    def _start_worker(
+        self,
+        ctx: Any,
+        index: int,
+        payloads: tuple[bytes, ...] | None,
+        spec: PicklerSpec | None,
+        in_main_thread: bool,
+    ) -> None:
+        parent_conn, child_conn = ctx.Pipe(duplex=True)
+        PARENT_CONNECTIONS.add(parent_conn)
+        self._res.conns.append(parent_conn)
+        self._res.segments.append({})
+        setup = WorkerSetup(
+            index=index,
+            conn=child_conn,
+            parent_pid=os.getpid(),
+            name=self._name,
+            # PDEATHSIG fires when the *thread* that forked exits; only the main thread
+            # lives as long as the process.
+            set_pdeathsig=in_main_thread,
+            callbacks=self._callbacks if payloads is None else None,
+            payloads=payloads,
+            pickler=spec,
+        )
+        proc = ctx.Process(
+            target=worker_main, args=(setup,), name=f"{self._name}-worker-{index}", daemon=True
+        )
+        try:
+            proc.start()
+        finally:
+            # Our copy of the worker's end must go, or we would never see EOF from it.
+            child_conn.close()
+        self._res.processes.append(proc)
+        self._res.pids.append(proc.pid)
+
+    def close(self) -> None:
+        """Shut the workers down and release pipes and segments. Idempotent, thread-safe."""
+        self._closing = True
+        wakeup = self._res.wakeup_fds
+        if wakeup is not None:
+            # Wake a collect() blocked in another thread so it lets go of the lock.
+            with contextlib.suppress(OSError):
+                os.write(wakeup[1], b"x")
+        with self._lock:
+            self._finalizer()
+
+    def __enter__(self) -> WorkerPool:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- tasks --------------------------------------------------------------------------
+
+    def _check_usable(self) -> None:
+        if self._closing:
+            raise PoolClosedError("the worker pool is closed")
+        if self._broken is not None:
+            raise WorkerDiedError(
+                self._broken.worker, self._broken.pid, self._broken.exitcode, broken=True
+            )
+        if not self._started:
+            raise RuntimeError("the worker pool is not started; call start() first")
+
+    def submit(
+        self,
+        worker: int,
+        callback: int,
+        args: Sequence[Any],
+        segment_id: int,
+        segment: SharedSegment,
+    ) -> int:
+        """Queue a task on ``worker``; returns its task id.
+
+        The worker calls callback ``callback`` once per item of ``args`` and writes the
+        result into ``segment``. The segment's fd is sent to the worker the first time it
+        sees ``segment_id`` (or a different segment object under that id); the pool keeps
+        the segment and closes it at ``close``.
+        """
+        with self._lock:
+            self._check_usable()
+            if not 0 <= worker < self._num_workers:
+                raise ValueError(f"worker {worker} out of range [0, {self._num_workers})")
+            if not 0 <= callback < len(self._callbacks):
+                raise ValueError(f"callback {callback} out of range [0, {len(self._callbacks)})")
+            if segment.closed:
+                raise ValueError(f"segment {segment_id} is closed")
+            task = RunTask(self._next_task_id, callback, tuple(args), segment_id)
+            # Pickle first (once; Connection.send would do exactly this): an unpicklable
+            # argument must fail here, before an AttachSegment goes out without its task.
+            payload = ForkingPickler.dumps(task)
+            conn = self._res.conns[worker]
+            known = self._res.segments[worker]
+            try:
+                if known.get(segment_id) is not segment:
+                    conn.send(AttachSegment(segment_id))
+                    send_handle(conn, segment.fd, self._res.pids[worker])
+                    known[segment_id] = segment
+                conn.send_bytes(payload)
+            except OSError as exc:
+                raise self._worker_died(worker) from exc
+            self._next_task_id += 1
+            self._res.pending[task.task_id] = worker
+            return task.task_id
+
+    def forget_segment(self, worker: int, segment_id: int) -> None:
+        """Make ``worker`` close its mapping of ``segment_id`` (e.g. before freeing it).
+
+        The pool stops holding the segment; closing the main-process side is the caller's.
+        """
+        with self._lock:
+            if self._res.segments[worker].pop(segment_id, None) is None:
+                return
+            if self._closing or self._broken is not None:
+                return  # the worker is gone or going; its mapping dies with it
+            try:
+                self._res.conns[worker].send(DetachSegment(segment_id))
+            except OSError as exc:
+                raise self._worker_died(worker) from exc
+
+    def collect(self, timeout: float | None) -> list[Reply]:
+        """Replies that arrived, waiting up to ``timeout`` seconds (None: until one does).
+
+        Returns ``[]`` on timeout. Raises :class:`WorkerDiedError` as soon as a worker dies,
+        and :class:`PoolClosedError` if the pool is closed meanwhile.
+        """
+        deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+        with self._lock:
+            self._check_usable()
+            conns = self._res.conns
+            sentinels = {proc.sentinel: i for i, proc in enumerate(self._res.processes)}
+            wakeup = self._res.wakeup_fds
+            watched: list[Any] = [*conns, *sentinels]
+            if wakeup is not None:
+                watched.append(wakeup[0])
+            while True:
+                if self._closing:
+                    raise PoolClosedError("the worker pool was closed while collecting")
+                remaining = _WAIT_SLICE_S
+                if deadline is not None:
+                    remaining = min(remaining, max(0.0, deadline - time.monotonic()))
+                ready = wait(watched, remaining)
+                if self._closing:
+                    raise PoolClosedError("the worker pool was closed while collecting")
+                for obj in ready:
+                    if not isinstance(obj, Connection) and obj in sentinels:
+                        raise self._worker_died(sentinels[obj])
+                replies: list[Reply] = []
+                for worker, conn in enumerate(conns):
+                    if conn in ready:
+                        self._drain(worker, conn, replies)
+                if replies:
+                    return replies
+                if deadline is not None and time.monotonic() >= deadline:
+                    return []
+
+    def _drain(self, worker: int, conn: Connection, replies: list[Reply]) -> None:
+        try:
+            while conn.poll(0):
+                reply = conn.recv()
+                self._res.pending.pop(reply.task_id, None)
+                replies.append(reply)
+        except (EOFError, OSError) as exc:
+            raise self._worker_died(worker) from exc
+
+    def _worker_died(self, worker: int) -> WorkerDiedError:
+        """Mark the pool broken by ``worker``'s death and build the error to raise."""
+        proc = self._res.processes[worker]
+        proc.join(_REAP_TIMEOUT_S)
+        lost = tuple(sorted(t for t, w in self._res.pending.items() if w == worker))
+        error = WorkerDiedError(worker, proc.pid, proc.exitcode, task_ids=lost)
+        if self._broken is None:
+            self._broken = error
+        return error

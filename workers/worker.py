@@ -1,0 +1,243 @@
+"""The worker process: its entry point, its loop, and how it runs one task.
+
+This module owns everything that happens inside a worker. The loop is deliberately simple:
+receive a request from the pipe, act, reply, repeat; one task at a time, no threads.
+
+Why it is shaped so:
+
+* A worker must never outlive the main process: ``PR_SET_PDEATHSIG`` (when the pool was
+  started from the main thread; the signal follows the *thread* that forked), EOF on the
+  pipe, and a periodic ``os.getppid()`` check while idle each end it. Under ``fork`` the
+  worker closes its inherited copies of the main-side pipe ends, or EOF would never come.
+* SIGINT is ignored: Ctrl-C is the main process's business, which then shuts the pool down.
+* A callback's failure, a result that cannot be written, a segment that cannot grow: all
+  become a :class:`~workers.messages.TaskFailed` reply; only a lost parent ends the loop.
+* The whole entry point takes one :class:`WorkerSetup` rather than a row of positional
+  arguments.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import faulthandler
+import os
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.reduction import recv_handle
+from typing import Any
+
+from shm import SharedSegment, ShmError, codec
+from workers.errors import RemoteError
+from workers.messages import (
+    AttachSegment,
+    DetachSegment,
+    Reply,
+    RunTask,
+    Shutdown,
+    TaskDone,
+    TaskFailed,
+)
+from workers.pickling import PicklerSpec
+
+__all__ = ["PARENT_CONNECTIONS", "WorkerSetup", "worker_main"]
+
+#: How often an idle worker checks that its parent is still alive.
+_IDLE_CHECK_S = 0.5
+_PR_SET_PDEATHSIG = 1
+
+#: Main-process ends of every live pool's pipes. A forked worker closes all of these: a
+#: worker holding a copy of another worker's main-side end would keep that worker from
+#: seeing EOF when the main process dies.
+PARENT_CONNECTIONS: set[Connection] = set()
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSetup:
+    """Everything a worker needs to start; pickled as a whole under ``spawn``."""
+
+    index: int
+    conn: Connection
+    parent_pid: int
+    name: str
+    set_pdeathsig: bool
+    #: fork: the callables themselves (inherited, never pickled).
+    callbacks: tuple[Callable[[Any], Any], ...] | None = None
+    #: spawn: each callable pickled with ``pickler``.
+    payloads: tuple[bytes, ...] | None = None
+    pickler: PicklerSpec | None = None
+
+
+@dataclass(slots=True)
+class _WorkerState:
+    index: int
+    pid: int
+    callbacks: list[Callable[[Any], Any] | RemoteError]
+    segments: dict[int, SharedSegment] = field(default_factory=dict)
+    segment_errors: dict[int, RemoteError] = field(default_factory=dict)
+
+    def drop_segment(self, segment_id: int) -> None:
+        self.segment_errors.pop(segment_id, None)
+        old = self.segments.pop(segment_id, None)
+        if old is not None:
+            old.close()
+
+
+def _set_pdeathsig() -> None:
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):
+        # No prctl (exotic libc): EOF and the getppid() check still end the worker.
+        pass
+
+
+def _prepare_process(setup: WorkerSetup) -> None:
+    # SIGINT was blocked by the pool around process creation so that a Ctrl-C arriving
+    # before this point is held pending; ignoring before unblocking discards it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    if setup.set_pdeathsig:
+        _set_pdeathsig()
+    for conn in list(PARENT_CONNECTIONS):
+        with contextlib.suppress(OSError):
+            conn.close()
+    PARENT_CONNECTIONS.clear()
+    if not faulthandler.is_enabled():
+        # A segfaulting callback then leaves its Python stack on stderr.
+        with contextlib.suppress(Exception):
+            faulthandler.enable()
+
+
+def _load_callbacks(setup: WorkerSetup) -> list[Callable[[Any], Any] | RemoteError]:
+    if setup.callbacks is not None:
+        return list(setup.callbacks)
+    if setup.payloads is None or setup.pickler is None:
+        raise ValueError("WorkerSetup needs either callbacks (fork) or payloads and a pickler")
+    loaded: list[Callable[[Any], Any] | RemoteError] = []
+    for payload in setup.payloads:
+        try:
+            loaded.append(setup.pickler.loads(payload))
+        except BaseException as exc:
+            # Reported with every task that uses this callback, instead of killing the worker.
+            loaded.append(RemoteError.from_exception(exc))
+    return loaded
+
+
+def worker_main(setup: WorkerSetup) -> None:
+    """Entry point of a worker process; returns when told to shut down or orphaned."""
+    _prepare_process(setup)
+    if os.getppid() != setup.parent_pid:
+        return  # the parent died before PR_SET_PDEATHSIG was armed
+    state = _WorkerState(setup.index, os.getpid(), _load_callbacks(setup))
+    conn = setup.conn
+    try:
+        _serve(conn, state, setup.parent_pid)
+    finally:
+        for segment_id in list(state.segments):
+            state.drop_segment(segment_id)
+        with contextlib.suppress(OSError):
+            conn.close()
+
+
+def _serve(conn: Connection, state: _WorkerState, parent_pid: int) -> None:
+    while True:
+        try:
+            if not conn.poll(_IDLE_CHECK_S):
+                if os.getppid() != parent_pid:
+                    return
+                continue
+            request = conn.recv()
+        except (EOFError, OSError):
+            return  # the main process is gone or closed our pipe
+        if isinstance(request, Shutdown):
+            return
+        if isinstance(request, AttachSegment):
+            try:
+                fd = recv_handle(conn)
+            except (EOFError, OSError):
+                return
+            state.drop_segment(request.segment_id)
+            try:
+                state.segments[request.segment_id] = SharedSegment.attach(fd)
+            except BaseException as exc:
+                os.close(fd)
+                state.segment_errors[request.segment_id] = RemoteError.from_exception(exc)
+        elif isinstance(request, DetachSegment):
+            state.drop_segment(request.segment_id)
+        elif isinstance(request, RunTask):
+            reply = run_task(request, state)
+            try:
+                conn.send(reply)
+            except OSError:
+                return
+        else:
+            # A protocol violation is a bug in the pool; report it where it is visible.
+            raise TypeError(f"worker {state.index} received an unknown request {request!r}")
+
+
+def _merge(outputs: list[list[Any]] | None, result: Any, call_index: int) -> list[list[Any]]:
+    if isinstance(result, str | bytes) or not isinstance(result, Sequence):
+        raise TypeError(
+            f"the callback returned {type(result).__name__}; expected a sequence of outputs, "
+            "each a sequence of samples (numpy arrays)"
+        )
+    if outputs is None:
+        outputs = [[] for _ in range(len(result))]
+    elif len(result) != len(outputs):
+        raise ValueError(
+            f"call {call_index} returned {len(result)} outputs but earlier calls of the same "
+            f"task returned {len(outputs)}"
+        )
+    for o, samples in enumerate(result):
+        if isinstance(samples, str | bytes) or not isinstance(samples, Sequence):
+            raise TypeError(
+                f"output {o} is a {type(samples).__name__}; expected a sequence of samples"
+            )
+        outputs[o].extend(samples)
+    return outputs
+
+
+def run_task(task: RunTask, state: _WorkerState) -> Reply:
+    """Run ``task`` and write its result into its segment; never raises."""
+
+    def failed(call_index: int, error: RemoteError | BaseException) -> TaskFailed:
+        if isinstance(error, BaseException):
+            error = RemoteError.from_exception(error)
+        return TaskFailed(task.task_id, state.index, state.pid, call_index, error)
+
+    segment = state.segments.get(task.segment_id)
+    if segment is None:
+        known_error = state.segment_errors.get(task.segment_id)
+        if known_error is not None:
+            return failed(-1, known_error)
+        return failed(
+            -1, ShmError(f"segment {task.segment_id} was never attached to worker {state.index}")
+        )
+    if not 0 <= task.callback < len(state.callbacks):
+        return failed(
+            -1,
+            IndexError(
+                f"callback index {task.callback} out of range; the pool has "
+                f"{len(state.callbacks)} callbacks"
+            ),
+        )
+    callback = state.callbacks[task.callback]
+    if isinstance(callback, RemoteError):
+        return failed(-1, callback)
+    outputs: list[list[Any]] | None = None
+    for call_index, arg in enumerate(task.args):
+        try:
+            outputs = _merge(outputs, callback(arg), call_index)
+        except BaseException as exc:
+            return failed(call_index, exc)
+    try:
+        layout = codec.write(segment, outputs if outputs is not None else [])
+    except BaseException as exc:
+        return failed(-1, exc)
+    return TaskDone(task.task_id, state.index, state.pid, layout)
