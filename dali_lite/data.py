@@ -213,20 +213,29 @@ def _check_count(count: int, batch_size: int | None, what: str) -> None:
         )
 
 
-def _check_uniform(samples: list[np.ndarray], what: str) -> None:
-    """All samples of a batch share dtype and number of dimensions (their shapes may differ)."""
-    if not samples:
-        return
-    first = samples[0]
-    dtype, ndim = first.dtype, first.ndim
-    for i in range(1, len(samples)):
-        sample = samples[i]
-        if sample.ndim != ndim or (sample.dtype is not dtype and sample.dtype != dtype):
-            raise ValueError(
-                f"{what}: the samples of a batch must share dtype and number of dimensions, "
-                f"but sample {i} has dtype {sample.dtype} and ndim {sample.ndim} while sample 0 "
-                f"has dtype {dtype} and ndim {ndim}"
-            )
+def _samples_of_list(items: list[Any] | tuple[Any, ...], what: str) -> list[np.ndarray]:
+    """Read each item as a sample; all must share dtype and ndim (their shapes may differ)."""
+    samples: list[np.ndarray] = []
+    append = samples.append
+    dtype: np.dtype[Any] | None = None
+    ndim = -1
+    for i, item in enumerate(items):
+        # Fast path: a NumPy array with the very dtype object of a sample already validated.
+        if type(item) is not np.ndarray or item.dtype is not dtype or item.ndim != ndim:
+            try:
+                item = _to_array(item, False)
+            except _Refusal as exc:
+                raise TypeError(f"sample {i} of {what}: {exc}") from exc.__cause__
+            if dtype is None:
+                dtype, ndim = item.dtype, item.ndim
+            elif item.ndim != ndim or item.dtype != dtype:
+                raise ValueError(
+                    f"{what}: the samples of a batch must share dtype and number of dimensions, "
+                    f"but sample {i} has dtype {item.dtype} and ndim {item.ndim} while sample 0 "
+                    f"has dtype {dtype} and ndim {ndim}"
+                )
+        append(item)
+    return samples
 
 
 def to_batch_samples(obj: object, *, batch_size: int | None, what: str) -> list[np.ndarray]:
@@ -245,20 +254,7 @@ def to_batch_samples(obj: object, *, batch_size: int | None, what: str) -> list[
     """
     if isinstance(obj, (list, tuple)):
         _check_count(len(obj), batch_size, what)
-        samples: list[np.ndarray] = []
-        append = samples.append
-        try:
-            for item in obj:
-                # The common case, a NumPy array of a supported dtype, inline: no call.
-                append(
-                    item
-                    if type(item) is np.ndarray and item.dtype in _NP_TO_DALI
-                    else _to_array(item, False)
-                )
-        except _Refusal as exc:
-            raise TypeError(f"sample {len(samples)} of {what}: {exc}") from exc.__cause__
-        _check_uniform(samples, what)
-        return samples
+        return _samples_of_list(obj, what)
     if isinstance(obj, _tensors.TensorListCPU):
         _check_count(len(obj), batch_size, what)
         return list(obj._sample_arrays())

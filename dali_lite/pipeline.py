@@ -10,16 +10,16 @@ defaults, the run/schedule_run/share_outputs/release_outputs protocol, epochs an
 from __future__ import annotations
 
 import contextlib
-import functools
-import inspect
-import os
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .executor import Executor, IterationTicket
 from .graph import DataNode, IterationContext, Operator, PipelineScope, topological_order
 from .ops.external_source import ExternalSource
+from .pipeline_extras import PipelineExtras
+
+__all__ = ["Pipeline", "pipeline_def"]
 
 _BASIC_API, _SCHEDULED_API = "run()", "schedule_run()/share_outputs()/release_outputs()"
 
@@ -43,7 +43,7 @@ class _Resources:
                 op.close()
 
 
-class Pipeline:
+class Pipeline(PipelineExtras):
     """Pipeline class encapsulates all data required to define and run a dali_lite pipeline.
 
     Arguments and defaults follow `nvidia.dali.pipeline.Pipeline`; `py_num_workers`,
@@ -259,8 +259,7 @@ class Pipeline:
             inputs = [values[(node.source.id, node.index)] for node in op.inputs]
             for index, batch in enumerate(op.run(ctx, inputs)):
                 values[(op.id, index)] = batch
-        assert self._graph_outputs is not None
-        return tuple(values[(node.source.id, node.index)] for node in self._graph_outputs)
+        return tuple(values[(node.source.id, node.index)] for node in self._outputs_defined())
 
     def _starvation(self) -> BaseException | None:
         for op in self._operators:
@@ -292,8 +291,7 @@ class Pipeline:
             return
         count = self._options.queue_depth if not self._prefetched else 1
         self._prefetched = True
-        executor = self._resources.executor
-        assert executor is not None
+        executor = self._executor()
         for _ in range(count):
             self.iter_setup()
             executor.submit(IterationTicket(self._next_iteration, self._epoch_idx))
@@ -303,8 +301,7 @@ class Pipeline:
         self._check_built()
         if self._end_reached:
             raise StopIteration
-        executor = self._resources.executor
-        assert executor is not None
+        executor = self._executor()
         ticket = executor.take()
         if ticket.error is not None:
             if isinstance(ticket.error, StopIteration):
@@ -378,9 +375,7 @@ class Pipeline:
         """Reset the pipeline iterator: discard prefetched work and start the next epoch."""
         if not self._built:
             return
-        executor = self._resources.executor
-        assert executor is not None
-        executor.discard_all()
+        self._executor().discard_all()
         self._epoch_idx += 1
         self._next_iteration = 0
         self._end_reached = False
@@ -395,73 +390,9 @@ class Pipeline:
         executor = self._resources.executor
         return executor is None or executor.in_flight == 0
 
-    def epoch_size(self, name: str | None = None) -> dict[str, int] | int:
-        """Epoch size of readers; dali_lite has no readers, so the dictionary is empty."""
-        if name is None:
-            return {}
-        raise KeyError(f"no reader named {name!r}: dali_lite pipelines have no readers")
-
     def enable_api_check(self, enable: bool) -> None:
         """Allows to enable or disable API check in the runtime."""
         self._api_check = bool(enable)
-
-    # ------------------------------------------------------------------ extras
-    def external_source_shm_statistics(self) -> dict[str, Any]:
-        """DALI's `capacities` and `per_sample_capacities` of every shared-memory slot, plus
-        `per_source`: capacity, bytes in use, high-water mark and resizes per source and worker
-        (see README, "Shared memory")."""
-        group = self._resources.parallel
-        if group is None:
-            return {"capacities": [], "per_sample_capacities": [], "per_source": {}}
-        return group.statistics()
-
-    def serialize(self, define_graph: Callable[[], Any] | None = None,
-                  filename: str | None = None) -> bytes:
-        """The pipeline as bytes (see `dali_lite.serialization`); written to `filename` too."""
-        from .serialization import serialize_pipeline
-
-        if define_graph is not None:
-            self.define_graph = define_graph  # type: ignore[method-assign]
-        self._define()
-        data = serialize_pipeline(self)
-        if filename is not None:
-            with open(filename, "wb") as file:
-                file.write(data)
-        return data
-
-    def deserialize_and_build(self, serialized_pipeline: bytes | str) -> None:
-        """Deserialize and build the pipeline given in serialized form."""
-        from .serialization import load_into
-
-        load_into(self, serialized_pipeline)
-        self.build()
-
-    @classmethod
-    def deserialize(cls, serialized_pipeline: bytes | str | None = None,
-                    filename: str | os.PathLike[str] | None = None, **kwargs: Any) -> Pipeline:
-        """A new pipeline from `serialize()` output (bytes, or a file); kwargs override the
-        stored constructor arguments."""
-        from .serialization import deserialize_pipeline
-
-        if (serialized_pipeline is None) == (filename is None):
-            raise ValueError("pass exactly one of serialized_pipeline and filename")
-        if filename is not None:
-            with open(filename, "rb") as file:
-                serialized_pipeline = file.read()
-        assert serialized_pipeline is not None
-        return deserialize_pipeline(cls, serialized_pipeline, kwargs)
-
-    def save_graph_to_dot_file(self, filename: str, show_tensors: bool = False,
-                               show_ids: bool = False, use_colors: bool = False) -> None:
-        """Saves the pipeline graph to a Graphviz DOT file."""
-        from .dot import graph_to_dot
-
-        self._define()
-        assert self._graph_outputs is not None
-        text = graph_to_dot(self._operators, self._graph_outputs, show_tensors=show_tensors,
-                            show_ids=show_ids, use_colors=use_colors)
-        with open(filename, "w", encoding="utf-8") as file:
-            file.write(text)
 
     # ------------------------------------------------------------------ shutdown
     def close(self) -> None:
@@ -470,6 +401,17 @@ class Pipeline:
         self._last_outputs = None
         self._shared_outputs.clear()
         self._finalizer()
+
+    def _executor(self) -> Executor:
+        executor = self._resources.executor
+        if executor is None:
+            raise RuntimeError("the pipeline is not built: call build() first")
+        return executor
+
+    def _outputs_defined(self) -> list[DataNode]:
+        if self._graph_outputs is None:
+            raise RuntimeError("the pipeline's graph is not defined yet")
+        return self._graph_outputs
 
     def _check_open(self) -> None:
         if self._closed:
@@ -482,34 +424,4 @@ class Pipeline:
             self.build()
 
 
-def pipeline_def(fn: Callable[..., Any] | None = None, **pipeline_kwargs: Any) -> Any:
-    """Decorator that turns a graph-defining function into a pipeline factory.
-
-    The decorated function accepts the `Pipeline` constructor's keyword arguments as well as
-    its own; `@pipeline_def(batch_size=8)` sets defaults for them.
-    """
-    if pipeline_kwargs.get("enable_conditionals"):
-        raise NotImplementedError("enable_conditionals=True is not supported by dali_lite")
-
-    def decorate(func: Callable[..., Any]) -> Callable[..., Pipeline]:
-        own_parameters = set(inspect.signature(func).parameters)
-        ctor_parameters = set(inspect.signature(Pipeline.__init__).parameters) - {"self",
-                                                                                 "kwargs"}
-
-        @functools.wraps(func)
-        def create_pipeline(*args: Any, **kwargs: Any) -> Pipeline:
-            ctor_kwargs = dict(pipeline_kwargs)
-            for key in list(kwargs):
-                if key in ctor_parameters and key not in own_parameters:
-                    ctor_kwargs[key] = kwargs.pop(key)
-            pipe = Pipeline(**ctor_kwargs)
-            with pipe:
-                outputs = func(*args, **kwargs)
-                pipe.set_outputs(*(outputs if isinstance(outputs, (tuple, list))
-                                   else (outputs,)))
-            return pipe
-
-        create_pipeline._is_pipeline_def = True  # type: ignore[attr-defined]
-        return create_pipeline
-
-    return decorate(fn) if fn is not None else decorate
+from .decorators import pipeline_def  # noqa: E402  (DALI exports it from this module)
