@@ -106,6 +106,7 @@ class TensorListCPU:
         one dense part, ``as_array()`` is that array itself.
         """
         first: tuple[np.dtype[Any], int] | None = None  # (dtype, sample ndim) of the first part
+        first_index = 0
         for i, part in enumerate(blocks):
             if isinstance(part, np.ndarray):
                 if part.ndim == 0:
@@ -122,11 +123,12 @@ class TensorListCPU:
                     f"blocks: block {i} is {type(part).__name__}; expected an (n, *sample_shape) "
                     "array or a list of sample arrays"
                 )
-            first = first or kind
-            if kind != first:
+            if first is None:
+                first, first_index = kind, i
+            elif kind != first:
                 raise ValueError(
                     f"blocks: block {i} holds samples of dtype {kind[0]} and ndim {kind[1]}, but "
-                    f"block 0 holds dtype {first[0]} and ndim {first[1]}"
+                    f"block {first_index} holds dtype {first[0]} and ndim {first[1]}"
                 )
         dense = [part for part in blocks if isinstance(part, np.ndarray)]
         if len(dense) != len(blocks):

@@ -53,12 +53,22 @@ _grown_lock = threading.Lock()
 _grown_bytes = 0
 
 
+# Every open segment of this process, so that a forked child can let go of them.
+_live_segments: weakref.WeakSet[SharedSegment] = weakref.WeakSet()
+
+
 def _reset_in_child() -> None:
     # A forked child has grown nothing yet, and the lock may have been held by another
     # thread of the parent at the time of the fork.
     global _grown_bytes, _grown_lock
     _grown_lock = threading.Lock()
     _grown_bytes = 0
+    # Segments belong to the process that created or attached them. A forked child (a
+    # worker of any pool) that kept their fds and mappings would pin their memory for its
+    # whole life, even after the owner freed them; workers get what they need by fd.
+    for segment in list(_live_segments):
+        segment._abandon()
+    _live_segments.clear()
 
 
 os.register_at_fork(after_in_child=_reset_in_child)
@@ -118,12 +128,13 @@ def _create_fd(name: str) -> int:
         try:
             return memfd_create(name, os.MFD_CLOEXEC)
         except OSError as exc:
-            # ENOSYS (old kernel, seccomp) falls back; anything else is a real failure.
+            # "Not available here" (old kernel, seccomp filter, sandbox) falls back to a
+            # file; anything else (EMFILE, ENOMEM ...) is a real failure.
             if exc.errno not in (errno.ENOSYS, errno.EPERM, errno.EINVAL):
                 raise
     directory = _DEV_SHM if os.access(_DEV_SHM, os.W_OK | os.X_OK) else None
-    # mkstemp creates the file with mode 0o600; unlinking it at once leaves nothing named
-    # behind even if this process is SIGKILLed a moment later.
+    # mkstemp creates the file with mode 0o600 and O_CLOEXEC; unlinking it at once means
+    # nothing named survives this process (bar a kill between these two calls).
     fd, path = tempfile.mkstemp(prefix=f"{name}-", dir=directory)
     os.unlink(path)
     return fd
@@ -188,17 +199,17 @@ class SharedSegment:
 
     def __init__(self, fd: int, capacity: int) -> None:
         """Internal: use :meth:`create` or :meth:`attach`."""
+        # Map first: if that fails, the fd was never ours and the caller still owns it.
+        self._mapping = _Mapping(fd, capacity) if capacity > 0 else None
         self._fd = fd
         self._capacity = capacity
-        self._mapping: _Mapping | None = None
         self._lock = threading.RLock()
         # Bytes this object grew the file by, in a box shared with the finalizer so that a
         # segment that is garbage-collected without close() still returns its budget.
         self._grown_box = [0]
         self._finalizer = weakref.finalize(self, _close_fd, fd, self._grown_box)
         self._finalizer.atexit = False
-        if capacity > 0:
-            self._mapping = _Mapping(fd, capacity)
+        _live_segments.add(self)
 
     # -- construction -------------------------------------------------------------------
 
@@ -207,7 +218,12 @@ class SharedSegment:
         """A new anonymous segment of ``capacity`` bytes (0 allowed: nothing mapped yet)."""
         if capacity < 0:
             raise ValueError(f"capacity must be >= 0, got {capacity}")
-        segment = cls(_create_fd(name), 0)
+        fd = _create_fd(name)
+        try:
+            segment = cls(fd, 0)
+        except BaseException:
+            os.close(fd)
+            raise
         try:
             segment.grow(capacity)
         except BaseException:
@@ -217,7 +233,10 @@ class SharedSegment:
 
     @classmethod
     def attach(cls, fd: int) -> SharedSegment:
-        """Take ownership of ``fd`` (received from another process) and map it."""
+        """Take ownership of ``fd`` (received from another process) and map it.
+
+        On failure the fd is not taken: closing it stays the caller's job.
+        """
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise ShmError(f"fd {fd} is not a shared-memory file (mode {info.st_mode:o})")
@@ -353,12 +372,26 @@ class SharedSegment:
 
     # -- teardown -----------------------------------------------------------------------
 
+    def _abandon(self) -> None:
+        """In a forked child: drop the inherited fd and unused mapping; the parent owns them.
+
+        Takes no lock (another thread of the parent may have held it at fork time).
+        """
+        if not self._finalizer.detach():
+            return
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+        mapping, self._mapping = self._mapping, None
+        if mapping is not None:
+            mapping.close_if_unused()
+
     def close(self) -> None:
         """Close the fd and unmap what no array uses any more. Idempotent."""
         with self._lock:
             if self.closed:
                 return
             self._finalizer()
+            _live_segments.discard(self)
             mapping, self._mapping = self._mapping, None
             if mapping is not None:
                 mapping.close_if_unused()

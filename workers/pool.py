@@ -2,7 +2,7 @@
 
 This module owns the worker processes' lifetime and the conversation with them: starting
 them, sending tasks (and, once per worker and segment, the segment's fd), collecting
-replies, noticing deaths, and shutting everything down.
+replies and noticing deaths. Releasing it all is :mod:`workers.resources`'s job.
 
 Why it is shaped so:
 
@@ -30,9 +30,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
-from multiprocessing.process import BaseProcess
 from multiprocessing.reduction import ForkingPickler, send_handle
 from typing import Any
 
@@ -40,84 +38,20 @@ import numpy as np
 
 from shm import SharedSegment
 from workers.errors import PoolClosedError, WorkerDiedError
-from workers.messages import AttachSegment, DetachSegment, Reply, RunTask, Shutdown
+from workers.messages import AttachSegment, DetachSegment, Reply, RunTask
 from workers.pickling import PicklerSpec, dump_callbacks, resolve_pickler
+from workers.resources import PoolResources, shutdown
 from workers.worker import PARENT_CONNECTIONS, WorkerSetup, worker_main
 
 __all__ = ["Callback", "WorkerPool"]
 
 Callback = Callable[[Any], Sequence[Sequence[np.ndarray]]]
 
-#: How long ``close`` waits for workers to exit after the Shutdown message (all together).
-_JOIN_TIMEOUT_S = 2.0
-#: How long ``close`` waits for a worker still running a task before terminating it.
-_BUSY_GRACE_S = 0.2
-#: How long it then waits after SIGTERM, and after SIGKILL.
-_TERMINATE_TIMEOUT_S = 1.0
 #: How long to wait for a worker whose pipe hit EOF to be reaped, to learn its exit code.
 _REAP_TIMEOUT_S = 0.5
 #: Upper bound of one internal wait in ``collect(None)``, so no wait is unbounded.
 _WAIT_SLICE_S = 1.0
 _START_METHODS = ("fork", "spawn")
-
-
-@dataclass(slots=True)
-class _PoolResources:
-    """What shutdown must release; shared with the finalizer, which must not hold the pool."""
-
-    owner_pid: int
-    processes: list[BaseProcess] = field(default_factory=list)
-    pids: list[int] = field(default_factory=list)
-    conns: list[Connection] = field(default_factory=list)
-    segments: list[dict[int, SharedSegment]] = field(default_factory=list)
-    wakeup_fds: tuple[int, int] | None = None
-    #: task id -> worker, for tasks not answered yet.
-    pending: dict[int, int] = field(default_factory=dict)
-    done: bool = False
-
-
-def _shutdown(res: _PoolResources) -> None:
-    """Stop the workers and release everything; idempotent, safe in any state."""
-    if res.done or os.getpid() != res.owner_pid:
-        return  # a forked child inherited the pool: not its to shut down
-    res.done = True
-    for conn in res.conns:
-        with contextlib.suppress(Exception):
-            conn.send(Shutdown())
-    # An idle worker exits at once on Shutdown; a busy one would first finish a callback
-    # whose result nobody wants any more, so it only gets a short grace period.
-    busy = set(res.pending.values())
-    deadline = time.monotonic() + _JOIN_TIMEOUT_S
-    busy_deadline = time.monotonic() + _BUSY_GRACE_S
-    for index, proc in enumerate(res.processes):
-        until = busy_deadline if index in busy else deadline
-        proc.join(max(0.0, until - time.monotonic()))
-    for stop in ("terminate", "kill"):
-        alive = [proc for proc in res.processes if proc.is_alive()]
-        if not alive:
-            break
-        for proc in alive:
-            with contextlib.suppress(Exception):
-                getattr(proc, stop)()
-        deadline = time.monotonic() + _TERMINATE_TIMEOUT_S
-        for proc in alive:
-            proc.join(max(0.0, deadline - time.monotonic()))
-    for proc in res.processes:
-        with contextlib.suppress(Exception):
-            proc.close()
-    for conn in res.conns:
-        PARENT_CONNECTIONS.discard(conn)
-        with contextlib.suppress(Exception):
-            conn.close()
-    for known in res.segments:
-        for segment in known.values():
-            segment.close()
-        known.clear()
-    if res.wakeup_fds is not None:
-        for fd in res.wakeup_fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        res.wakeup_fds = None
 
 
 class WorkerPool:
@@ -155,8 +89,8 @@ class WorkerPool:
         self._started = False
         self._broken: WorkerDiedError | None = None
         self._next_task_id = 0
-        self._res = _PoolResources(owner_pid=os.getpid())
-        self._finalizer = weakref.finalize(self, _shutdown, self._res)
+        self._res = PoolResources(owner_pid=os.getpid())
+        self._finalizer = weakref.finalize(self, shutdown, self._res)
 
     # -- properties ---------------------------------------------------------------------
 
@@ -204,18 +138,21 @@ class WorkerPool:
             # Block SIGINT in this thread while creating processes: children inherit the
             # mask (also across exec), so a Ctrl-C stays pending until the worker has
             # ignored it, instead of raising KeyboardInterrupt in a half-started worker.
-            old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
             try:
-                for index in range(self._num_workers):
-                    self._start_worker(ctx, index, payloads, spec, in_main_thread)
+                old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+                try:
+                    for index in range(self._num_workers):
+                        self._start_worker(ctx, index, payloads, spec, in_main_thread)
+                finally:
+                    signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+                self._res.wakeup_fds = os.pipe()
+                os.set_blocking(self._res.wakeup_fds[1], False)
             except BaseException:
+                # Including a Ctrl-C delivered when the mask is restored: a half-started
+                # pool is shut down at once and cannot be started again.
                 self._closing = True
-                _shutdown(self._res)
+                shutdown(self._res)
                 raise
-            finally:
-                signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
-            self._res.wakeup_fds = os.pipe()
-            os.set_blocking(self._res.wakeup_fds[1], False)
             self._started = True
 
     def _prepare_callbacks(self) -> tuple[tuple[bytes, ...] | None, PicklerSpec | None]:
@@ -348,6 +285,8 @@ class WorkerPool:
         The pool stops holding the segment; closing the main-process side is the caller's.
         """
         with self._lock:
+            if not 0 <= worker < len(self._res.segments):
+                return  # not started, or no such worker: it holds nothing
             if self._res.segments[worker].pop(segment_id, None) is None:
                 return
             if self._closing or self._broken is not None:

@@ -47,6 +47,8 @@ __all__ = ["PARENT_CONNECTIONS", "WorkerSetup", "worker_main"]
 
 #: How often an idle worker checks that its parent is still alive.
 _IDLE_CHECK_S = 0.5
+#: How long a worker waits for the fd that must follow an AttachSegment message.
+_HANDLE_TIMEOUT_S = 10.0
 _PR_SET_PDEATHSIG = 1
 
 #: Main-process ends of every live pool's pipes. A forked worker closes all of these: a
@@ -159,8 +161,12 @@ def _serve(conn: Connection, state: _WorkerState, parent_pid: int) -> None:
             return
         if isinstance(request, AttachSegment):
             try:
+                # The pool sends the fd right after the announcement; if it does not come,
+                # the stream is out of step and nothing later can be trusted.
+                if not conn.poll(_HANDLE_TIMEOUT_S):
+                    raise EOFError("no fd after AttachSegment")
                 fd = recv_handle(conn)
-            except (EOFError, OSError):
+            except (EOFError, OSError, RuntimeError):
                 return
             state.drop_segment(request.segment_id)
             try:

@@ -20,7 +20,7 @@ import numpy as np
 from ..data import to_batch_samples
 from ..graph import IterationContext, Operator
 from ..tensors import TensorListCPU
-from ..types import BatchInfo, DALIDataType, SampleInfo, to_numpy_type
+from ..types import BatchInfo, DALIDataType, SampleInfo, to_numpy_dtype
 from .assembly import assemble, assemble_chunks
 from .source_callbacks import (
     IteratorCall,
@@ -64,7 +64,7 @@ class OutputCheck:
                 f"types.UINT8); got {dtype!r}"
             )
         self.dtype = (None if dtype is None or dtype == DALIDataType.NO_TYPE
-                      else to_numpy_type(dtype))
+                      else to_numpy_dtype(dtype))
         if layout is not None and not isinstance(layout, str):
             raise TypeError(f"layout of external_source {source_name!r} must be a string; "
                             f"got {layout!r}")

@@ -253,7 +253,8 @@ def test_torch_batches(torch: Any) -> None:
 
 def test_torch_refusals(torch: Any) -> None:
     with pytest.raises(
-        TypeError, match=f"^{WHAT}: got torch.Tensor, whose array data could not be read"
+        TypeError,
+        match=f"^{WHAT}: got torch.Tensor of dtype torch.bfloat16, whose array data could not",
     ):
         to_sample_array(torch.zeros(2, dtype=torch.bfloat16), what=WHAT)
     with pytest.raises(TypeError, match=r"could not be read: .*grad"):

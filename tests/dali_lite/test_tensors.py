@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import pickle
 import re
 
 import numpy as np
@@ -18,6 +19,8 @@ DTYPES = [np.dtype(t) for t in (np.bool_, np.int8, np.int16, np.int32, np.int64,
                                 np.uint16, np.uint32, np.uint64, np.float16, np.float32,
                                 np.float64)]  # fmt: skip
 FAST = settings(max_examples=60, deadline=None)
+# NumPy exchanges bool arrays over DLPack from 1.25 on.
+DLPACK_BOOL = np.lib.NumpyVersion(np.__version__) >= "1.25.0"
 
 dtypes = st.sampled_from(DTYPES)
 shapes = hnp.array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=4)
@@ -65,7 +68,8 @@ def test_tensor_cpu_round_trips_without_copy(arr: np.ndarray) -> None:
     as_np = np.asarray(t)
     assert same(as_np, arr) and (arr.size == 0 or np.shares_memory(as_np, arr))
     assert same(np.array(t), arr)
-    assert same(np.from_dlpack(t), arr)
+    if arr.dtype != np.bool_ or DLPACK_BOOL:
+        assert same(np.from_dlpack(t), arr)
     assert external_bytes(t.copy_to_external, arr.nbytes) == arr.tobytes()
 
 
@@ -149,7 +153,9 @@ def test_dense_tensor_list_round_trips_without_copy(arr: np.ndarray) -> None:
     assert tl.as_array() is arr
     assert np.asarray(tl.as_tensor()).base is arr or tl.as_tensor()._array is arr
     assert tl.as_tensor().shape() == list(arr.shape)
-    assert same(np.asarray(tl), arr) and same(np.from_dlpack(tl), arr)
+    assert same(np.asarray(tl), arr)
+    if arr.dtype != np.bool_ or DLPACK_BOOL:
+        assert same(np.from_dlpack(tl), arr)
     for i in range(n):
         assert same(tl.at(i), arr[i, ...]) and same(np.asarray(tl[i]), arr[i, ...])
         assert isinstance(tl[i], TensorCPU) and isinstance(tl.at(i), np.ndarray)
@@ -368,3 +374,10 @@ def test_torch_tensors_wrap_without_copy() -> None:
     back = torch.from_dlpack(t)
     assert torch.equal(back, batch[1]) and back.data_ptr() == batch[1].data_ptr()
     assert torch.equal(torch.from_dlpack(tl), batch)
+
+
+def test_tensors_pickle() -> None:
+    t = pickle.loads(pickle.dumps(TensorCPU(np.arange(4, dtype=np.int16), "W")))
+    assert t.layout() == "W" and same(np.asarray(t), np.arange(4, dtype=np.int16))
+    tl = pickle.loads(pickle.dumps(TensorListCPU([np.zeros(2), np.ones(3)], "X")))
+    assert tl.shape() == [(2,), (3,)] and tl.layout() == "X" and same(tl.at(1), np.ones(3))

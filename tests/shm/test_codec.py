@@ -129,7 +129,8 @@ def test_reads_keep_the_lease_alive() -> None:
 def test_empty_results() -> None:
     segment = SharedSegment.create(0)
     try:
-        for outputs in ([], [[]], [[], []]):
+        cases: list[list[list[np.ndarray]]] = [[], [[]], [[], []]]
+        for outputs in cases:
             layout = codec.write(segment, outputs)
             lease = segment.lease(layout.used_nbytes, None)
             assert codec.read(lease, layout.meta_offset, layout.meta_nbytes) == [

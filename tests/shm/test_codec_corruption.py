@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from shm import CorruptSlotError, SharedSegment, codec
 
-_SAMPLE_OUTPUTS = [
+_SAMPLE_OUTPUTS: list[list[np.ndarray]] = [
     [np.arange(12, dtype=np.float32).reshape(3, 4), np.zeros((0, 7), np.int16)],
     [np.array(True), np.arange(5, dtype=np.complex128), np.ones((2, 1, 3), np.uint64)],
 ]

@@ -97,8 +97,10 @@ def collect_all(pool: WorkerPool, count: int, timeout_s: float = RESULT_TIMEOUT_
     return sorted(replies, key=lambda reply: reply.task_id)
 
 
-def read_reply(reply: TaskDone, segment: SharedSegment) -> list[list[np.ndarray]]:
+def read_reply(reply: Reply, segment: SharedSegment) -> list[list[np.ndarray]]:
     """Decode a TaskDone's result from ``segment`` as the main process would."""
+    if not isinstance(reply, TaskDone):
+        raise reply.error.rebuild()
     if reply.layout.capacity > segment.capacity:
         segment.refresh()
     lease = segment.lease(reply.layout.used_nbytes, None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import signal
@@ -218,3 +219,35 @@ def test_constructor_validates() -> None:
         WorkerPool(CALLBACKS, 0)
     with pytest.raises(TypeError, match="not callable"):
         WorkerPool([42], 1)  # type: ignore[list-item]
+
+
+def _fd_targets(pid: int) -> set[str]:
+    targets: set[str] = set()
+    for name in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):  # closed meanwhile
+            targets.add(os.readlink(f"/proc/{pid}/fd/{name}"))
+    return targets
+
+
+def test_fork_workers_hold_no_foreign_segments_or_pipe_ends() -> None:
+    # White-box: what a forked worker inherited and must have let go of.
+    probe = SharedSegment.create(4096, name="probe-segment")
+    with started_pool(CALLBACKS, 1, "fork") as first, started_pool(CALLBACKS, 2, "fork") as second:
+        first_ends = {f"socket:[{os.fstat(conn.fileno()).st_ino}]" for conn in first._res.conns}
+        second_ends = {f"socket:[{os.fstat(conn.fileno()).st_ino}]" for conn in second._res.conns}
+        for pid in first.pids + second.pids:
+            deadline = time.monotonic() + 5.0
+            while True:  # the worker drops them first thing, but asynchronously to us
+                targets = _fd_targets(pid)
+                with open(f"/proc/{pid}/maps") as maps:
+                    mapped = maps.read()
+                clean = not (targets & (first_ends | second_ends))
+                clean = clean and not any("probe-segment" in t for t in targets)
+                clean = clean and "probe-segment" not in mapped
+                if clean or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            assert not targets & (first_ends | second_ends), f"worker {pid} holds main-side ends"
+            assert not any("probe-segment" in t for t in targets), f"worker {pid} holds the fd"
+            assert "probe-segment" not in mapped, f"worker {pid} maps the segment"
+    probe.close()

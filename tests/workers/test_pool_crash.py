@@ -162,9 +162,9 @@ def test_workers_exit_when_main_process_is_killed(start_method: str, started_fro
         text=True,
     )
     try:
+        assert main.stdout is not None
         readable, _, _ = select.select([main.stdout], [], [], 30)
         assert readable, "the script did not start its pool in time"
-        assert main.stdout is not None
         pids = [int(pid) for pid in main.stdout.readline().split()]
         assert len(pids) == 2
         main.kill()

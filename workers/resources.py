@@ -1,0 +1,90 @@
+"""Everything a worker pool must release, and the one function that releases it.
+
+This module owns shutdown. The resources live in a :class:`PoolResources` object separate
+from the pool, so that a ``weakref.finalize`` (which also runs at interpreter exit) can
+release them without keeping the pool alive; ``WorkerPool.close()`` and ``__exit__`` call
+the same finalizer, so there is exactly one shutdown path and it runs at most once.
+Shutdown escalates: a Shutdown message and a join, then SIGTERM, then SIGKILL, each with a
+timeout, so it always finishes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+
+from shm import SharedSegment
+from workers.messages import Shutdown
+from workers.worker import PARENT_CONNECTIONS
+
+__all__ = ["PoolResources", "shutdown"]
+
+#: How long ``close`` waits for workers to exit after the Shutdown message (all together).
+_JOIN_TIMEOUT_S = 2.0
+#: How long ``close`` waits for a worker still running a task before terminating it.
+_BUSY_GRACE_S = 0.2
+#: How long it then waits after SIGTERM, and after SIGKILL.
+_TERMINATE_TIMEOUT_S = 1.0
+
+
+@dataclass(slots=True)
+class PoolResources:
+    """What shutdown must release; shared with the finalizer, which must not hold the pool."""
+
+    owner_pid: int
+    processes: list[BaseProcess] = field(default_factory=list)
+    pids: list[int] = field(default_factory=list)
+    conns: list[Connection] = field(default_factory=list)
+    segments: list[dict[int, SharedSegment]] = field(default_factory=list)
+    wakeup_fds: tuple[int, int] | None = None
+    #: task id -> worker, for tasks not answered yet.
+    pending: dict[int, int] = field(default_factory=dict)
+    done: bool = False
+
+
+def shutdown(res: PoolResources) -> None:
+    """Stop the workers and release everything; idempotent, safe in any state."""
+    if res.done or os.getpid() != res.owner_pid:
+        return  # a forked child inherited the pool: not its to shut down
+    res.done = True
+    for conn in res.conns:
+        with contextlib.suppress(Exception):
+            conn.send(Shutdown())
+    # An idle worker exits at once on Shutdown; a busy one would first finish a callback
+    # whose result nobody wants any more, so it only gets a short grace period.
+    busy = set(res.pending.values())
+    deadline = time.monotonic() + _JOIN_TIMEOUT_S
+    busy_deadline = time.monotonic() + _BUSY_GRACE_S
+    for index, proc in enumerate(res.processes):
+        until = busy_deadline if index in busy else deadline
+        proc.join(max(0.0, until - time.monotonic()))
+    for stop in ("terminate", "kill"):
+        alive = [proc for proc in res.processes if proc.is_alive()]
+        if not alive:
+            break
+        for proc in alive:
+            with contextlib.suppress(Exception):
+                getattr(proc, stop)()
+        deadline = time.monotonic() + _TERMINATE_TIMEOUT_S
+        for proc in alive:
+            proc.join(max(0.0, deadline - time.monotonic()))
+    for proc in res.processes:
+        with contextlib.suppress(Exception):
+            proc.close()
+    for conn in res.conns:
+        PARENT_CONNECTIONS.discard(conn)
+        with contextlib.suppress(Exception):
+            conn.close()
+    for known in res.segments:
+        for segment in known.values():
+            segment.close()
+        known.clear()
+    if res.wakeup_fds is not None:
+        for fd in res.wakeup_fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        res.wakeup_fds = None
