@@ -11,8 +11,9 @@ How `run_fn` sees the data (DALI passes raw pointers; dali_lite passes the same 
 
 * per sample (`batch_processing=False`): `run_fn(out0, ..., in0, ...)` gets one numpy array per
   output and input. The samples are split into contiguous chunks over `num_threads` threads
-  when the batch is big enough for that to pay; run_fn is compiled with `nogil=True`, and a
-  chunk is one compiled loop, so threads really run in parallel.
+  when the batch is big enough for that to pay; run_fn is compiled with `nogil=True`, so the
+  threads really run in parallel. When every batch is one dense block, a chunk is a single
+  call of a compiled loop over its samples; otherwise run_fn is called once per sample.
 * per batch (`batch_processing=True`): each argument is one `(N, *sample_shape)` array when all
   samples of that batch have one shape, and a `numba.typed.List` of per-sample arrays when they
   do not. Index or iterate the batch (`out0[i]`, `for o, i in zip(out0, in0)`), as DALI's
@@ -124,12 +125,6 @@ def launch_argument(value: Any, argument: str) -> tuple[int, int, int] | None:
     return (dims[0], dims[1], dims[2])
 
 
-def _read_only(array: np.ndarray) -> np.ndarray:
-    view = array.view()
-    view.flags.writeable = False
-    return view
-
-
 class NumbaFunction(Operator):
     """Runs a Numba-compiled `run_fn` over the samples (or batches) of its inputs."""
 
@@ -156,6 +151,8 @@ class NumbaFunction(Operator):
         device: str,
         name: str | None,
     ) -> None:
+        if run_fn is None:
+            raise TypeError("numba_function needs run_fn, the function to compile and run")
         for argument, function in (("run_fn", run_fn), ("setup_fn", setup_fn)):
             if function is not None and not callable(function):
                 raise TypeError(f"numba_function: {argument} must be a Python function; got "
@@ -316,8 +313,9 @@ class NumbaFunction(Operator):
         from ..plugin.numba._jit import batch_argument, output_buffer
 
         jit = self.compiled()
-        outputs = [output_buffer(samples, dtype) for samples, dtype in zip(out_shapes, dtypes)]
         per_sample = not self.batch_processing
+        outputs = [output_buffer(samples, dtype, per_sample)
+                   for samples, dtype in zip(out_shapes, dtypes)]
         ins = [batch_argument(batch, per_sample) for batch in inputs]
         args = [*(out.argument for out in outputs), *(arg for arg, _ in ins)]
         nbytes = sum(out.nbytes for out in outputs) + sum(size for _, size in ins)

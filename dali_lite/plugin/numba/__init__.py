@@ -1,0 +1,12 @@
+"""`dali_lite.plugin.numba`, as `nvidia.dali.plugin.numba`: operators compiled with Numba.
+
+`fn.experimental.numba_function` is the functional API and `experimental.NumbaFunction` the
+operator-object API. Numba is an optional extra (`pip install 'dali-lite[numba]'`): these
+modules import without it, and only calling them says what to install.
+"""
+
+from __future__ import annotations
+
+from . import experimental, fn
+
+__all__ = ["experimental", "fn"]

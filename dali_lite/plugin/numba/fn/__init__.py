@@ -1,0 +1,7 @@
+"""`dali_lite.plugin.numba.fn`, as `nvidia.dali.plugin.numba.fn`: see `fn.experimental`."""
+
+from __future__ import annotations
+
+from . import experimental
+
+__all__ = ["experimental"]
