@@ -142,6 +142,9 @@ class Executor:
                 if self._stopping:
                     return
                 ticket = self._pending.popleft()
+                # Marked running under the same lock that took it from the queue, so that
+                # discard_all() never returns while a discarded ticket is about to start.
+                self._running = ticket
             self._run_ticket(ticket)
 
     def _run_ticket(self, ticket: IterationTicket) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -128,11 +129,22 @@ class Operator:
     _runtime_attributes: ClassVar[tuple[str, ...]] = ("pipeline",)
 
     def _init_runtime(self) -> None:
-        self.pipeline: Pipeline | None = None
+        self._pipeline_ref: weakref.ref[Pipeline] | None = None
+
+    # The pipeline owns its operators, not the other way round: a strong reference here would
+    # keep a deleted pipeline (and its worker processes) alive through its own finalizer.
+    @property
+    def pipeline(self) -> Pipeline | None:
+        ref = self.__dict__.get("_pipeline_ref")
+        return ref() if ref is not None else None
+
+    @pipeline.setter
+    def pipeline(self, pipeline: Pipeline | None) -> None:
+        self._pipeline_ref = weakref.ref(pipeline) if pipeline is not None else None
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        for attribute in self._runtime_attributes:
+        for attribute in (*self._runtime_attributes, "_pipeline_ref"):
             state.pop(attribute, None)
         return state
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .executor import Executor, IterationTicket
@@ -22,6 +22,19 @@ from .pipeline_extras import PipelineExtras
 __all__ = ["Pipeline", "pipeline_def"]
 
 _BASIC_API, _SCHEDULED_API = "run()", "schedule_run()/share_outputs()/release_outputs()"
+
+
+def _weakly(method: Callable[..., Any]) -> Callable[..., Any]:
+    """`method` called through a weak reference to its object."""
+    reference = weakref.WeakMethod(method)
+
+    def call(*args: Any) -> Any:
+        bound = reference()
+        if bound is None:
+            raise RuntimeError("the pipeline was garbage-collected")
+        return bound(*args)
+
+    return call
 
 
 class _Resources:
@@ -225,8 +238,10 @@ class Pipeline(PipelineExtras):
             op.setup(self)
         self._resources.operators = list(self._operators)
         self.start_py_workers()
-        self._resources.executor = Executor(self._compute, self._options.exec_async)
-        self._resources.executor.starvation = self._starvation
+        # Weak trampolines: the executor outlives nothing, but a strong reference from it
+        # would keep a deleted pipeline alive through the finalizer that owns the executor.
+        self._resources.executor = Executor(_weakly(self._compute), self._options.exec_async)
+        self._resources.executor.starvation = _weakly(self._starvation)
         self._built = True
         stack = PipelineScope.stack()
         if self in stack:

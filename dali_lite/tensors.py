@@ -372,21 +372,5 @@ class TensorListCPU:
         return "[" + ("\n" * samples[0].ndim + indent + " ").join(texts) + "]"
 
 
-_GPU_MISSING = (
-    "{name} needs CuPy and a CUDA device, and dali_lite's GPU support is not available in "
-    "this version; keep the data on the CPU ({cpu_name})"
-)
-
-
-class TensorGPU:
-    """A tensor in GPU memory. Not available yet: constructing one raises ``RuntimeError``."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        raise RuntimeError(_GPU_MISSING.format(name="TensorGPU", cpu_name="TensorCPU"))
-
-
-class TensorListGPU:
-    """A batch in GPU memory. Not available yet: constructing one raises ``RuntimeError``."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        raise RuntimeError(_GPU_MISSING.format(name="TensorListGPU", cpu_name="TensorListCPU"))
+# The GPU classes live in their own room; they import CuPy only when used.
+from dali_lite.tensors_gpu import TensorGPU, TensorListGPU  # noqa: E402

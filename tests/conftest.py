@@ -59,3 +59,4 @@ def no_leaked_processes_or_shm() -> Iterator[None]:
         pytest.fail(f"child processes left behind: {described}")
     if new_shm:
         pytest.fail(f"files left in {_DEV_SHM}: {sorted(new_shm)}")
+

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..backend import _split_block
 from ..data import to_batch_samples
 from ..graph import IterationContext, Operator
 from ..tensors import TensorListCPU
@@ -195,13 +196,14 @@ class ExternalSource(Operator):
         self.display_name = display
 
     _runtime_attributes = ("pipeline", "_feed", "_feed_cond", "_last_fed", "_callback",
-                           "parallel_source")
+                           "parallel_source", "_waiting")
 
     def _init_runtime(self) -> None:
         super()._init_runtime()
         self._feed: deque[tuple[list[list[np.ndarray]], str]] = deque()
         self._feed_cond = threading.Condition()
         self._last_fed: tuple[list[list[np.ndarray]], str] | None = None
+        self._waiting = False  # the executor waits in _take_fed for data nobody fed yet
         self._callback: Any = None
         self.parallel_source: ParallelSource | None = None
 
@@ -261,26 +263,36 @@ class ExternalSource(Operator):
         if self.source is not None or self.blocking:
             return False
         with self._feed_cond:
-            return not self._feed and not (self.repeat_last and self._last_fed is not None)
+            return self._waiting and not self._feed and not (
+                self.repeat_last and self._last_fed is not None)
 
     def _take_fed(self, ctx: IterationContext, wait: bool) -> tuple[list[list[np.ndarray]], str]:
         with self._feed_cond:
-            while not self._feed:
-                if self.repeat_last and self._last_fed is not None:
-                    return self._last_fed
-                if not wait:
-                    raise NoDataFedError(
-                        f"no data was fed to external_source {self.display_name!r} for "
-                        f"iteration {ctx.iteration}: call pipe.feed_input({self.display_name!r},"
-                        " batch) before run() (in iter_setup, or prefetch_queue_depth times "
-                        "before the first run), or create the source with blocking=True"
-                    )
-                if ctx.is_cancelled():
-                    raise NoDataFedError("the iteration was cancelled while waiting for data")
-                self._feed_cond.wait(_FEED_POLL_S)
-            item = self._feed.popleft()
-            self._last_fed = item
-            return item
+            try:
+                self._waiting = True
+                return self._wait_for_feed(ctx, wait)
+            finally:
+                self._waiting = False
+
+    def _wait_for_feed(self, ctx: IterationContext,
+                       wait: bool) -> tuple[list[list[np.ndarray]], str]:
+        """The next fed batch; called with `_feed_cond` held."""
+        while not self._feed:
+            if self.repeat_last and self._last_fed is not None:
+                return self._last_fed
+            if not wait:
+                raise NoDataFedError(
+                    f"no data was fed to external_source {self.display_name!r} for "
+                    f"iteration {ctx.iteration}: call pipe.feed_input({self.display_name!r},"
+                    " batch) before run() (in iter_setup, or prefetch_queue_depth times "
+                    "before the first run), or create the source with blocking=True"
+                )
+            if ctx.is_cancelled():
+                raise NoDataFedError("the iteration was cancelled while waiting for data")
+            self._feed_cond.wait(_FEED_POLL_S)
+        item = self._feed.popleft()
+        self._last_fed = item
+        return item
 
     # ------------------------------------------------------------------ one iteration
     def run(self, ctx: IterationContext, inputs: list[Any]) -> list[TensorListCPU]:
@@ -340,5 +352,5 @@ def _copied(samples: list[np.ndarray]) -> list[np.ndarray]:
     if samples and all(s.shape == samples[0].shape and s.dtype == samples[0].dtype
                        for s in samples):
         block = np.stack(samples) if len(samples) > 1 else samples[0][np.newaxis].copy()
-        return list(block)
+        return _split_block(block)
     return [np.array(s, copy=True) for s in samples]

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from shm import SegmentUsage, SharedSegment, codec
-from workers import TaskDone, TaskFailed, WorkerDiedError, WorkerPool
+from workers import CallbackPicklingError, TaskDone, TaskFailed, WorkerDiedError, WorkerPool
 
 from ..errors import add_context
 from ..graph import IterationContext
@@ -76,8 +76,9 @@ class ScheduledBatch:
 class ParallelSource:
     """The parallel side of one external_source."""
 
-    def __init__(self, group: ParallelSourceGroup, op: ExternalSource, callback_index: int,
-                 batch_size: int, num_workers: int, dedicated_worker: int | None) -> None:
+    def __init__(self, group: ParallelSourceGroup, op: ExternalSource, callback: Any,
+                 callback_index: int, batch_size: int, num_workers: int,
+                 dedicated_worker: int | None) -> None:
         self.group = group
         self.op = op
         self.name = op.display_name
@@ -85,7 +86,7 @@ class ParallelSource:
         self.batch_size = batch_size
         self.num_workers = num_workers
         self.dedicated_worker = dedicated_worker
-        self.per_sample = isinstance(op._callback, PerSampleCall)
+        self.per_sample = isinstance(callback, PerSampleCall)
         self.depth = op.prefetch_queue_depth
         self.hint = op.bytes_per_sample_hint
         self.slots: list[Slot] = []
@@ -106,10 +107,8 @@ class ParallelSource:
             if slot.samples == samples:
                 return slot
             free.append(slot)
-        if free:
-            slot = free.popleft()
-            slot.samples = samples
-            return slot
+        # Only a slot sized for as many samples is reused: one sized for fewer would have to
+        # grow although the hint was big enough. A source has at most two slice sizes.
         capacity = self.hint * samples if self.hint else 0
         slot = Slot(self.group.new_segment_id(), worker, SharedSegment.create(capacity), samples)
         self.slots.append(slot)
@@ -158,12 +157,20 @@ class ParallelSource:
     # ------------------------------------------------------------------ one iteration
     def fetch(self, ctx: IterationContext) -> list[list[list[np.ndarray]]]:
         """The batch of `ctx.iteration` as outputs x task chunks x samples."""
+        if ctx.is_cancelled():
+            # Discarded by reset() (perhaps before it even started): it must not schedule or
+            # take a batch that belongs to the epoch reset() begins.
+            raise IterationCancelled
         if ctx.iteration < self.next_iteration and ctx.iteration not in self.scheduled:
             raise RuntimeError(f"parallel source {self.name!r}: iteration {ctx.iteration} was "
                                "already consumed")
         while self.next_iteration < ctx.iteration + self.depth:
             self._schedule(self.next_iteration)
             self.next_iteration += 1
+        # Iterations come in order: an earlier one still here was skipped (another operator
+        # of that iteration raised first) and will never be read; free its slots.
+        for skipped in [i for i in self.scheduled if i < ctx.iteration]:
+            self._abandon(self.scheduled.pop(skipped))
         batch = self.scheduled.pop(ctx.iteration)
         try:
             while not batch.complete:
@@ -263,6 +270,12 @@ class ParallelSourceGroup:
         return next(self._segment_ids)
 
     def _check(self) -> None:
+        if self.options.batch_size < 1:
+            # start_py_workers() may come before build(), which checks this too late.
+            raise ValueError(
+                "parallel external_source needs the pipeline's batch_size (a positive int) "
+                f"before its workers start; got batch_size={self.options.batch_size}"
+            )
         if self.options.py_num_workers < 1:
             raise ValueError(
                 "parallel external_source needs py_num_workers >= 1 in the Pipeline "
@@ -294,17 +307,26 @@ class ParallelSourceGroup:
         if self.options.py_start_method == "fork":
             refuse_fork_after_cuda()
         num_workers = self.options.py_num_workers
-        callbacks = [op._callback for op in self.ops]
+        # start_py_workers() may run before build() has set up the operators' callbacks.
+        callbacks = [op._callback if op._callback is not None
+                     else op.callback_for(self.options.batch_size) for op in self.ops]
         self.pool = WorkerPool(callbacks, num_workers, self.options.py_start_method,
                                pickler=self.options.py_callback_pickler)
         dedicated = itertools.cycle(range(num_workers))
-        for index, op in enumerate(self.ops):
-            worker = next(dedicated) if isinstance(op._callback, IteratorCall) else None
-            source = ParallelSource(self, op, index, self.options.batch_size, num_workers,
-                                    worker)
+        for index, (op, callback) in enumerate(zip(self.ops, callbacks)):
+            worker = next(dedicated) if isinstance(callback, IteratorCall) else None
+            source = ParallelSource(self, op, callback, index, self.options.batch_size,
+                                    num_workers, worker)
             op.parallel_source = source
             self.sources.append(source)
-        self.pool.start()
+        try:
+            self.pool.start()
+        except CallbackPicklingError as error:
+            # The pool names a callback by its index and internal wrapper; say whose it is.
+            add_context(error, "; ".join(
+                f"callback {index} is the source of parallel external_source "
+                f"{op.display_name!r}: {op.source!r}" for index, op in enumerate(self.ops)))
+            raise
 
     def pump(self, timeout: float) -> None:
         """Collect finished tasks and hand them to their sources."""

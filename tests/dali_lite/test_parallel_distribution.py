@@ -1,0 +1,109 @@
+"""How parallel external_source spreads work over its workers, as the spec describes it.
+
+A per-sample source's batch is split into contiguous slices over the workers; a per-batch
+callable computes up to `prefetch_queue_depth` batches at once on different workers; an
+iterable lives on one dedicated worker. The sources report the pid of the process that ran
+them, and slow callbacks show that the work really runs concurrently.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any
+
+import pytest
+from parallel_sources import (
+    START_METHODS,
+    WhoBatch,
+    WhoIterable,
+    WhoSample,
+    child_pids,
+    deadline,
+    pipeline,
+)
+
+from dali_lite import fn
+
+
+def rows(tl: Any) -> list[tuple[int, int]]:
+    return [(int(tl.at(i)[0]), int(tl.at(i)[1])) for i in range(len(tl))]
+
+
+@pytest.mark.parametrize(("workers", "batch_size"), [(2, 8), (3, 7), (4, 2), (2, 1)])
+def test_a_per_sample_batch_is_split_into_contiguous_slices_over_the_workers(
+    workers: int, batch_size: int
+) -> None:
+    pipe = pipeline(lambda: fn.external_source(WhoSample(), parallel=True), batch_size,
+                    py_num_workers=workers)
+    try:
+        with deadline(30):
+            batches = [rows(pipe.run()[0]) for _ in range(3)]
+        pool = child_pids()
+    finally:
+        pipe.close()
+    for iteration, batch in enumerate(batches):
+        assert [idx for _, idx in batch] == list(range(iteration * batch_size,
+                                                       (iteration + 1) * batch_size))
+        pids = [pid for pid, _ in batch]
+        runs = [pid for pid, _ in itertools.groupby(pids)]
+        assert set(pids) <= pool
+        assert len(runs) == len(set(runs)), f"the slices are not contiguous: {pids}"
+        assert len(runs) == min(workers, batch_size), f"not spread over the workers: {pids}"
+
+
+@pytest.mark.parametrize("start_method", START_METHODS)
+def test_per_sample_work_runs_concurrently(start_method: str) -> None:
+    delay_s, batch_size = 0.1, 8
+    pipe = pipeline(lambda: fn.external_source(WhoSample(delay_s), parallel=True), batch_size,
+                    py_num_workers=4, py_start_method=start_method)
+    try:
+        with deadline(30):
+            pipe.run()  # workers are up
+            started = time.monotonic()
+            for _ in range(3):
+                pipe.run()
+            elapsed = time.monotonic() - started
+    finally:
+        pipe.close()
+    one_by_one = 3 * batch_size * delay_s  # 2.4 s in one process
+    assert elapsed < one_by_one / 2, f"3 batches took {elapsed:.2f} s with 4 workers"
+
+
+def test_per_batch_callables_compute_several_batches_at_once() -> None:
+    delay_s, depth = 0.2, 4
+    pipe = pipeline(
+        lambda: fn.external_source(WhoBatch(2, delay_s), batch=True, parallel=True,
+                                   prefetch_queue_depth=depth),
+        2, py_num_workers=depth)
+    try:
+        with deadline(30):
+            pipe.run()
+            time.sleep(delay_s * 2)  # let the prefetched batches finish
+            started = time.monotonic()
+            batches = [rows(pipe.run()[0]) for _ in range(8)]
+            elapsed = time.monotonic() - started
+    finally:
+        pipe.close()
+    assert [batch[0][1] for batch in batches] == list(range(1, 9))
+    assert len({batch[0][0] for batch in batches}) == depth, "batches ran on fewer workers"
+    assert elapsed < 8 * delay_s / 2, f"8 batches took {elapsed:.2f} s with 4 workers"
+
+
+def test_an_iterable_lives_on_one_dedicated_worker() -> None:
+    pipe = pipeline(lambda: [fn.external_source(WhoIterable(3), batch=True, parallel=True),
+                             fn.external_source(WhoIterable(3), batch=True, parallel=True)],
+                    3, py_num_workers=2)
+    try:
+        with deadline(30):
+            batches = []
+            for _ in range(2):  # two epochs
+                batches += [pipe.run() for _ in range(4)]
+                pipe.reset()
+    finally:
+        pipe.close()
+    first = {pid for outputs in batches for pid, _ in rows(outputs[0])}
+    second = {pid for outputs in batches for pid, _ in rows(outputs[1])}
+    assert len(first) == 1 and len(second) == 1, (first, second)
+    # One iterator per source, kept across epochs (the iterable is endless, so no restart).
+    assert [rows(outputs[0])[0][1] for outputs in batches[:4]] == [0, 1, 2, 3]

@@ -1,0 +1,250 @@
+"""Shutting down a pipeline with parallel sources: no worker lingers, nothing is left in
+/dev/shm, whatever way the pipeline or its process ends.
+
+close(), `del` + garbage collection and a `with` block run in this process. Interpreter exit,
+SIGKILL of the main process and Ctrl-C need a process of their own: a small script (written to
+a temporary directory) builds a pipeline, prints its worker pids and then does what the test
+asks; the test then checks from outside that every one of those pids is gone.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import weakref
+from pathlib import Path
+from typing import Any
+
+import pytest
+from parallel_sources import (
+    START_METHODS,
+    PerSampleSource,
+    SampleSpec,
+    child_pids,
+    deadline,
+    dev_shm,
+    pipeline,
+    wait_gone,
+)
+
+from dali_lite import fn
+
+TESTS_DIR = Path(__file__).resolve().parent
+REPO_ROOT = TESTS_DIR.parents[1]
+#: How long workers may outlive the end of their pipeline (the issue's bound for SIGKILL).
+GONE_WITHIN_S = 2.0
+
+
+@pytest.fixture(params=START_METHODS)
+def start_method(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+def running_pipe(start_method: str, workers: int = 2) -> Any:
+    pipe = pipeline(lambda: fn.external_source(PerSampleSource((SampleSpec(),)), parallel=True),
+                    4, py_num_workers=workers, py_start_method=start_method)
+    with deadline(30):
+        pipe.run()
+    return pipe
+
+
+# ---------------------------------------------------------------------------- in this process
+def test_close_ends_every_worker_at_once(start_method: str) -> None:
+    before = dev_shm()
+    pipe = running_pipe(start_method)
+    workers = child_pids()
+    assert len(workers) == 2
+    pipe.close()
+    assert not {pid for pid in workers if pid in child_pids()}, "close() returned too early"
+    pipe.close()  # idempotent
+    with pytest.raises(RuntimeError, match="closed"):
+        pipe.run()
+    assert dev_shm() <= before
+
+
+def test_close_while_a_batch_is_being_computed_does_not_wait_for_it() -> None:
+    slow = PerSampleSource((SampleSpec(),), delay_s=5.0)
+    pipe = pipeline(lambda: fn.external_source(slow, parallel=True), 2, py_num_workers=2)
+    pipe.schedule_run()  # builds, and starts computing the first (slow) batches
+    workers = child_pids()
+    time.sleep(0.2)
+    started = time.monotonic()
+    pipe.close()
+    assert time.monotonic() - started < 3.0
+    assert not wait_gone(workers, 0.1)
+
+
+def test_del_and_garbage_collection_end_every_worker(start_method: str) -> None:
+    pipe = running_pipe(start_method)
+    workers = child_pids()
+    ref = weakref.ref(pipe)
+    del pipe
+    try:
+        gc.collect()
+        assert ref() is None, "the pipeline is still alive after del and gc.collect()"
+        assert not wait_gone(workers, GONE_WITHIN_S)
+    finally:
+        leaked = ref()
+        if leaked is not None:  # clean up after the bug, so other tests are not blamed
+            leaked.close()
+
+
+def test_leaving_a_with_block_that_built_the_pipeline_ends_the_workers(
+    start_method: str,
+) -> None:
+    pipe = pipeline(lambda: fn.external_source(PerSampleSource(), parallel=True), 4,
+                    py_num_workers=2, py_start_method=start_method)
+    with pipe:
+        pipe.build()
+        with deadline(30):
+            pipe.run()
+        workers = child_pids()
+        assert len(workers) == 2
+    assert not wait_gone(workers, 0.5)
+    with pytest.raises(RuntimeError, match="closed"):
+        pipe.run()
+
+
+def test_a_with_block_that_only_defines_the_graph_leaves_the_pipeline_usable() -> None:
+    pipe = pipeline(lambda: fn.external_source(PerSampleSource(), parallel=True), 4,
+                    py_num_workers=1)  # defined inside `with pipe:` by the helper
+    try:
+        with deadline(30):
+            pipe.run()
+            pipe.run()
+    finally:
+        pipe.close()
+
+
+def test_an_exception_inside_the_with_block_still_ends_the_workers() -> None:
+    pipe = pipeline(lambda: fn.external_source(PerSampleSource(), parallel=True), 4,
+                    py_num_workers=2)
+    workers: set[int] = set()
+    with pytest.raises(KeyError), pipe:
+        pipe.build()
+        pipe.run()
+        workers = child_pids()
+        raise KeyError("user error")
+    assert workers and not wait_gone(workers, 0.5)
+
+
+def test_closing_one_pipeline_leaves_another_one_running(start_method: str) -> None:
+    first = running_pipe(start_method)
+    first_workers = child_pids()
+    second = running_pipe("fork")  # forked while the first one's workers and slots exist
+    second_workers = child_pids() - first_workers
+    try:
+        held = first.run()[0].as_array().copy()
+        first.close()
+        assert not wait_gone(first_workers, 0.5)
+        with deadline(30):
+            for _ in range(5):
+                (batch,) = second.run()
+        assert batch.as_array().shape == held.shape
+        assert all(pid in child_pids() for pid in second_workers)
+    finally:
+        first.close()
+        second.close()
+    assert not wait_gone(second_workers, 0.5)
+
+
+# ---------------------------------------------------------------------------- other processes
+SCRIPT = """
+import json, os, sys, time
+import psutil
+from parallel_sources import PerSampleSource, SampleSpec, pipeline
+from dali_lite import fn
+
+def main():
+    source = PerSampleSource((SampleSpec("uint8", (64, 64)),), delay_s={delay_s})
+    pipe = pipeline(lambda: fn.external_source(source, parallel=True, prefetch_queue_depth=2),
+                    8, py_num_workers=2, py_start_method={start_method!r})
+    pipe.run()
+    pids = [child.pid for child in psutil.Process().children(recursive=True)]
+    print(json.dumps(pids), flush=True)
+    {then}
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def start_script(tmp_path: Path, start_method: str, then: str, delay_s: float = 0.0) -> Any:
+    script = tmp_path / "live_pipeline.py"
+    script.write_text(textwrap.dedent(SCRIPT).format(start_method=start_method, then=then,
+                                                     delay_s=delay_s))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), str(TESTS_DIR),
+                                         env.get("PYTHONPATH", "")])
+    # A session of its own: a Ctrl-C for it cannot reach the test runner.
+    return subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+                            start_new_session=True)
+
+
+def worker_pids_of(proc: Any) -> set[int]:
+    with deadline(60, "the script's pipeline"):
+        line = proc.stdout.readline()
+    if not line:
+        proc.kill()
+        raise AssertionError(f"the script printed no pids; stderr:\n{proc.communicate()[1]}")
+    pids = set(json.loads(line))
+    assert len(pids) >= 2, pids
+    return pids
+
+
+def finish(proc: Any, timeout_s: float = 20.0) -> tuple[int, str]:
+    try:
+        _, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, stderr = proc.communicate()
+        raise AssertionError(f"the script hung at exit; stderr:\n{stderr}") from None
+    return proc.returncode, stderr
+
+
+def test_interpreter_exit_with_a_live_pipeline_ends_the_workers(
+    tmp_path: Path, start_method: str
+) -> None:
+    before = dev_shm()
+    # The script returns from main() while the executor and workers are busy prefetching.
+    proc = start_script(tmp_path, start_method, then="pipe.run()", delay_s=0.05)
+    workers = worker_pids_of(proc)
+    code, stderr = finish(proc)
+    assert code == 0, stderr
+    assert "Traceback" not in stderr and "leaked" not in stderr, stderr
+    assert not wait_gone(workers, GONE_WITHIN_S)
+    assert dev_shm() <= before
+
+
+def test_sigkill_of_the_main_process_ends_the_workers(tmp_path: Path, start_method: str) -> None:
+    before = dev_shm()
+    proc = start_script(tmp_path, start_method, then="while True: pipe.run()")
+    workers = worker_pids_of(proc)
+    time.sleep(0.2)  # inside the loop, workers busy
+    proc.kill()
+    finish(proc)
+    left = wait_gone(workers, GONE_WITHIN_S)
+    assert not left, f"workers {left} outlived their SIGKILLed parent by {GONE_WITHIN_S} s"
+    assert dev_shm() <= before
+
+
+def test_ctrl_c_in_the_main_process_ends_the_workers(tmp_path: Path, start_method: str) -> None:
+    before = dev_shm()
+    proc = start_script(tmp_path, start_method, then="while True: pipe.run()", delay_s=0.01)
+    workers = worker_pids_of(proc)
+    time.sleep(0.3)
+    # As a terminal does: SIGINT to the whole foreground process group, workers included.
+    os.killpg(proc.pid, signal.SIGINT)
+    code, stderr = finish(proc)
+    assert code != 0 and "KeyboardInterrupt" in stderr, (code, stderr)
+    # Only the main process reports the Ctrl-C; workers ignore it and are shut down.
+    assert stderr.count("KeyboardInterrupt") == 1, stderr
+    assert not wait_gone(workers, GONE_WITHIN_S)
+    assert dev_shm() <= before
