@@ -14,6 +14,7 @@ or the exception it raised, which `take()` re-raises in the caller's thread.
 from __future__ import annotations
 
 import threading
+import traceback
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -155,6 +156,10 @@ class Executor:
             error = None
         except BaseException as exc:
             outputs, error = None, exc
+            # The traceback's frames hold the pipeline (`self` of its methods): a failed
+            # ticket kept by the executor (which the pipeline's finalizer keeps) would keep a
+            # deleted pipeline, and its workers, alive. Showing a traceback needs no locals.
+            traceback.clear_frames(exc.__traceback__)
         with self._lock:
             ticket.outputs, ticket.error = outputs, error
             ticket.done = True

@@ -14,6 +14,7 @@ from workers.errors import (
     PoolClosedError,
     RemoteError,
     RemoteTraceback,
+    TaskTimeoutError,
     WorkerDiedError,
 )
 from workers.messages import Reply, TaskDone, TaskFailed
@@ -28,6 +29,7 @@ __all__ = [
     "Reply",
     "TaskDone",
     "TaskFailed",
+    "TaskTimeoutError",
     "WorkerDiedError",
     "WorkerPool",
 ]

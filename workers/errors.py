@@ -9,8 +9,9 @@ This module owns the failure vocabulary of ``workers``:
   CPython's ``concurrent.futures.process._ExceptionWithTraceback`` with PyTorch's fallback to
   ``RuntimeError`` when the type cannot be rebuilt.
 * :class:`WorkerDiedError` reports a worker process that died (signal or exit code) and
-  marks the pool broken; :class:`PoolClosedError` a pool used after ``close()``;
-  :class:`CallbackPicklingError` a callback that cannot be sent to ``spawn`` workers.
+  marks the pool broken; :class:`TaskTimeoutError` a task that ran past its deadline (the
+  pool replaced the stuck worker and goes on); :class:`PoolClosedError` a pool used after
+  ``close()``; :class:`CallbackPicklingError` a callback that cannot be sent to ``spawn`` workers.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ __all__ = [
     "PoolClosedError",
     "RemoteError",
     "RemoteTraceback",
+    "TaskTimeoutError",
     "WorkerDiedError",
     "describe_exitcode",
 ]
@@ -186,6 +188,47 @@ def _rebuild_worker_died(
     worker: int, pid: int | None, exitcode: int | None, broken: bool, task_ids: tuple[int, ...]
 ) -> WorkerDiedError:
     return WorkerDiedError(worker, pid, exitcode, broken=broken, task_ids=task_ids)
+
+
+class TaskTimeoutError(TimeoutError):
+    """A task ran longer than its ``timeout_s``; the stuck worker was killed and replaced.
+
+    ``task_id`` is the task that overran; ``task_ids`` every task lost with the worker (the
+    stuck one first, then those queued behind it), all of which count as failed. ``stack``
+    is the worker's Python stack at the time, as ``faulthandler`` dumped it ("" if it could
+    not be captured). The pool itself is not broken.
+    """
+
+    def __init__(
+        self,
+        worker: int,
+        pid: int | None,
+        timeout_s: float,
+        stack: str,
+        task_ids: tuple[int, ...],
+    ) -> None:
+        self.worker = worker
+        self.pid = pid
+        self.timeout_s = timeout_s
+        self.stack = stack
+        self.task_ids = tuple(task_ids)
+        self.task_id = self.task_ids[0] if self.task_ids else -1
+        queued = self.task_ids[1:]
+        message = (
+            f"task {self.task_id} in worker {worker} (pid {pid}) ran longer than its timeout of "
+            f"{timeout_s:g} s; the worker was killed and replaced by a fresh one"
+        )
+        if queued:
+            message += f"; task(s) {', '.join(map(str, queued))} queued behind it were lost too"
+        shown = stack.strip() or "<the worker did not answer the stack-dump request>"
+        message += f". The worker's Python stack when it was stopped:\n{shown}"
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (
+            TaskTimeoutError,
+            (self.worker, self.pid, self.timeout_s, self.stack, self.task_ids),
+        )
 
 
 class PoolClosedError(RuntimeError):

@@ -10,7 +10,8 @@ Main process -> worker: :class:`AttachSegment` (immediately followed on the same
 the segment's fd, sent with ``multiprocessing.reduction.send_handle``), :class:`DetachSegment`,
 :class:`RunTask`, :class:`Shutdown`.
 
-Worker -> main process: :class:`TaskDone`, :class:`TaskFailed`.
+Worker -> main process: :class:`TaskStarted` (only for a task submitted with a timeout),
+:class:`TaskDone`, :class:`TaskFailed`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ __all__ = [
     "Shutdown",
     "TaskDone",
     "TaskFailed",
+    "TaskStarted",
 ]
 
 
@@ -58,11 +60,26 @@ class RunTask:
     callback: int
     args: tuple[Any, ...]
     segment_id: int
+    #: Send :class:`TaskStarted` before the first call (the task has a deadline).
+    report_start: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class Shutdown:
     """Finish: the worker exits its loop and its process ends."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskStarted:
+    """The worker began task ``task_id`` at ``started_at`` (its ``time.monotonic()``).
+
+    On Linux ``time.monotonic()`` is ``CLOCK_MONOTONIC``, one clock for every process of the
+    machine, so the main process measures a task's deadline from the worker's own start.
+    """
+
+    task_id: int
+    worker: int
+    started_at: float
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ Each callback is pickled separately, so a failure names the callback's index.
 from __future__ import annotations
 
 import importlib
+import pickle
 import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from typing import Any
 
 from workers.errors import CallbackPicklingError
 
-__all__ = ["PicklerSpec", "dump_callbacks", "resolve_pickler"]
+__all__ = ["PicklerSpec", "dump_callbacks", "prepare_callbacks", "resolve_pickler"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,3 +106,29 @@ def dump_callbacks(callbacks: Sequence[Callable[..., Any]], spec: PicklerSpec) -
                 "pass a different py_callback_pickler, or use the 'fork' start method."
             ) from exc
     return payloads
+
+
+def prepare_callbacks(
+    callbacks: Sequence[Any], start_method: str, pickler: Any | None
+) -> tuple[tuple[bytes, ...] | None, PicklerSpec | None]:
+    """What a worker needs to get ``callbacks``: nothing under fork, payloads under spawn.
+
+    Raises ``ValueError`` for a pickler with ``fork``, ``TypeError`` for a pickler that the
+    standard pickle cannot send, and :class:`CallbackPicklingError` for a callback.
+    """
+    if start_method == "fork":
+        if pickler is not None:
+            raise ValueError(
+                "a callback pickler is only used with the 'spawn' start method; with "
+                "'fork' the callbacks are inherited. Drop the pickler or use 'spawn'."
+            )
+        return None, None
+    spec = resolve_pickler(pickler)
+    try:
+        pickle.dumps(spec)
+    except Exception as exc:
+        raise TypeError(
+            f"the callback pickler {spec.name} must itself be picklable with the standard "
+            f"pickle to reach 'spawn' workers: {exc}; pass a module instead"
+        ) from exc
+    return tuple(dump_callbacks(callbacks, spec)), spec

@@ -17,6 +17,10 @@ Why it is shaped so:
   ``weakref.finalize`` and (through it) ``atexit``.
 * A worker's death breaks the pool for good: every later ``submit``/``collect`` raises
   :class:`WorkerDiedError`; ``close`` still works.
+* A task that overruns its ``timeout_s`` does not: ``collect`` captures the worker's Python
+  stack, kills it, starts a fresh worker under the same index (same start method and
+  callbacks; segments are sent to it again on next use) and raises
+  :class:`TaskTimeoutError` naming every task lost with it (see :mod:`workers.deadlines`).
 """
 
 from __future__ import annotations
@@ -24,12 +28,11 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
-import pickle
 import signal
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection, wait
 from multiprocessing.reduction import ForkingPickler, send_handle
 from typing import Any
@@ -37,9 +40,10 @@ from typing import Any
 import numpy as np
 
 from shm import SharedSegment
-from workers.errors import PoolClosedError, WorkerDiedError
-from workers.messages import AttachSegment, DetachSegment, Reply, RunTask
-from workers.pickling import PicklerSpec, dump_callbacks, resolve_pickler
+from workers.deadlines import Deadlines, capture_stack, check_timeout
+from workers.errors import PoolClosedError, TaskTimeoutError, WorkerDiedError
+from workers.messages import AttachSegment, DetachSegment, Reply, RunTask, TaskStarted
+from workers.pickling import PicklerSpec, prepare_callbacks
 from workers.resources import PoolResources, shutdown
 from workers.worker import PARENT_CONNECTIONS, WorkerSetup, worker_main
 
@@ -49,9 +53,25 @@ Callback = Callable[[Any], Sequence[Sequence[np.ndarray]]]
 
 #: How long to wait for a worker whose pipe hit EOF to be reaped, to learn its exit code.
 _REAP_TIMEOUT_S = 0.5
+#: How long to wait for a timed-out worker to die after SIGKILL.
+_KILL_TIMEOUT_S = 2.0
 #: Upper bound of one internal wait in ``collect(None)``, so no wait is unbounded.
 _WAIT_SLICE_S = 1.0
 _START_METHODS = ("fork", "spawn")
+
+
+@contextlib.contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """Block SIGINT in this thread while creating processes.
+
+    Children inherit the mask (also across exec), so a Ctrl-C stays pending until the
+    worker has ignored it, instead of raising KeyboardInterrupt in a half-started worker.
+    """
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
 
 
 class WorkerPool:
@@ -89,6 +109,9 @@ class WorkerPool:
         self._started = False
         self._broken: WorkerDiedError | None = None
         self._next_task_id = 0
+        self._payloads: tuple[bytes, ...] | None = None
+        self._spec: PicklerSpec | None = None
+        self._deadlines = Deadlines()
         self._res = PoolResources(owner_pid=os.getpid())
         self._finalizer = weakref.finalize(self, shutdown, self._res)
 
@@ -132,19 +155,13 @@ class WorkerPool:
                 raise PoolClosedError("cannot start a worker pool that was closed")
             if self._started:
                 return
-            payloads, spec = self._prepare_callbacks()
-            ctx = multiprocessing.get_context(self._start_method)
-            in_main_thread = threading.current_thread() is threading.main_thread()
-            # Block SIGINT in this thread while creating processes: children inherit the
-            # mask (also across exec), so a Ctrl-C stays pending until the worker has
-            # ignored it, instead of raising KeyboardInterrupt in a half-started worker.
+            self._payloads, self._spec = prepare_callbacks(
+                self._callbacks, self._start_method, self._pickler
+            )
             try:
-                old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-                try:
+                with _sigint_blocked():
                     for index in range(self._num_workers):
-                        self._start_worker(ctx, index, payloads, spec, in_main_thread)
-                finally:
-                    signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+                        self._start_worker(index)
                 self._res.wakeup_fds = os.pipe()
                 os.set_blocking(self._res.wakeup_fds[1], False)
             except BaseException:
@@ -155,36 +172,22 @@ class WorkerPool:
                 raise
             self._started = True
 
-    def _prepare_callbacks(self) -> tuple[tuple[bytes, ...] | None, PicklerSpec | None]:
-        if self._start_method == "fork":
-            if self._pickler is not None:
-                raise ValueError(
-                    "a callback pickler is only used with the 'spawn' start method; with "
-                    "'fork' the callbacks are inherited. Drop the pickler or use 'spawn'."
-                )
-            return None, None
-        spec = resolve_pickler(self._pickler)
-        try:
-            pickle.dumps(spec)
-        except Exception as exc:
-            raise TypeError(
-                f"the callback pickler {spec.name} must itself be picklable with the standard "
-                f"pickle to reach 'spawn' workers: {exc}; pass a module instead"
-            ) from exc
-        return tuple(dump_callbacks(self._callbacks, spec)), spec
-
-    def _start_worker(
-        self,
-        ctx: Any,
-        index: int,
-        payloads: tuple[bytes, ...] | None,
-        spec: PicklerSpec | None,
-        in_main_thread: bool,
-    ) -> None:
+    def _start_worker(self, index: int) -> None:
+        """Start worker ``index``: a new one, or the replacement of one that was killed."""
+        ctx = multiprocessing.get_context(self._start_method)
+        payloads, spec = self._payloads, self._spec
+        in_main_thread = threading.current_thread() is threading.main_thread()
         parent_conn, child_conn = ctx.Pipe(duplex=True)
-        PARENT_CONNECTIONS.add(parent_conn)
-        self._res.conns.append(parent_conn)
-        self._res.segments.append({})
+        dump_reader, dump_writer = ctx.Pipe(duplex=False)
+        # A later forked worker must not keep these (see PARENT_CONNECTIONS).
+        PARENT_CONNECTIONS.update((parent_conn, dump_reader))
+        res = self._res
+        if index == len(res.conns):
+            res.conns.append(parent_conn)
+            res.dumps.append(dump_reader)
+            res.segments.append({})
+        else:
+            res.conns[index], res.dumps[index] = parent_conn, dump_reader
         setup = WorkerSetup(
             index=index,
             conn=child_conn,
@@ -196,6 +199,7 @@ class WorkerPool:
             callbacks=self._callbacks if payloads is None else None,
             payloads=payloads,
             pickler=spec,
+            stack_dump=dump_writer,
         )
         proc = ctx.Process(
             target=worker_main, args=(setup,), name=f"{self._name}-worker-{index}", daemon=True
@@ -205,8 +209,12 @@ class WorkerPool:
         finally:
             # Our copy of the worker's end must go, or we would never see EOF from it.
             child_conn.close()
-        self._res.processes.append(proc)
-        self._res.pids.append(proc.pid)
+            dump_writer.close()
+        if index == len(res.processes):
+            res.processes.append(proc)
+            res.pids.append(proc.pid)
+        else:
+            res.processes[index], res.pids[index] = proc, proc.pid
 
     def close(self) -> None:
         """Shut the workers down and release pipes and segments. Idempotent, thread-safe."""
@@ -245,6 +253,7 @@ class WorkerPool:
         args: Sequence[Any],
         segment_id: int,
         segment: SharedSegment,
+        timeout_s: float | None = None,
     ) -> int:
         """Queue a task on ``worker``; returns its task id.
 
@@ -252,7 +261,13 @@ class WorkerPool:
         result into ``segment``. The segment's fd is sent to the worker the first time it
         sees ``segment_id`` (or a different segment object under that id); the pool keeps
         the segment and closes it at ``close``.
+
+        With ``timeout_s``, a task that runs longer than that many seconds -- counted from
+        when the worker *starts* it, not from this call -- makes ``collect`` raise
+        :class:`~workers.errors.TaskTimeoutError` with the worker's Python stack; the pool
+        replaces the worker and stays usable.
         """
+        check_timeout(timeout_s)
         with self._lock:
             self._check_usable()
             if not 0 <= worker < self._num_workers:
@@ -261,7 +276,9 @@ class WorkerPool:
                 raise ValueError(f"callback {callback} out of range [0, {len(self._callbacks)})")
             if segment.closed:
                 raise ValueError(f"segment {segment_id} is closed")
-            task = RunTask(self._next_task_id, callback, tuple(args), segment_id)
+            task = RunTask(
+                self._next_task_id, callback, tuple(args), segment_id, timeout_s is not None
+            )
             # Pickle first (once; Connection.send would do exactly this): an unpicklable
             # argument must fail here, before an AttachSegment goes out without its task.
             payload = ForkingPickler.dumps(task)
@@ -277,6 +294,8 @@ class WorkerPool:
                 raise self._worker_died(worker) from exc
             self._next_task_id += 1
             self._res.pending[task.task_id] = worker
+            if timeout_s is not None:
+                self._deadlines.add(task.task_id, float(timeout_s))
             return task.task_id
 
     def forget_segment(self, worker: int, segment_id: int) -> None:
@@ -300,7 +319,8 @@ class WorkerPool:
         """Replies that arrived, waiting up to ``timeout`` seconds (None: until one does).
 
         Returns ``[]`` on timeout. Raises :class:`WorkerDiedError` as soon as a worker dies,
-        and :class:`PoolClosedError` if the pool is closed meanwhile.
+        :class:`TaskTimeoutError` as soon as a task overruns its ``timeout_s`` (the pool
+        stays usable), and :class:`PoolClosedError` if the pool is closed meanwhile.
         """
         deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
         with self._lock:
@@ -317,6 +337,9 @@ class WorkerPool:
                 remaining = _WAIT_SLICE_S
                 if deadline is not None:
                     remaining = min(remaining, max(0.0, deadline - time.monotonic()))
+                to_deadline = self._deadlines.seconds_to_next(time.monotonic())
+                if to_deadline is not None:
+                    remaining = min(remaining, to_deadline)
                 ready = wait(watched, remaining)
                 if self._closing:
                     raise PoolClosedError("the worker pool was closed while collecting")
@@ -329,6 +352,11 @@ class WorkerPool:
                         self._drain(worker, conn, replies)
                 if replies:
                     return replies
+                overdue = self._deadlines.expired(time.monotonic())
+                if overdue is not None:
+                    replies = self._time_out(overdue)
+                    if replies:
+                        return replies
                 if deadline is not None and time.monotonic() >= deadline:
                     return []
 
@@ -336,7 +364,12 @@ class WorkerPool:
         try:
             while conn.poll(0):
                 reply = conn.recv()
+                if isinstance(reply, TaskStarted):
+                    if reply.task_id in self._res.pending:
+                        self._deadlines.started(reply.task_id, reply.started_at)
+                    continue
                 self._res.pending.pop(reply.task_id, None)
+                self._deadlines.finished(reply.task_id)
                 replies.append(reply)
         except (EOFError, OSError) as exc:
             raise self._worker_died(worker) from exc
@@ -346,7 +379,51 @@ class WorkerPool:
         proc = self._res.processes[worker]
         proc.join(_REAP_TIMEOUT_S)
         lost = tuple(sorted(t for t, w in self._res.pending.items() if w == worker))
-        error = WorkerDiedError(worker, proc.pid, proc.exitcode, task_ids=lost)
         if self._broken is None:
-            self._broken = error
-        return error
+            # A record of its own, never raised: a raised error's traceback holds the
+            # caller's frames, and the pool (kept by its finalizer) would keep them alive.
+            self._broken = WorkerDiedError(worker, proc.pid, proc.exitcode, task_ids=lost)
+        return WorkerDiedError(worker, proc.pid, proc.exitcode, task_ids=lost)
+
+    def _time_out(self, task_id: int) -> list[Reply]:
+        """Task ``task_id`` overran: replace its worker and raise, unless it just finished."""
+        worker = self._res.pending[task_id]
+        replies: list[Reply] = []
+        self._drain(worker, self._res.conns[worker], replies)
+        if replies or task_id not in self._res.pending:
+            return replies  # it answered meanwhile; nothing is stuck
+        timeout_s = self._deadlines.timeouts.get(task_id, 0.0)
+        pid = self._res.pids[worker]
+        stack = capture_stack(self._res.dumps[worker], pid)
+        queued = sorted(t for t, w in self._res.pending.items() if w == worker and t != task_id)
+        lost = (task_id, *queued)
+        for lost_id in lost:
+            self._res.pending.pop(lost_id, None)
+            self._deadlines.finished(lost_id)
+        self._replace_worker(worker)
+        raise TaskTimeoutError(worker, pid, timeout_s, stack, lost)
+
+    def _replace_worker(self, worker: int) -> None:
+        """Kill worker ``worker`` and start a fresh one under the same index."""
+        res = self._res
+        proc, pid = res.processes[worker], res.pids[worker]
+        with contextlib.suppress(Exception):
+            proc.kill()
+        proc.join(_KILL_TIMEOUT_S)
+        for conn in (res.conns[worker], res.dumps[worker]):
+            PARENT_CONNECTIONS.discard(conn)
+            with contextlib.suppress(OSError):
+                conn.close()
+        if proc.exitcode is not None:
+            proc.close()
+        else:  # not reaped yet (e.g. in uninterruptible sleep): shutdown finishes it
+            res.retired_processes.append(proc)
+        # The new worker has none of the segments yet: the next submit sends them again.
+        res.retired.extend(res.segments[worker].values())
+        res.segments[worker] = {}
+        try:
+            with _sigint_blocked():
+                self._start_worker(worker)
+        except BaseException:
+            self._broken = WorkerDiedError(worker, pid, None, broken=True)
+            raise

@@ -39,7 +39,13 @@ class PoolResources:
     processes: list[BaseProcess] = field(default_factory=list)
     pids: list[int] = field(default_factory=list)
     conns: list[Connection] = field(default_factory=list)
+    #: Read ends of the workers' stack-dump pipes (see :mod:`workers.deadlines`).
+    dumps: list[Connection] = field(default_factory=list)
     segments: list[dict[int, SharedSegment]] = field(default_factory=list)
+    #: Segments that a replaced worker had been sent; the pool still closes them.
+    retired: list[SharedSegment] = field(default_factory=list)
+    #: Killed (replaced) workers that had not been reaped yet.
+    retired_processes: list[BaseProcess] = field(default_factory=list)
     wakeup_fds: tuple[int, int] | None = None
     #: task id -> worker, for tasks not answered yet.
     pending: dict[int, int] = field(default_factory=dict)
@@ -72,13 +78,20 @@ def shutdown(res: PoolResources) -> None:
         deadline = time.monotonic() + _TERMINATE_TIMEOUT_S
         for proc in alive:
             proc.join(max(0.0, deadline - time.monotonic()))
-    for proc in res.processes:
+    for proc in res.retired_processes:
+        with contextlib.suppress(Exception):
+            proc.kill()
+        proc.join(_TERMINATE_TIMEOUT_S)
+    for proc in (*res.processes, *res.retired_processes):
         with contextlib.suppress(Exception):
             proc.close()
-    for conn in res.conns:
+    for conn in (*res.conns, *res.dumps):
         PARENT_CONNECTIONS.discard(conn)
         with contextlib.suppress(Exception):
             conn.close()
+    for segment in res.retired:
+        segment.close()
+    res.retired.clear()
     for known in res.segments:
         for segment in known.values():
             segment.close()

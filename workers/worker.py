@@ -14,6 +14,9 @@ Why it is shaped so:
   become a :class:`~workers.messages.TaskFailed` reply; only a lost parent ends the loop.
 * The whole entry point takes one :class:`WorkerSetup` rather than a row of positional
   arguments.
+* A stuck callback can be looked into: ``faulthandler`` dumps every thread's Python stack
+  into a pipe of the pool's on SIGUSR1, from its C signal handler, so it answers even while
+  the callback holds the GIL in native code.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import faulthandler
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -40,6 +44,7 @@ from workers.messages import (
     Shutdown,
     TaskDone,
     TaskFailed,
+    TaskStarted,
 )
 from workers.pickling import PicklerSpec
 
@@ -71,6 +76,8 @@ class WorkerSetup:
     #: spawn: each callable pickled with ``pickler``.
     payloads: tuple[bytes, ...] | None = None
     pickler: PicklerSpec | None = None
+    #: Write end of the pipe that SIGUSR1 makes ``faulthandler`` dump all stacks into.
+    stack_dump: Connection | None = None
 
 
 @dataclass(slots=True)
@@ -110,6 +117,10 @@ def _prepare_process(setup: WorkerSetup) -> None:
         with contextlib.suppress(OSError):
             conn.close()
     PARENT_CONNECTIONS.clear()
+    if setup.stack_dump is not None:
+        faulthandler.register(
+            signal.SIGUSR1, file=setup.stack_dump.fileno(), all_threads=True, chain=False
+        )
     if not faulthandler.is_enabled():
         # A segfaulting callback then leaves its Python stack on stderr.
         with contextlib.suppress(Exception):
@@ -177,6 +188,11 @@ def _serve(conn: Connection, state: _WorkerState, parent_pid: int) -> None:
         elif isinstance(request, DetachSegment):
             state.drop_segment(request.segment_id)
         elif isinstance(request, RunTask):
+            if request.report_start:
+                try:
+                    conn.send(TaskStarted(request.task_id, state.index, time.monotonic()))
+                except OSError:
+                    return
             reply = run_task(request, state)
             try:
                 conn.send(reply)

@@ -12,6 +12,7 @@ to its free list only when the last array pointing into it is garbage-collected 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections import deque
@@ -21,7 +22,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from shm import SegmentUsage, SharedSegment, codec
-from workers import CallbackPicklingError, TaskDone, TaskFailed, WorkerDiedError, WorkerPool
+from workers import (
+    CallbackPicklingError,
+    RemoteError,
+    TaskDone,
+    TaskFailed,
+    TaskTimeoutError,
+    WorkerDiedError,
+    WorkerPool,
+)
 
 from ..errors import add_context
 from ..graph import IterationContext
@@ -141,7 +150,7 @@ class ParallelSource:
         slot = self._acquire_slot(worker, samples)
         task = Task(self, batch, position, worker, slot, first_sample)
         task_id = self.group.pool.submit(worker, self.callback_index, args, slot.segment_id,
-                                         slot.segment)
+                                         slot.segment, timeout_s=self.group.options.py_timeout)
         self.group.tasks[task_id] = task
         batch.tasks.append(task)
 
@@ -332,6 +341,13 @@ class ParallelSourceGroup:
         """Collect finished tasks and hand them to their sources."""
         try:
             results = self.pool.collect(timeout)
+        except TaskTimeoutError as error:
+            # The pool replaced the stuck worker and goes on. Every task lost with it fails
+            # its own batch (now, or when that batch is fetched; reset() discards them), with
+            # the worker's stack shown as the remote traceback.
+            remote = dataclasses.replace(RemoteError.from_exception(error), traceback=error.stack)
+            results = [TaskFailed(task_id, error.worker, error.pid or -1, -1, remote)
+                       for task_id in error.task_ids]
         except WorkerDiedError as error:
             add_context(error, "parallel external sources of this pipeline: "
                                f"{[s.name for s in self.sources]}; the pipeline cannot go on: "

@@ -77,6 +77,12 @@ def fail(kind: str) -> list[list[np.ndarray]]:
         return 42  # type: ignore[return-value]
     if kind == "sleep":
         time.sleep(60)
+    if kind == "nap":
+        time.sleep(0.6)
+    if kind == "spin":
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # stuck in pure Python, holding the GIL
+            pass
     return [[np.zeros(1, np.uint8)]]
 
 

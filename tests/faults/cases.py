@@ -1,0 +1,293 @@
+"""The fault matrix: which cases run, what each must show, and how a run is judged.
+
+Each :class:`Case` is run by :mod:`harness` in a fresh process (:mod:`runner`); its
+:class:`Expect` is the contract from issue 5 (error type, words of the message, time to
+report, recovery after ``reset()``), and :func:`judge` compares a run with it. The same
+table feeds the tests (``test_matrix.py``) and the report (``make_report.py``).
+
+The default selection covers every fault and every phase under both start methods, and
+rotates source kind (per-sample, per-batch, iterator) and worker count (1, 2) across them,
+so every kind and count meets every fault family at least once in ~50 runs. Set
+``DALI_LITE_FAULTS_FULL=1`` for the full cross product.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+FULL_ENV = "DALI_LITE_FAULTS_FULL"
+START_METHODS = ("fork", "spawn")
+KINDS = ("sample", "batch", "iter")
+WORKERS = (1, 2)
+#: Issue 5: "under 2 s where something died".
+REPORT_BOUND_S = 2.0
+#: Samples of one epoch as the runner reads them (6 batches of 4; sample i holds i % 251).
+EPOCH = list(range(24))
+_DIED = "workers.errors.WorkerDiedError"
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What a run of a case must show."""
+
+    summary: str
+    error: str | None = None  # a qualified type name in the error's MRO
+    words: tuple[str, ...] = ()
+    report_bound_s: float | None = None
+    #: Keys of the runner's output that must equal :data:`EPOCH`.
+    full_epochs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Case:
+    """One run of the matrix."""
+
+    family: str
+    procedure: str
+    start: str
+    kind: str
+    workers: int
+    expect: Expect
+    fault: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    after: str | None = None
+    hint: int = 64
+
+    @property
+    def id(self) -> str:
+        what = "-".join(str(v) for v in self.fault.values() if v not in ("", 0)) or "-"
+        return f"{self.family}[{what}]-{self.start}-{self.kind}-w{self.workers}"
+
+    def as_json(self) -> dict[str, Any]:
+        return {"procedure": self.procedure, "start": self.start, "kind": self.kind,
+                "workers": self.workers, "fault": self.fault, "options": self.options,
+                "after": self.after, "hint": self.hint}
+
+
+_SIGNAL_WORDS = {"sigkill": "killed by signal 9 (SIGKILL)",
+                 "segfault": "killed by signal 11 (SIGSEGV)", "exit3": "exited with code 3"}
+
+
+def _death(action: str, phase: str) -> Expect:
+    return Expect(f"WorkerDiedError naming the pid and '{_SIGNAL_WORDS[action]}', < 2 s",
+                  _DIED, ("died unexpectedly", "(pid ", _SIGNAL_WORDS[action],
+                          "start a new one"), REPORT_BOUND_S)
+
+
+_CALLBACK_ERRORS: dict[str, Expect] = {
+    "raise": Expect("ValueError, with the worker's pid, sample and iteration",
+                    "builtins.ValueError", ("bad sample 8", "in worker", "(pid ", "iteration 2"),
+                    full_epochs=("after_reset",)),
+    "raise_two_args": Expect("the same type, attributes intact (rebuilt by pickle)",
+                             "scenarios.TwoArgError", ("code 7 at sample 8", "in worker"),
+                             full_epochs=("after_reset",)),
+    "raise_unpicklable": Expect("the same type, rebuilt from its message",
+                                "scenarios.UnpicklableError", ("locked sample 8", "in worker"),
+                                full_epochs=("after_reset",)),
+    "return_unpicklable": Expect("TypeError: holds no array data", "builtins.TypeError",
+                                 ("holds no array data", "in worker"),
+                                 full_epochs=("after_reset",)),
+    "return_none": Expect("TypeError: got None; raise StopIteration to end the epoch",
+                          "builtins.TypeError", ("got None", "StopIteration"),
+                          full_epochs=("after_reset",)),
+    "return_str": Expect("TypeError: text is not array data", "builtins.TypeError",
+                         ("got str", "text is not array data"), full_epochs=("after_reset",)),
+    "wrong_dtype": Expect("TypeError: data is float32 but the dtype declared is uint8",
+                          "builtins.TypeError", ("float32", "declared is uint8"),
+                          full_epochs=("after_reset",)),
+    "wrong_ndim": Expect("ValueError: 3 dimensions but the ndim declared is 2",
+                         "builtins.ValueError", ("3 dimensions", "ndim declared is 2"),
+                         full_epochs=("after_reset",)),
+}
+
+_MiB = 1 << 20
+
+
+def _rotation() -> itertools.cycle[tuple[str, int]]:
+    return itertools.cycle(list(itertools.product(KINDS, WORKERS)))
+
+
+def build_cases(full: bool | None = None) -> list[Case]:
+    """The cases to run: the default selection, or every combination with ``full``."""
+    if full is None:
+        full = os.environ.get(FULL_ENV, "") not in ("", "0")
+    combos = list(itertools.product(KINDS, WORKERS))
+    rotation = _rotation()
+
+    def shapes() -> list[tuple[str, int]]:
+        return combos if full else [next(rotation)]
+
+    cases: list[Case] = []
+    for start in START_METHODS:
+        for action, phase in itertools.product(_SIGNAL_WORDS, ("computing", "idle", "writing")):
+            for kind, workers in shapes():
+                cases.append(Case("worker-dies", "error", start, kind, workers,
+                                  _death(action, phase), {"action": action, "phase": phase}))
+        for action, expect in _CALLBACK_ERRORS.items():
+            for kind, workers in shapes():
+                cases.append(Case("callback", "error", start, kind, workers, expect,
+                                  {"action": action}, after="reset"))
+        for kind, workers in shapes():
+            cases.append(Case("big-sample", "big", start, kind, workers, Expect(
+                "works: the slot grows past bytes_per_sample_hint", full_epochs=("values",)),
+                {"action": "big", "nbytes": 8 * _MiB}, hint=16))
+        for kind, workers in shapes():
+            cases.append(Case("shm-exhausted", "error", start, kind, workers, Expect(
+                "ShmAllocationError naming DALI_LITE_SHM_LIMIT_BYTES; reset() then works",
+                "shm.errors.ShmAllocationError", ("cannot allocate", "DALI_LITE_SHM_LIMIT_BYTES",
+                                                  "in worker"),
+                full_epochs=("after_reset",)), {"action": "huge", "nbytes": 8 * _MiB},
+                env={"DALI_LITE_SHM_LIMIT_BYTES": str(4 * _MiB)}, after="reset"))
+        for kind, workers in shapes():
+            if kind == "iter":
+                continue  # an iterator's state dies with its worker; covered below
+            cases.append(Case("stuck", "error", start, kind, workers, Expect(
+                "TaskTimeoutError (a TimeoutError) with the worker's stack; reset() then works",
+                "builtins.TimeoutError", ("ran longer than its timeout of 0.5 s", "(pid ",
+                                          "in _misbehave", "replaced"), 2.5,
+                full_epochs=("after_reset",)), {"action": "stuck"},
+                options={"py_timeout": 0.5}, after="reset"))
+        cases.append(Case("stuck", "error", start, "iter", 1, Expect(
+            "TaskTimeoutError with the worker's stack", "builtins.TimeoutError",
+            ("ran longer than its timeout", "in _misbehave"), 2.5), {"action": "stuck"},
+            options={"py_timeout": 0.5}))
+        for family, procedure, expect in _LIFECYCLE:
+            for kind, workers in shapes():
+                cases.append(Case(family, procedure, start, kind, workers, expect))
+    return cases
+
+
+_LIFECYCLE = (
+    ("ctrl-c", "interrupt", Expect("KeyboardInterrupt at once; a new pipeline then works",
+                                   "builtins.KeyboardInterrupt", (), REPORT_BOUND_S,
+                                   ("after_reset",))),
+    ("reset-mid-epoch", "reset", Expect("next epoch complete and in order",
+                                        full_epochs=("after_reset",))),
+    ("del-in-flight", "del", Expect("workers gone < 2 s after `del pipeline`")),
+    ("two-pipelines", "two", Expect("both pipelines give their own correct batches")),
+    ("after-failure", "after_failure", Expect("a new pipeline works after one broke",
+                                              full_epochs=("after_reset",))),
+    ("main-killed", "main_killed", Expect("every worker exits by itself < 2 s")),
+)
+
+
+def _epoch_ok(case: Case, key: str, values: Any) -> bool:
+    """A full epoch in order; after a mid-epoch reset an iterator goes on where it was.
+
+    (An iterator is not restarted by ``reset()`` unless it ended, as in DALI, and the
+    batches prefetched before the reset are dropped: what follows is the rest of its pass.)
+    """
+    if values == EPOCH:
+        return True
+    resumed = case.kind == "iter" and key == "after_reset" and case.procedure != "after_failure"
+    return (resumed and isinstance(values, list) and 0 < len(values) < len(EPOCH)
+            and len(values) % 4 == 0 and values == EPOCH[-len(values):])
+
+
+def timeout_wired() -> bool:
+    """Whether dali_lite passes ``py_timeout`` on to ``WorkerPool.submit`` yet."""
+    import inspect
+
+    from dali_lite.ops import parallel_source
+
+    return "timeout_s" in inspect.getsource(parallel_source)
+
+
+def pending_fix(case: Case) -> str | None:
+    """Why ``case`` is known to fail with the dali_lite of this checkout, if it is."""
+    import inspect
+
+    from dali_lite import executor, graph
+
+    if case.procedure == "del" and "_pipeline_ref" not in inspect.getsource(graph):
+        return ("`del pipeline` leaves the workers running: the pipeline's finalizer keeps its "
+                "operators, which hold the pipeline strongly (fix proposed for graph.py and "
+                "pipeline.py)")
+    if case.procedure == "after_failure" and "clear_frames" not in inspect.getsource(executor):
+        return ("a pipeline that failed is never freed: the executor (kept by the pipeline's "
+                "finalizer) keeps failed tickets whose tracebacks hold the pipeline (fix "
+                "proposed for executor.py)")
+    return None
+
+
+def runnable(cases: list[Case]) -> list[Case]:
+    """``cases`` less those that need a dali_lite change that is not there yet."""
+    wired = timeout_wired()
+    return [case for case in cases if wired or "py_timeout" not in case.options]
+
+
+def judge(case: Case, out: dict[str, Any]) -> list[str]:
+    """What is wrong with run ``out`` of ``case`` (empty: it passed)."""
+    problems: list[str] = []
+    expect = case.expect
+    if "unexpected" in out:
+        problems.append(f"unexpected {out['unexpected']['type']}: "
+                        f"{out['unexpected']['message'][:300]}")
+    if "harness" in out:
+        problems.append(out["harness"])
+    error = out.get("error")
+    if expect.error is not None:
+        if error is None:
+            problems.append(f"expected {expect.error}, got no error")
+        elif expect.error not in error["mro"]:
+            problems.append(f"expected {expect.error}, got {error['type']}: "
+                            f"{error['message'][:300]}")
+        else:
+            missing = [w for w in expect.words if w not in error["message"]]
+            if missing:
+                problems.append(f"message lacks {missing}: {error['message'][:400]}")
+    elif error is not None:
+        problems.append(f"unexpected {error['type']}: {error['message'][:300]}")
+    if expect.report_bound_s is not None and error is not None:
+        report = out.get("report_s")
+        if report is None or report > expect.report_bound_s:
+            problems.append(f"reported after {report} s (bound {expect.report_bound_s} s)")
+    for key in expect.full_epochs:
+        if not _epoch_ok(case, key, out.get(key)):
+            again = out.get(f"{key}_error")
+            shown = f"{again['type']}: {again['message'][:200]}" if again else out.get(key)
+            problems.append(f"{key}: {shown}")
+    if case.procedure == "two" and out.get("values") != [
+        v for i in range(0, 24, 4) for v in [*EPOCH[i:i + 4], *EPOCH[i:i + 4]]
+    ]:
+        problems.append(f"two pipelines: {out.get('values')}")
+    if case.procedure == "reset" and out.get("first") != EPOCH[:8]:
+        problems.append(f"before reset: {out.get('first')}")
+    if case.procedure == "big" and not out.get("resizes"):
+        problems.append("the slot never grew")
+    for key in ("close_s", "exit_s"):
+        if key in out and out[key] > REPORT_BOUND_S:
+            problems.append(f"{key} = {out[key]:.2f} s > {REPORT_BOUND_S} s")
+    if out.get("leftover_children"):
+        problems.append(f"children left after close(): {out['leftover_children']}")
+    if out.get("lingering"):
+        problems.append(f"processes outlived the run: {out['lingering']}")
+    if out.get("new_shm"):
+        problems.append(f"files left in /dev/shm: {out['new_shm']}")
+    return problems
+
+
+def seen(out: dict[str, Any]) -> str:
+    """A one-line account of a run, for the report."""
+    parts: list[str] = []
+    error = out.get("error") or out.get("unexpected")
+    if error is not None:
+        first = error["message"].splitlines()[0] if error["message"] else ""
+        parts.append(f"{error['type'].rsplit('.', 1)[-1]}: {first[:90]}")
+    for key, label in (("report_s", "reported in"), ("close_s", "closed in"),
+                       ("exit_s", "workers gone in")):
+        if out.get(key) is not None:
+            parts.append(f"{label} {out[key]:.3f} s")
+    if out.get("after_reset") == EPOCH:
+        parts.append("next epoch complete")
+    elif out.get("after_reset"):
+        parts.append(f"next epoch: samples {out['after_reset'][0]}..{out['after_reset'][-1]}")
+    if out.get("values") == EPOCH:
+        parts.append(f"epoch complete, {out.get('resizes', 0)} resizes")
+    parts.append("nothing left" if not (out.get("leftover_children") or out.get("lingering")
+                                         or out.get("new_shm")) else "LEFTOVERS")
+    return "; ".join(parts).replace("|", "\\|")

@@ -1,0 +1,136 @@
+"""Stuck callbacks: ``submit(timeout_s=...)`` reports the worker's stack and replaces it.
+
+Every test runs under fork and spawn; the autouse fixture checks that the killed worker and
+its replacement leave nothing behind.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import psutil
+import pytest
+from pool_helpers import ARANGE, CALLBACKS, FAIL, START_METHODS, collect_all, started_pool, warm_up
+
+from shm import SharedSegment
+from workers import TaskDone, TaskTimeoutError, WorkerPool
+
+_TIMEOUT_S = 0.5
+#: Deadline, stack capture (up to ~1 s when the worker does not answer) and replacement.
+_REPORT_BOUND_S = 2.5
+
+
+@pytest.fixture(params=START_METHODS)
+def start_method(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def segments() -> Iterator[list[SharedSegment]]:
+    made = [SharedSegment.create(0) for _ in range(3)]
+    yield made
+    for segment in made:
+        segment.close()
+
+
+def _collect_until_error(pool: WorkerPool, bound_s: float) -> TaskTimeoutError:
+    end = time.monotonic() + bound_s
+    with pytest.raises(TaskTimeoutError) as info:
+        while time.monotonic() < end:
+            pool.collect(0.2)
+    return info.value
+
+
+@pytest.mark.parametrize("kind", ["sleep", "spin"], ids=["in-C", "in-Python"])
+def test_stuck_task_times_out_with_stack_and_pool_goes_on(
+    start_method: str, segments: list[SharedSegment], kind: str
+) -> None:
+    with started_pool(CALLBACKS, 2, start_method) as pool:
+        warm_up(pool, segments)
+        old_pid = pool.pids[1]
+        begin = time.monotonic()
+        task = pool.submit(1, FAIL, [kind], 1, segments[1], timeout_s=_TIMEOUT_S)
+        error = _collect_until_error(pool, 10.0)
+        elapsed = time.monotonic() - begin
+        assert _TIMEOUT_S <= elapsed < _REPORT_BOUND_S
+        assert isinstance(error, TimeoutError)
+        assert (error.worker, error.pid, error.task_id, error.task_ids) == (
+            1, old_pid, task, (task,)
+        )
+        message = str(error)
+        assert f"worker 1 (pid {old_pid})" in message
+        assert "0.5 s" in message
+        assert "pool_helpers.py" in error.stack and "in fail" in error.stack
+        assert error.stack.strip() in message
+        assert not psutil.pid_exists(old_pid) or psutil.Process(old_pid).status() == "zombie"
+        # A fresh worker holds index 1; the segment is sent to it again on use.
+        assert pool.pids[1] != old_pid
+        for worker in (0, 1):
+            pool.submit(worker, ARANGE, [4], worker, segments[worker], timeout_s=30)
+        replies = collect_all(pool, 2)
+        assert all(isinstance(reply, TaskDone) for reply in replies)
+
+
+def test_tasks_queued_behind_a_stuck_one_are_lost_with_it(
+    start_method: str, segments: list[SharedSegment]
+) -> None:
+    with started_pool(CALLBACKS, 2, start_method) as pool:
+        warm_up(pool, segments)
+        stuck = pool.submit(0, FAIL, ["sleep"], 0, segments[0], timeout_s=_TIMEOUT_S)
+        queued = [pool.submit(0, ARANGE, [i], 0, segments[0]) for i in range(2)]
+        other = pool.submit(1, ARANGE, [3], 1, segments[1])
+        seen: list[int] = []
+        end = time.monotonic() + 10.0
+        with pytest.raises(TaskTimeoutError) as info:
+            while time.monotonic() < end:
+                seen += [reply.task_id for reply in pool.collect(0.2)]
+        assert info.value.task_ids == (stuck, *queued)
+        assert f"task(s) {queued[0]}, {queued[1]} queued behind it" in str(info.value)
+        seen += [reply.task_id for reply in pool.collect(0.5)]
+        assert seen == [other]
+        # Nothing more will come for the lost tasks.
+        assert pool.collect(0.3) == []
+
+
+def test_deadline_runs_from_start_not_from_submit(
+    start_method: str, segments: list[SharedSegment]
+) -> None:
+    with started_pool(CALLBACKS, 1, start_method) as pool:
+        warm_up(pool, segments)
+        # 0.6 s of waiting in the queue does not count against the second task's 0.5 s.
+        first = pool.submit(0, FAIL, ["nap"], 0, segments[0])
+        second = pool.submit(0, FAIL, ["ok"], 0, segments[0], timeout_s=_TIMEOUT_S)
+        replies = collect_all(pool, 2)
+        assert [reply.task_id for reply in replies] == [first, second]
+        assert all(isinstance(reply, TaskDone) for reply in replies)
+
+
+def test_fast_tasks_with_a_timeout_are_untouched(
+    start_method: str, segments: list[SharedSegment]
+) -> None:
+    with started_pool(CALLBACKS, 2, start_method) as pool:
+        warm_up(pool, segments)
+        pids = pool.pids
+        ids = [pool.submit(i % 2, ARANGE, [i], i % 2, segments[i % 2], timeout_s=5) for i in
+               range(6)]
+        replies = collect_all(pool, len(ids))
+        assert [reply.task_id for reply in replies] == ids
+        assert pool.pids == pids
+
+
+def test_timeout_is_validated(segments: list[SharedSegment]) -> None:
+    with started_pool(CALLBACKS, 1, "fork") as pool:
+        for bad in (0, -1.0, True, "1"):
+            with pytest.raises(ValueError, match="timeout_s must be a positive number"):
+                pool.submit(0, ARANGE, [1], 0, segments[0], timeout_s=bad)  # type: ignore[arg-type]
+
+
+def test_error_pickles() -> None:
+    import pickle
+
+    error = TaskTimeoutError(2, 1234, 1.5, 'File "x.py", line 3 in f', (7, 8))
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is TaskTimeoutError
+    assert (again.worker, again.pid, again.timeout_s, again.task_ids) == (2, 1234, 1.5, (7, 8))
+    assert str(again) == str(error)
