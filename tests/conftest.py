@@ -60,3 +60,9 @@ def no_leaked_processes_or_shm() -> Iterator[None]:
     if new_shm:
         pytest.fail(f"files left in {_DEV_SHM}: {sorted(new_shm)}")
 
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Run the GPU tests last: once a test has initialised CUDA in this process, forking
+    workers is refused (rightly), so every test that forks must come before them."""
+    items.sort(key=lambda item: item.path.stem.startswith("test_gpu_"))
