@@ -46,6 +46,9 @@ def loading_pipeline(source: SyntheticImages) -> tuple:
         source=source, num_outputs=2, parallel=True, batch=False,
         layout=["HWC", ""], dtype=[types.UINT8, types.INT32],
         bytes_per_sample_hint=HEIGHT * WIDTH * 3 + 256,
+        # Two batches in flight per source keep both workers busy with one batch each, so a
+        # batch is written by one worker into one slot and as_array() needs no copy.
+        prefetch_queue_depth=2,
     )
     return images, labels
 

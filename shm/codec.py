@@ -13,11 +13,18 @@ share nothing else. Layout::
   records (no pickle: the reader must be able to distrust it)::
 
       header      magic b"DLSM", version u16, num_outputs u32
-      per output  num_samples u32
-      per array   offset u64, nbytes u64, len u8 + dtype.str (ASCII), ndim u8, shape u64*ndim
+      per output  num_runs u32
+      per run     offset u64, nbytes u64 (of one sample), count u64,
+                  len u8 + dtype.str (ASCII), ndim u8, shape u64*ndim
 
-  Sample counts are stored per output, so outputs with different numbers of samples
-  round-trip too; policy on what is acceptable belongs to the caller.
+  A *run* is a stretch of consecutive samples of one output with the same dtype and shape;
+  they lie back to back, sample ``i`` of the run at ``offset + i * nbytes``. Describing runs
+  rather than samples keeps the metadata, and the reader's work, independent of the number
+  of samples in the common case (a batch of equal samples is one run), and lets
+  :func:`read_runs` hand out each run as one ``(count, *shape)`` array. (An empty sample is
+  always a run of its own, so that every run's count is bounded by the bytes it covers.)
+  Run counts are stored per output, so outputs with different numbers of samples round-trip
+  too; policy on what is acceptable belongs to the caller.
 
 :func:`read` validates every field against the buffer before it builds a single view, and
 raises :class:`CorruptSlotError` on anything inconsistent: a torn or hostile slot can never
@@ -45,11 +52,12 @@ __all__ = [
     "SlotLayout",
     "encoded_size",
     "read",
+    "read_runs",
     "write",
 ]
 
 MAGIC = b"DLSM"
-VERSION = 1
+VERSION = 2
 #: Largest number of dimensions an array in a slot may have (NumPy 1.x's limit).
 MAX_NDIM = 32
 _OUTPUT_ALIGNMENT_BYTES = 64
@@ -58,7 +66,7 @@ _GROW_GRANULARITY_BYTES = 4096
 
 _HEADER = struct.Struct("<4sHI")
 _COUNT = struct.Struct("<I")
-_ARRAY_HEAD = struct.Struct("<QQ")
+_RUN_HEAD = struct.Struct("<QQQ")
 _U8 = struct.Struct("<B")
 _U64 = struct.Struct("<Q")
 
@@ -93,10 +101,18 @@ def _align(value: int, alignment: int) -> int:
     return (value + alignment - 1) // alignment * alignment
 
 
+@dataclass(slots=True)
+class _Run:
+    offset: int
+    nbytes: int  # of one sample
+    dtype: np.dtype[Any]  # storage dtype (native byte order)
+    shape: tuple[int, ...]
+    arrays: list[np.ndarray]
+
+
 @dataclass(frozen=True, slots=True)
 class _Plan:
-    arrays: list[list[np.ndarray]]
-    offsets: list[list[int]]
+    runs: list[list[_Run]]
     meta: bytes
     meta_offset: int
 
@@ -119,41 +135,68 @@ def _storage_dtype(array: np.ndarray, output: int, sample: int) -> np.dtype[Any]
 
 
 def _plan(outputs: Sequence[Sequence[Any]]) -> _Plan:
-    arrays: list[list[np.ndarray]] = []
-    offsets: list[list[int]] = []
+    runs: list[list[_Run]] = []
     meta = bytearray(_HEADER.pack(MAGIC, VERSION, len(outputs)))
     entries = bytearray()
     position = 0
     for o, samples in enumerate(outputs):
-        out_arrays: list[np.ndarray] = []
-        out_offsets: list[int] = []
-        meta += _COUNT.pack(len(samples))
+        out_runs: list[_Run] = []
+        run: _Run | None = None
+        seen_dtype: np.dtype[Any] | None = None  # the source dtype of the run's last sample
         for s, sample in enumerate(samples):
             array = sample if isinstance(sample, np.ndarray) else np.asarray(sample)
+            # Fast path: the same dtype object and shape as the sample before, already checked.
+            if run is not None and array.dtype is seen_dtype and array.shape == run.shape:
+                run.arrays.append(array)
+                position += run.nbytes
+                continue
             dtype = _storage_dtype(array, o, s)
             if array.ndim > MAX_NDIM:
                 raise ValueError(
                     f"output {o}, sample {s}: {array.ndim} dimensions; at most {MAX_NDIM}"
                 )
+            seen_dtype = array.dtype
+            if run is not None and dtype == run.dtype and array.shape == run.shape:
+                run.arrays.append(array)  # e.g. the same dtype in another byte order
+                position += run.nbytes
+                continue
             alignment = _OUTPUT_ALIGNMENT_BYTES if s == 0 else dtype.itemsize
             position = _align(position, alignment)
-            nbytes = array.size * dtype.itemsize
-            code = dtype.str.encode("ascii")
-            entries += _ARRAY_HEAD.pack(position, nbytes)
-            entries += _U8.pack(len(code)) + code + _U8.pack(array.ndim)
-            entries += b"".join(_U64.pack(dim) for dim in array.shape)
-            out_arrays.append(array)
-            out_offsets.append(position)
-            position += nbytes
-        arrays.append(out_arrays)
-        offsets.append(out_offsets)
+            run = _Run(position, array.size * dtype.itemsize, dtype, array.shape, [array])
+            out_runs.append(run)
+            position += run.nbytes
+            if run.nbytes == 0:
+                # An empty sample is a run of its own: the reader bounds a run's count by the
+                # data it covers, which empty samples would not.
+                run = None
+        meta += _COUNT.pack(len(out_runs))
+        for run in out_runs:
+            code = run.dtype.str.encode("ascii")
+            entries += _RUN_HEAD.pack(run.offset, run.nbytes, len(run.arrays))
+            entries += _U8.pack(len(code)) + code + _U8.pack(len(run.shape))
+            entries += b"".join(_U64.pack(dim) for dim in run.shape)
+        runs.append(out_runs)
     meta += entries
-    return _Plan(arrays, offsets, bytes(meta), _align(position, _META_ALIGNMENT_BYTES))
+    return _Plan(runs, bytes(meta), _align(position, _META_ALIGNMENT_BYTES))
 
 
 def encoded_size(outputs: Sequence[Sequence[np.ndarray]]) -> int:
     """Exact number of bytes :func:`write` needs for ``outputs`` (outputs x samples)."""
     return _plan(outputs).total_nbytes
+
+
+def _copy_run(target: np.ndarray, run: _Run) -> None:
+    count = len(run.arrays)
+    if run.nbytes == 0:
+        return
+    block = target[run.offset : run.offset + count * run.nbytes].view(run.dtype)
+    block = block.reshape(count, *run.shape)
+    # Iterating a block yields views of its rows, the cheapest way to address each sample
+    # (except for 0-d samples, where it yields scalars).
+    rows = block if run.shape else (block[i, ...] for i in range(count))
+    for row, array in zip(rows, run.arrays):
+        # One copy, straight from the (possibly strided or byte-swapped) source.
+        np.copyto(row, array, casting="equiv")
 
 
 def write(segment: SharedSegment, outputs: Sequence[Sequence[np.ndarray]]) -> SlotLayout:
@@ -169,15 +212,9 @@ def write(segment: SharedSegment, outputs: Sequence[Sequence[np.ndarray]]) -> Sl
         segment.grow(_align(total, _GROW_GRANULARITY_BYTES))
         grew = True
     target = segment.array(0, total)
-    for out_arrays, out_offsets in zip(plan.arrays, plan.offsets, strict=True):
-        for array, offset in zip(out_arrays, out_offsets, strict=True):
-            if array.size == 0:
-                continue
-            dtype = array.dtype.newbyteorder("=")
-            nbytes = array.size * dtype.itemsize
-            view = target[offset : offset + nbytes].view(dtype).reshape(array.shape)
-            # One copy, straight from the (possibly strided or byte-swapped) source.
-            np.copyto(view, array, casting="equiv")
+    for out_runs in plan.runs:
+        for run in out_runs:
+            _copy_run(target, run)
     meta_end = plan.meta_offset + len(plan.meta)
     target[plan.meta_offset : meta_end] = np.frombuffer(plan.meta, dtype=np.uint8)
     return SlotLayout(
@@ -225,12 +262,13 @@ class _Cursor:
 class _Entry:
     offset: int
     nbytes: int
+    count: int
     dtype: np.dtype[Any]
     shape: tuple[int, ...]
 
 
 def _read_entry(cursor: _Cursor, where: str, data_end: int) -> _Entry:
-    offset, nbytes = cursor.take(_ARRAY_HEAD, f"{where} offset/nbytes")
+    offset, nbytes, count = cursor.take(_RUN_HEAD, f"{where} offset/nbytes/count")
     (code_len,) = cursor.take(_U8, f"{where} dtype length")
     raw_code = cursor.take_bytes(code_len, f"{where} dtype")
     code = raw_code.decode("ascii", errors="replace")
@@ -241,33 +279,41 @@ def _read_entry(cursor: _Cursor, where: str, data_end: int) -> _Entry:
     if ndim > MAX_NDIM:
         raise CorruptSlotError(f"{where}: ndim {ndim} exceeds the maximum {MAX_NDIM}")
     shape = tuple(cursor.take(_U64, f"{where} shape[{d}]")[0] for d in range(ndim))
-    if offset + nbytes > data_end:
+    if count == 0 or (nbytes == 0 and count != 1):
+        # Empty samples are written one per run, so every run's count is bounded by data
+        # bytes or by metadata bytes.
+        raise CorruptSlotError(f"{where}: a run of {count} samples of {nbytes} bytes")
+    if offset + count * nbytes > data_end:
         raise CorruptSlotError(
-            f"{where}: bytes [{offset}, {offset + nbytes}) extend past the data area, which "
-            f"ends at {data_end}"
+            f"{where}: {count} samples of {nbytes} bytes from {offset} extend past the data "
+            f"area, which ends at {data_end}"
         )
     # NumPy refuses shapes whose non-zero extents multiply past the address space, even
-    # for empty arrays; check the same bound so that building the view cannot fail.
-    extent = dtype.itemsize
-    count = 1
+    # for empty arrays; check the same bound (with the run's count in front) so that
+    # building the view cannot fail.
+    extent = dtype.itemsize * count
+    elements = 1
     for dim in shape:
-        count *= dim
+        elements *= dim
         if dim:
             extent *= dim
         if extent > sys.maxsize:
-            raise CorruptSlotError(f"{where}: shape {shape} is too large for an array")
-    if count * dtype.itemsize != nbytes:
+            raise CorruptSlotError(f"{where}: {count} x shape {shape} is too large for an array")
+    if count > sys.maxsize:
+        raise CorruptSlotError(f"{where}: {count} samples is too many for an array")
+    if elements * dtype.itemsize != nbytes:
         raise CorruptSlotError(
             f"{where}: shape {shape} x itemsize {dtype.itemsize} = "
-            f"{count * dtype.itemsize} bytes, but nbytes says {nbytes}"
+            f"{elements * dtype.itemsize} bytes, but nbytes says {nbytes}"
         )
-    return _Entry(offset, nbytes, dtype, shape)
+    return _Entry(offset, nbytes, count, dtype, shape)
 
 
-def read(buffer: np.ndarray, meta_offset: int, meta_nbytes: int) -> list[list[np.ndarray]]:
-    """Outputs x samples of zero-copy views into ``buffer`` (a leased uint8 array).
+def read_runs(buffer: np.ndarray, meta_offset: int, meta_nbytes: int) -> list[list[np.ndarray]]:
+    """Outputs x runs: each run a zero-copy ``(count, *shape)`` view into ``buffer``.
 
-    Every view derives from ``buffer``, so it keeps the lease alive. Raises
+    The samples of an output are its runs' rows, in order. Every view derives from
+    ``buffer`` (a leased uint8 array), so it keeps the lease alive. Raises
     :class:`CorruptSlotError` if anything in the metadata disagrees with itself or with
     ``len(buffer)``; no view is built before all of it has been checked.
     """
@@ -290,16 +336,16 @@ def read(buffer: np.ndarray, meta_offset: int, meta_nbytes: int) -> list[list[np
         raise CorruptSlotError(
             f"num_outputs {num_outputs} cannot fit in {meta_nbytes} bytes of metadata"
         )
-    counts = [cursor.take(_COUNT, f"num_samples of output {o}")[0] for o in range(num_outputs)]
-    # The smallest possible entry is 18 bytes (offset, nbytes, 0-length dtype, ndim); reject
-    # impossible counts before looping over them.
+    counts = [cursor.take(_COUNT, f"num_runs of output {o}")[0] for o in range(num_outputs)]
+    # The smallest possible run record is 26 bytes (offset, nbytes, count, 0-length dtype,
+    # ndim); reject impossible counts before looping over them.
     remaining = meta_nbytes - cursor.pos
-    if sum(counts) * (_ARRAY_HEAD.size + 2) > remaining:
+    if sum(counts) * (_RUN_HEAD.size + 2) > remaining:
         raise CorruptSlotError(
-            f"sample counts {counts} cannot fit in the {remaining} remaining metadata bytes"
+            f"run counts {counts} cannot fit in the {remaining} remaining metadata bytes"
         )
     entries = [
-        [_read_entry(cursor, f"output {o}, sample {s}", meta_offset) for s in range(count)]
+        [_read_entry(cursor, f"output {o}, run {r}", meta_offset) for r in range(count)]
         for o, count in enumerate(counts)
     ]
     if cursor.pos != meta_nbytes:
@@ -308,8 +354,27 @@ def read(buffer: np.ndarray, meta_offset: int, meta_nbytes: int) -> list[list[np
         )
     try:
         return [
-            [buffer[e.offset : e.offset + e.nbytes].view(e.dtype).reshape(e.shape) for e in output]
+            [
+                buffer[e.offset : e.offset + e.count * e.nbytes]
+                .view(e.dtype)
+                .reshape(e.count, *e.shape)
+                for e in output
+            ]
             for output in entries
         ]
     except ValueError as exc:  # defensive: the checks above should make this unreachable
         raise CorruptSlotError(f"cannot build a view from the slot metadata: {exc}") from exc
+
+
+def read(buffer: np.ndarray, meta_offset: int, meta_nbytes: int) -> list[list[np.ndarray]]:
+    """Outputs x samples of zero-copy views into ``buffer`` (a leased uint8 array).
+
+    The per-sample form of :func:`read_runs`, with the same checks and errors.
+    """
+    return [[sample for run in runs for sample in _samples_of(run)]
+            for runs in read_runs(buffer, meta_offset, meta_nbytes)]
+
+
+def _samples_of(run: np.ndarray) -> list[np.ndarray]:
+    # run[i, ...] rather than iteration: a view even for 0-d samples (iteration gives scalars).
+    return [run[i, ...] for i in range(run.shape[0])]

@@ -16,6 +16,7 @@ Worker -> main process: :class:`TaskStarted` (only for a task submitted with a t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,7 +59,8 @@ class RunTask:
 
     task_id: int
     callback: int
-    args: tuple[Any, ...]
+    #: A tuple, or any picklable sequence that yields the arguments (e.g. a compact range).
+    args: Sequence[Any]
     segment_id: int
     #: Send :class:`TaskStarted` before the first call (the task has a deadline).
     report_start: bool = False

@@ -257,8 +257,9 @@ class WorkerPool:
     ) -> int:
         """Queue a task on ``worker``; returns its task id.
 
-        The worker calls callback ``callback`` once per item of ``args`` and writes the
-        result into ``segment``. The segment's fd is sent to the worker the first time it
+        The worker calls callback ``callback`` once per item of ``args`` (any picklable
+        sequence; it is not copied unless it is a list) and writes the result into
+        ``segment``. The segment's fd is sent to the worker the first time it
         sees ``segment_id`` (or a different segment object under that id); the pool keeps
         the segment and closes it at ``close``.
 
@@ -276,8 +277,11 @@ class WorkerPool:
                 raise ValueError(f"callback {callback} out of range [0, {len(self._callbacks)})")
             if segment.closed:
                 raise ValueError(f"segment {segment_id} is closed")
+            # A list is frozen into a tuple; any other sequence (a compact range object that
+            # the worker expands item by item) travels as it is.
+            frozen = tuple(args) if isinstance(args, list) else args
             task = RunTask(
-                self._next_task_id, callback, tuple(args), segment_id, timeout_s is not None
+                self._next_task_id, callback, frozen, segment_id, timeout_s is not None
             )
             # Pickle first (once; Connection.send would do exactly this): an unpicklable
             # argument must fail here, before an AttachSegment goes out without its task.

@@ -203,8 +203,15 @@ def _serve(conn: Connection, state: _WorkerState, parent_pid: int) -> None:
             raise TypeError(f"worker {state.index} received an unknown request {request!r}")
 
 
+def _is_sequence(value: Any) -> bool:
+    # Exact list/tuple first: the abstract-class check costs more than the rest of a merge.
+    if type(value) is list or type(value) is tuple:
+        return True
+    return not isinstance(value, str | bytes) and isinstance(value, Sequence)
+
+
 def _merge(outputs: list[list[Any]] | None, result: Any, call_index: int) -> list[list[Any]]:
-    if isinstance(result, str | bytes) or not isinstance(result, Sequence):
+    if not _is_sequence(result):
         raise TypeError(
             f"the callback returned {type(result).__name__}; expected a sequence of outputs, "
             "each a sequence of samples (numpy arrays)"
@@ -217,7 +224,7 @@ def _merge(outputs: list[list[Any]] | None, result: Any, call_index: int) -> lis
             f"task returned {len(outputs)}"
         )
     for o, samples in enumerate(result):
-        if isinstance(samples, str | bytes) or not isinstance(samples, Sequence):
+        if not _is_sequence(samples):
             raise TypeError(
                 f"output {o} is a {type(samples).__name__}; expected a sequence of samples"
             )

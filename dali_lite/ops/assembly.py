@@ -54,10 +54,9 @@ def assemble(samples: Sequence[np.ndarray], layout: str) -> TensorListCPU:
     return TensorListCPU._from_samples(list(samples), layout)
 
 
-def assemble_chunks(chunks: Sequence[Sequence[np.ndarray]], layout: str) -> TensorListCPU:
-    """A TensorListCPU over consecutive chunks of samples (one chunk per worker task)."""
-    blocks: list[np.ndarray | list[np.ndarray]] = []
-    for chunk in chunks:
-        block = contiguous_block(chunk)
-        blocks.append(block if block is not None else list(chunk))
+def assemble_blocks(blocks: Sequence[np.ndarray], layout: str) -> TensorListCPU:
+    """A TensorListCPU over ``(n_i, *shape_i)`` blocks whose rows are the samples, in order.
+
+    A single block is the batch itself: ``as_array()`` returns it without a copy.
+    """
     return TensorListCPU._from_blocks(blocks, layout)

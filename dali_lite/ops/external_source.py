@@ -10,6 +10,7 @@ Every batch, whatever its origin, goes through the same checks of dtype, ndim an
 
 from __future__ import annotations
 
+import importlib
 import threading
 from collections import deque
 from collections.abc import Sequence
@@ -22,7 +23,7 @@ from ..data import to_batch_samples
 from ..graph import IterationContext, Operator
 from ..tensors import TensorListCPU
 from ..types import BatchInfo, DALIDataType, SampleInfo, to_numpy_dtype
-from .assembly import assemble, assemble_chunks
+from .assembly import assemble, assemble_blocks
 from .source_callbacks import (
     IteratorCall,
     PerBatchCall,
@@ -83,16 +84,22 @@ class OutputCheck:
         self.ndim_origin = ("declared" if ndim is not None
                             else f"implied by layout {self.layout!r}")
 
-    def check(self, samples: Sequence[np.ndarray], layout: str) -> str:
-        """Raise on a mismatch; return the layout the batch gets."""
+    def check(self, samples: Sequence[np.ndarray], layout: str,
+              indices: Sequence[int] | None = None) -> str:
+        """Raise on a mismatch; return the layout the batch gets.
+
+        ``indices``, if given, are the positions in the batch of ``samples`` (which then
+        stand for the blocks they begin); errors name samples by them.
+        """
         if not samples:
             raise ValueError(f"external_source {self.what!r} produced an empty batch")
         first = samples[0]
         for position, sample in enumerate(samples):
             if sample.dtype != first.dtype or sample.ndim != first.ndim:
+                index = position if indices is None else indices[position]
                 raise ValueError(
                     f"external_source {self.what!r}: samples of a batch must share dtype and "
-                    f"ndim; sample 0 is {first.dtype} with {first.ndim} dims, sample {position} "
+                    f"ndim; sample 0 is {first.dtype} with {first.ndim} dims, sample {index} "
                     f"is {sample.dtype} with {sample.ndim} dims"
                 )
         if self.dtype is not None and first.dtype != self.dtype:
@@ -153,6 +160,10 @@ class ExternalSource(Operator):
         self.declared_num_outputs = num_outputs
         self.cycle = normalize_cycle(cycle)
         self.parallel = bool(parallel)
+        if self.parallel:
+            # Load the worker pool and shared memory now, while the graph is defined, so that
+            # build() only starts processes (DALI, too, has everything loaded before build).
+            importlib.import_module(".parallel_source", __package__)
         self.batch = (not self.parallel) if batch is None else bool(batch)
         self.batch_info = bool(batch_info)
         self.blocking = bool(blocking)
@@ -297,11 +308,8 @@ class ExternalSource(Operator):
     # ------------------------------------------------------------------ one iteration
     def run(self, ctx: IterationContext, inputs: list[Any]) -> list[TensorListCPU]:
         if self.parallel_source is not None:
-            chunked = self.parallel_source.fetch(ctx)
-            return [
-                assemble_chunks(chunks, check.check([s for c in chunks for s in c], ""))
-                for chunks, check in zip(chunked, self.checks)
-            ]
+            return [assemble_blocks(blocks, _check_blocks(check, blocks))
+                    for blocks, check in zip(self.parallel_source.fetch(ctx), self.checks)]
         if self.source is None:
             asynchronous = self.pipeline is not None and self.pipeline._exec_async
             outputs, layout = self._take_fed(ctx, wait=self.blocking or asynchronous)
@@ -345,6 +353,19 @@ class ExternalSource(Operator):
             "bytes_per_sample_hint": self.bytes_per_sample_hint,
             "batch_info": self.batch_info,
         }
+
+
+def _check_blocks(check: OutputCheck, blocks: Sequence[np.ndarray]) -> str:
+    """`check` for a batch held as `(n, *shape)` blocks: the rows of a block share dtype and
+    shape, so its first row stands for all of them."""
+    firsts: list[np.ndarray] = []
+    indices: list[int] = []
+    start = 0
+    for block in blocks:
+        firsts.append(block[0, ...])
+        indices.append(start)
+        start += block.shape[0]
+    return check.check(firsts, "", indices)
 
 
 def _copied(samples: list[np.ndarray]) -> list[np.ndarray]:

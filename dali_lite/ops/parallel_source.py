@@ -3,11 +3,23 @@
 `ParallelSourceGroup` owns the pipeline's `workers.WorkerPool` and routes its results to the
 `ParallelSource` of each parallel external_source. A `ParallelSource` keeps up to its
 `prefetch_queue_depth` batches scheduled, turns a batch into worker tasks (a per-sample
-source's batch is split into contiguous slices, one per worker; a per-batch callable is one task;
-an iterator lives on a dedicated worker), and gives every task a shared-memory slot of the
-worker that runs it. Results are read as numpy views straight out of the slot; a slot goes back
-to its free list only when the last array pointing into it is garbage-collected (a lease from
+source's batch is split into contiguous slices; a per-batch callable is one task; an iterator
+lives on a dedicated worker), and gives every task a shared-memory slot of the worker that runs
+it. Results are read as numpy views straight out of the slot; a slot goes back to its free list
+only when the last array pointing into it is garbage-collected (a lease from
 `shm.SharedSegment.lease`), so no output a user may still hold is ever overwritten.
+
+How many slices a per-sample batch gets: just enough that the tasks in flight keep every worker
+busy, `ceil(num_workers / prefetch_queue_depth)`. With a depth of at least the number of
+workers a batch is one task, written by one worker into one slot, so that a dense batch is a
+single block that `as_array()` returns without a copy, and the main process handles one task
+and one reply per batch; the workers still run in parallel, on different batches. With a
+smaller depth (DALI's default is 1) the batch is split so that all workers share it.
+
+A task's arguments travel as a `SampleRange`, a few integers that the worker expands into
+`SampleInfo`s, not as one pickled object per sample. Results are read with
+`shm.codec.read_runs`: each run of equal samples is one `(n, *shape)` view, so the main
+process's work per batch does not grow with the number of samples.
 """
 
 from __future__ import annotations
@@ -16,6 +28,7 @@ import dataclasses
 import itertools
 import math
 from collections import deque
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +55,59 @@ if TYPE_CHECKING:
     from .external_source import ExternalSource
 
 _COLLECT_INTERVAL_S = 0.1
+
+
+_SAMPLE_INFO_SETTERS = tuple(
+    SampleInfo.__dict__[name].__set__
+    for name in ("idx_in_epoch", "idx_in_batch", "iteration", "epoch_idx")
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SampleRange(Sequence[SampleInfo]):
+    """The `SampleInfo`s of `num_samples` consecutive samples of one batch, built on demand.
+
+    This is what a per-sample task sends to its worker: five integers however many samples
+    the task has. The worker calls the source once per item, in order.
+    """
+
+    first_idx_in_epoch: int
+    first_idx_in_batch: int
+    num_samples: int
+    iteration: int
+    epoch_idx: int
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self.num_samples))]
+        if not -self.num_samples <= index < self.num_samples:
+            raise IndexError(f"SampleRange index {index} out of range for {self.num_samples}")
+        index %= self.num_samples
+        return SampleInfo(self.first_idx_in_epoch + index, self.first_idx_in_batch + index,
+                          self.iteration, self.epoch_idx)
+
+    def __iter__(self) -> Iterator[SampleInfo]:
+        # SampleInfo is a frozen, slotted dataclass; filling its slots directly builds the
+        # very same object at less than half the cost of its __init__ (a worker builds one
+        # per sample, so this shows in the per-sample overhead).
+        new = object.__new__
+        set_epoch, set_batch, set_iteration, set_epoch_idx = _SAMPLE_INFO_SETTERS
+        first, start, iteration, epoch = (self.first_idx_in_epoch, self.first_idx_in_batch,
+                                          self.iteration, self.epoch_idx)
+        for i in range(self.num_samples):
+            info = new(SampleInfo)
+            set_epoch(info, first + i)
+            set_batch(info, start + i)
+            set_iteration(info, iteration)
+            set_epoch_idx(info, epoch)
+            yield info
+
+    def __reduce__(self) -> tuple[type[SampleRange], tuple[int, int, int, int, int]]:
+        return (SampleRange, (self.first_idx_in_epoch, self.first_idx_in_batch, self.num_samples,
+                              self.iteration, self.epoch_idx))
 
 
 class IterationCancelled(Exception):
@@ -97,6 +163,8 @@ class ParallelSource:
         self.dedicated_worker = dedicated_worker
         self.per_sample = isinstance(callback, PerSampleCall)
         self.depth = op.prefetch_queue_depth
+        # Slices per per-sample batch: enough tasks in flight for every worker (see above).
+        self.tasks_per_batch = max(1, min(batch_size, math.ceil(num_workers / self.depth)))
         self.hint = op.bytes_per_sample_hint
         self.slots: list[Slot] = []
         self.free: dict[int, deque[Slot]] = {w: deque() for w in range(num_workers)}
@@ -131,12 +199,17 @@ class ParallelSource:
         batch = ScheduledBatch(iteration, self.epoch_idx)
         first = iteration * self.batch_size
         if self.per_sample:
-            chunk = math.ceil(self.batch_size / self.num_workers)
+            chunk = math.ceil(self.batch_size / self.tasks_per_batch)
+            # Consecutive tasks go to consecutive workers; when every batch covers all of
+            # them, the start rotates so that uneven slices even out over iterations.
+            rotation = iteration * self.tasks_per_batch
+            if self.tasks_per_batch % self.num_workers == 0:
+                rotation += iteration
             for position, start in enumerate(range(0, self.batch_size, chunk)):
                 stop = min(self.batch_size, start + chunk)
-                worker = (position + iteration) % self.num_workers
-                args = [SampleInfo(first + i, i, iteration, self.epoch_idx)
-                        for i in range(start, stop)]
+                worker = (position + rotation) % self.num_workers
+                args = SampleRange(first + start, start, stop - start, iteration,
+                                   self.epoch_idx)
                 self._submit(batch, position, worker, args, stop - start, first + start)
         else:
             worker = (self.dedicated_worker if self.dedicated_worker is not None
@@ -145,7 +218,7 @@ class ParallelSource:
                          self.batch_size, first)
         self.scheduled[iteration] = batch
 
-    def _submit(self, batch: ScheduledBatch, position: int, worker: int, args: list[Any],
+    def _submit(self, batch: ScheduledBatch, position: int, worker: int, args: Sequence[Any],
                 samples: int, first_sample: int) -> None:
         slot = self._acquire_slot(worker, samples)
         task = Task(self, batch, position, worker, slot, first_sample)
@@ -164,8 +237,9 @@ class ParallelSource:
             self._release(task.slot)
 
     # ------------------------------------------------------------------ one iteration
-    def fetch(self, ctx: IterationContext) -> list[list[list[np.ndarray]]]:
-        """The batch of `ctx.iteration` as outputs x task chunks x samples."""
+    def fetch(self, ctx: IterationContext) -> list[list[np.ndarray]]:
+        """The batch of `ctx.iteration` as outputs x blocks: `(n, *shape)` arrays whose rows,
+        block after block, are the batch's samples in order."""
         if ctx.is_cancelled():
             # Discarded by reset() (perhaps before it even started): it must not schedule or
             # take a batch that belongs to the epoch reset() begins.
@@ -195,8 +269,8 @@ class ParallelSource:
             raise self._rebuild(failure, ctx)
         return self._read(batch)
 
-    def _read(self, batch: ScheduledBatch) -> list[list[list[np.ndarray]]]:
-        outputs: list[list[list[np.ndarray]]] = []
+    def _read(self, batch: ScheduledBatch) -> list[list[np.ndarray]]:
+        outputs: list[list[np.ndarray]] = []
         for task in batch.tasks:
             result = task.result
             if not isinstance(result, TaskDone):
@@ -205,12 +279,12 @@ class ParallelSource:
             slot = task.slot
             lease = slot.segment.lease(layout.used_nbytes,
                                        on_release=lambda s=slot: self._release(s))
-            chunk = codec.read(lease, layout.meta_offset, layout.meta_nbytes)
+            runs = codec.read_runs(lease, layout.meta_offset, layout.meta_nbytes)
             del lease
             if not outputs:
-                outputs = [[] for _ in chunk]
-            for out, samples in zip(outputs, chunk):
-                out.append(samples)
+                outputs = [[] for _ in runs]
+            for out, blocks in zip(outputs, runs):
+                out.extend(blocks)
         return outputs
 
     def _abandon(self, batch: ScheduledBatch) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..data import to_batch_samples, to_sample_array
-from ..types import BatchInfo, SampleInfo
+from ..types import _NP_TO_DALI, BatchInfo, SampleInfo
 
 Outputs = list[list[np.ndarray]]
 
@@ -148,6 +148,8 @@ class PerSampleCall(_SourceCall):
 
     def __call__(self, info: SampleInfo) -> Outputs:
         result = self.source(info) if self.takes_info else self.source()
+        if self.num_outputs is None and type(result) is np.ndarray and result.dtype in _NP_TO_DALI:
+            return [[result]]  # the common case, exactly what _samples gives it, made cheap
         what = f"sample {info.idx_in_epoch} of source {self.source_name!r}"
         return self._samples(result, what)
 

@@ -25,8 +25,9 @@ _CODES = [dt.str for dt in codec.SUPPORTED_DTYPES] + [
 ]
 
 
-def _entry(offset: int, nbytes: int, code: bytes, shape: list[int]) -> bytes:
-    return (struct.pack("<QQ", offset, nbytes) + struct.pack("<B", len(code)) + code
+def _entry(offset: int, nbytes: int, code: bytes, shape: list[int], count: int = 1) -> bytes:
+    # A run record (codec version 2): offset, nbytes of one sample, number of samples.
+    return (struct.pack("<QQQ", offset, nbytes, count) + struct.pack("<B", len(code)) + code
             + struct.pack("<B", len(shape)) + b"".join(struct.pack("<Q", d) for d in shape))
 
 

@@ -1,0 +1,179 @@
+"""One adapter per loader: build it for a workload, then hand out batches as numpy arrays.
+
+Settings, kept equal wherever the loaders have an equivalent knob:
+
+* 2 worker processes, started with ``fork`` by all three loaders;
+* DALI and dali_lite: ``prefetch_queue_depth=2`` for the pipeline *and* the parallel source,
+  the same ``bytes_per_sample_hint``, ``device_id=None`` (CPU only), ``num_threads=2``;
+* DataLoader: ``prefetch_factor=2``, ``persistent_workers=True``, no pinned memory, default
+  collate (the varying workload cannot be stacked, so there it collates to a list of tensors).
+
+Consumption is the same for all: every batch becomes one contiguous numpy array. A dense batch
+is ``out.as_array()`` (DALI, dali_lite) or ``batch.numpy()`` (the collated tensor); a varying
+batch is its samples, flattened and joined back to back with ``np.concatenate`` (per-sample
+views from ``np.asarray(out[i])`` or ``tensor.numpy()``, none of which copies).
+
+Each adapter imports its library only when built, so a measurement process holds just the
+library it measures, and a missing library is reported as such (:class:`LoaderMissing`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from typing import Any, Protocol
+
+import numpy as np
+
+from benchmarks.workloads import PerSample, SampleDataset, Workload
+
+__all__ = [
+    "LOADERS",
+    "Loader",
+    "LoaderMissing",
+    "available",
+    "join_samples",
+    "loader_library",
+    "make_loader",
+]
+
+NUM_WORKERS = 2
+PREFETCH = 2
+START_METHOD = "fork"
+
+#: Loader name -> module that must be importable for it.
+LOADERS: dict[str, str] = {
+    "dali_lite": "dali_lite",
+    "dali": "nvidia.dali",
+    "torch": "torch",
+}
+
+
+class LoaderMissing(RuntimeError):
+    """The library behind a loader is not installed."""
+
+
+class Loader(Protocol):
+    """What a measurement needs from a loader."""
+
+    def start(self) -> None:
+        """Build the loader: start its workers (the clock for time-to-first-batch runs)."""
+
+    def next_batch(self) -> np.ndarray:
+        """The next batch as one contiguous numpy array."""
+
+    def close(self) -> None:
+        """Stop the workers."""
+
+
+def available(name: str) -> bool:
+    """Whether the library behind loader ``name`` can be imported."""
+    module = LOADERS[name]
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a missing parent package (``nvidia``)
+        return False
+
+
+def join_samples(samples: list[np.ndarray]) -> np.ndarray:
+    """Samples of any shapes as one contiguous 1-D array, back to back."""
+    return np.concatenate([s.reshape(-1) for s in samples])
+
+
+class _PipelineLoader:
+    """DALI or dali_lite: a pipeline with one parallel per-sample external_source."""
+
+    def __init__(self, module: Any, fn: Any, workload: Workload) -> None:
+        self.dense = workload.dense
+        self.pipe = module.Pipeline(
+            batch_size=workload.batch_size,
+            num_threads=2,
+            device_id=None,
+            prefetch_queue_depth=PREFETCH,
+            py_num_workers=NUM_WORKERS,
+            py_start_method=START_METHOD,
+        )
+        with self.pipe:
+            out = fn.external_source(
+                source=PerSample(workload.sample),
+                parallel=True,
+                batch=False,
+                prefetch_queue_depth=PREFETCH,
+                bytes_per_sample_hint=workload.bytes_per_sample_hint,
+            )
+            self.pipe.set_outputs(out)
+
+    def start(self) -> None:
+        self.pipe.build()
+
+    def next_batch(self) -> np.ndarray:
+        (out,) = self.pipe.run()
+        if self.dense:
+            return out.as_array()
+        return join_samples([np.asarray(out[i]) for i in range(len(out))])
+
+    def close(self) -> None:
+        close = getattr(self.pipe, "close", None)
+        if close is not None:
+            close()
+        del self.pipe
+
+
+def _list_collate(batch: list[np.ndarray]) -> list[Any]:
+    import torch
+
+    return [torch.as_tensor(sample) for sample in batch]
+
+
+class _TorchLoader:
+    """PyTorch's DataLoader over a map-style dataset of the same per-sample function."""
+
+    def __init__(self, workload: Workload, total_batches: int) -> None:
+        import torch.utils.data
+
+        self.dense = workload.dense
+        dataset = SampleDataset(workload.sample, workload.batch_size * (total_batches + 4))
+        self.loader = torch.utils.data.DataLoader(
+            dataset,  # type: ignore[arg-type]  # duck-typed map-style dataset
+            batch_size=workload.batch_size,
+            num_workers=NUM_WORKERS,
+            prefetch_factor=PREFETCH,
+            persistent_workers=True,
+            multiprocessing_context=START_METHOD,
+            collate_fn=None if workload.dense else _list_collate,
+        )
+        self.iterator: Any = None
+
+    def start(self) -> None:
+        self.iterator = iter(self.loader)
+
+    def next_batch(self) -> np.ndarray:
+        batch = next(self.iterator)
+        if self.dense:
+            return batch.numpy()
+        return join_samples([t.numpy() for t in batch])
+
+    def close(self) -> None:
+        # Persistent workers stop when the iterator goes away.
+        iterator, self.iterator = self.iterator, None
+        shutdown = getattr(iterator, "_shutdown_workers", None)
+        if shutdown is not None:
+            shutdown()
+        del iterator
+
+
+def loader_library(name: str) -> str:
+    """Where the library behind loader ``name`` was imported from (once imported)."""
+    module = sys.modules.get(LOADERS[name])
+    return str(getattr(module, "__file__", None) or "not imported")
+
+
+def make_loader(name: str, workload: Workload, total_batches: int) -> Loader:
+    """Build (but do not start) loader ``name`` for ``workload``."""
+    if not available(name):
+        raise LoaderMissing(f"{LOADERS[name]} is not installed (pip install '.[bench]')")
+    if name == "torch":
+        return _TorchLoader(workload, total_batches)
+    module = importlib.import_module(LOADERS[name])
+    fn = importlib.import_module(f"{LOADERS[name]}.fn")
+    return _PipelineLoader(module, fn, workload)

@@ -1,0 +1,247 @@
+"""Medians, ratios, targets and the markdown report of a benchmark run.
+
+A *result* is the dict a measurement process returns (:func:`benchmarks.child.measure`), plus
+``peak_bytes``/``peak_rss_bytes``/``peak_shm_bytes`` for the start workload, or ``error``.
+The report shows, per workload and metric, the median over repeats of each loader with its
+range, the ratio of dali_lite's median to each peer's, the issue's target and whether it is
+met. A loader that is not installed, or whose runs all failed, says so in its column.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from benchmarks.loaders import NUM_WORKERS
+from benchmarks.workloads import HEAVY_CPU_S
+
+__all__ = ["LOADER_TITLES", "METRICS", "Metric", "render"]
+
+Result = dict[str, Any]
+
+LOADER_TITLES = {"dali_lite": "dali_lite", "dali": "DALI", "torch": "DataLoader"}
+PEERS = ("dali", "torch")
+#: Samples per second with every worker busy on the heavy callback and no overhead at all.
+HEAVY_IDEAL_SAMPLES_PER_S = NUM_WORKERS / HEAVY_CPU_S
+_MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One row of the table: a figure of one workload, and the target for it, if any."""
+
+    workload: str
+    title: str
+    value: Callable[[Result], float]
+    fmt: Callable[[float], str]
+    higher_is_better: bool
+    #: "peers": ratio against the faster (or smaller) peer; "dali": against DALI; "ideal":
+    #: dali_lite's own value against a fixed bound; None: no target.
+    target_kind: str | None = None
+    target: float = 0.0
+    target_text: str = "-"
+
+
+def _k(value: float) -> str:
+    return f"{value / 1000:,.1f}k"
+
+
+def _gbs(value: float) -> str:
+    return f"{value / 1e9:.2f}"
+
+
+def _ms(value: float) -> str:
+    return f"{value * 1000:.0f}"
+
+
+def _mib(value: float) -> str:
+    return f"{value / _MIB:,.0f}"
+
+
+def _frac(value: float) -> str:
+    return f"{value:.3f}"
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric("tiny", "samples/s", lambda r: r["samples_per_s"], _k, True,
+           "peers", 2.0, ">= 2x the faster peer"),
+    Metric("large", "GB/s", lambda r: r["bytes_per_s"], _gbs, True,
+           "peers", 3.0, ">= 3x the faster peer"),
+    Metric("heavy", "fraction of ideal (2 workers / 1 ms)",
+           lambda r: r["samples_per_s"] / HEAVY_IDEAL_SAMPLES_PER_S, _frac, True,
+           "ideal", 0.97, ">= 0.97 of ideal"),
+    Metric("start", "build -> first batch, ms", lambda r: r["first_batch_s"], _ms, False,
+           "dali", 0.5, "<= 0.5x DALI"),
+    Metric("start", "peak memory, MiB (RSS + shm)", lambda r: r["peak_bytes"], _mib, False,
+           "dali", 1.0, "<= 1x DALI"),
+    Metric("varying", "samples/s", lambda r: r["samples_per_s"], _k, True),
+    Metric("varying", "GB/s", lambda r: r["bytes_per_s"], _gbs, True),
+)
+
+
+def _values(results: Sequence[Result], loader: str, metric: Metric) -> list[float]:
+    values = []
+    for result in results:
+        if result.get("loader") != loader or result.get("workload") != metric.workload:
+            continue
+        if "error" in result:
+            continue
+        try:
+            values.append(float(metric.value(result)))
+        except (KeyError, ZeroDivisionError):
+            continue
+    return values
+
+
+def _cell(values: list[float], fmt: Callable[[float], str], missing: str) -> str:
+    if not values:
+        return missing
+    median = statistics.median(values)
+    if len(values) == 1:
+        return fmt(median)
+    return f"{fmt(median)} ({fmt(min(values))}-{fmt(max(values))})"
+
+
+def _ratio_text(ratio: float | None) -> str:
+    return "-" if ratio is None else f"{ratio:.2f}"
+
+
+def _target_check(metric: Metric, medians: dict[str, float]) -> str:
+    mine = medians.get("dali_lite")
+    if metric.target_kind is None or mine is None:
+        return "-"
+    if metric.target_kind == "ideal":
+        return "yes" if mine >= metric.target else f"no ({mine:.3f})"
+    if metric.target_kind == "dali":
+        peer = medians.get("dali")
+        if peer is None:
+            return "n/a (no DALI)"
+        ratio = mine / peer
+        return "yes" if ratio <= metric.target else f"no ({ratio:.2f}x)"
+    peers = [medians[p] for p in PEERS if p in medians]
+    if not peers:
+        return "n/a (no peer)"
+    best = max(peers) if metric.higher_is_better else min(peers)
+    ratio = mine / best
+    met = ratio >= metric.target if metric.higher_is_better else ratio <= metric.target
+    return "yes" if met else f"no ({ratio:.2f}x)"
+
+
+def results_table(results: Sequence[Result], loaders: Sequence[str],
+                  missing: dict[str, str]) -> str:
+    """The main table: medians (range), ratios dali_lite/peer, targets."""
+    peers = [p for p in PEERS if p in loaders]
+    header = ["workload", "metric", *(LOADER_TITLES[name] for name in loaders)]
+    if "dali_lite" in loaders:
+        header += [f"dali_lite/{LOADER_TITLES[p]}" for p in peers]
+    header += ["target", "met"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    workloads_run = {r.get("workload") for r in results}
+    for metric in METRICS:
+        if metric.workload not in workloads_run:
+            continue
+        medians: dict[str, float] = {}
+        cells = []
+        for loader in loaders:
+            values = _values(results, loader, metric)
+            if values:
+                medians[loader] = statistics.median(values)
+            cells.append(_cell(values, metric.fmt, missing.get(loader, "failed")))
+        row = [metric.workload, metric.title, *cells]
+        if "dali_lite" in loaders:
+            for peer in peers:
+                mine, theirs = medians.get("dali_lite"), medians.get(peer)
+                row.append(_ratio_text(None if mine is None or not theirs else mine / theirs))
+        row += [metric.target_text, _target_check(metric, medians)]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def diagnostics_table(results: Sequence[Result], loaders: Sequence[str]) -> str:
+    """Medians of CPU time per batch (main process, workers), time to first batch, and the
+    share of the machine's CPU that processes outside the measurement took meanwhile."""
+    lines = ["| workload | loader | main CPU ms/batch | workers CPU ms/batch | "
+             "wall ms/batch | first batch ms | other processes' CPU |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    workloads = list(dict.fromkeys(r.get("workload") for r in results))
+    for workload in workloads:
+        for loader in loaders:
+            runs = [r for r in results if r.get("workload") == workload
+                    and r.get("loader") == loader and "error" not in r]
+            if not runs:
+                continue
+
+            def med(key: str, runs: list[Result] = runs) -> float:
+                return statistics.median(r[key] / r["batches"] for r in runs)
+
+            first = statistics.median(r["first_batch_s"] for r in runs)
+            noise = statistics.median(r.get("foreign_cpu_frac", 0.0) for r in runs)
+            title = LOADER_TITLES.get(loader, loader)
+            lines.append(f"| {workload} | {title} | {med('main_cpu_s') * 1e3:.2f}"
+                         f" | {med('workers_cpu_s') * 1e3:.2f} | {med('elapsed_s') * 1e3:.2f} | "
+                         f"{first * 1e3:.0f} | {noise:.0%} |")
+    return "\n".join(lines)
+
+
+def errors_text(results: Sequence[Result]) -> str:
+    """One line per failed measurement (empty when none failed)."""
+    failed = [r for r in results if "error" in r]
+    return "\n".join(f"- {r['loader']} / {r['workload']}: {r['error']}" for r in failed)
+
+
+def comparison_table(results: Sequence[Result], variants: Sequence[str]) -> str:
+    """Medians of dali_lite and of each ``dali_lite@LABEL`` variant, and variant/dali_lite."""
+    header = ["workload", "metric", "dali_lite", *variants,
+              *(f"{v}/dali_lite" for v in variants)]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    workloads_run = {r.get("workload") for r in results}
+    for metric in METRICS:
+        if metric.workload not in workloads_run:
+            continue
+        base = _values(results, "dali_lite", metric)
+        cells = [_cell(base, metric.fmt, "failed")]
+        ratios = []
+        for variant in variants:
+            values = _values(results, variant, metric)
+            cells.append(_cell(values, metric.fmt, "failed"))
+            ratios.append(_ratio_text(statistics.median(values) / statistics.median(base)
+                                      if values and base else None))
+        lines.append("| " + " | ".join([metric.workload, metric.title, *cells, *ratios]) + " |")
+    return "\n".join(lines)
+
+
+def _relabel(results: Sequence[Result], variant: str) -> list[Result]:
+    """The results with ``variant`` in the role of dali_lite (and dali_lite's own dropped)."""
+    out = []
+    for result in results:
+        if result.get("loader") == variant:
+            out.append({**result, "loader": "dali_lite"})
+        elif result.get("loader") != "dali_lite":
+            out.append(result)
+    return out
+
+
+def render(results: Sequence[Result], loaders: Sequence[str], missing: dict[str, str],
+           header: str, variants: Sequence[str] = ()) -> str:
+    """The whole markdown section: header (machine, code, settings), tables, failures.
+
+    ``variants`` are extra dali_lite columns (``dali_lite@LABEL``, from ``--compare``): each
+    gets its own table against the peers, and a table compares them with dali_lite.
+    """
+    peers_only = [r for r in results if r.get("loader") not in variants]
+    parts = [header, "", results_table(peers_only, loaders, missing)]
+    with_subject = list(dict.fromkeys(["dali_lite", *loaders]))
+    for variant in variants:
+        parts += ["", f"The same peers' runs against `{variant}` in the role of dali_lite:", "",
+                  results_table(_relabel(results, variant), with_subject, missing)]
+    if variants and "dali_lite" in loaders:
+        parts += ["", "dali_lite of this tree against the compared trees:", "",
+                  comparison_table(results, variants)]
+    parts += ["", "CPU time per batch and time to the first batch (medians):", "",
+              diagnostics_table(results, [*loaders, *variants])]
+    errors = errors_text(results)
+    if errors:
+        parts += ["", "Failed measurements:", "", errors]
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,324 @@
+"""The benchmark command: every workload, every loader, several repeats, one table.
+
+    python -m benchmarks [--quick] [--repeats N] [--only dali_lite] [--workloads tiny,large]
+                         [--scale S] [--out benchmarks/RESULTS.md] [--json results.json]
+
+(``python benchmarks/run.py ...`` is the same.) Each measurement runs in a fresh interpreter
+(``benchmarks.child``) started from this process, one after the other; the order of the
+loaders rotates from repeat to repeat so that none always runs first after a quiet spell. For
+the start workload this process samples the measurement's process tree memory every
+:data:`_MEMORY_INTERVAL_S` (:mod:`benchmarks.memory`). The table shows medians over the
+repeats with their range; ``--out`` writes it into a markdown file, replacing only the part
+between :data:`BEGIN_MARK` and :data:`END_MARK` when the file has them, so the prose around
+the table in ``RESULTS.md`` survives a rerun.
+
+The measured dali_lite is the one in the tree that holds this ``benchmarks`` package: the
+measurement processes run with that tree first on ``sys.path``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: python benchmarks/run.py
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import psutil
+
+from benchmarks.child import RESULT_PREFIX
+from benchmarks.loaders import LOADERS, NUM_WORKERS, PREFETCH, START_METHOD, available
+from benchmarks.memory import sample_tree
+from benchmarks.report import render
+from benchmarks.workloads import WORKLOADS
+
+__all__ = ["BEGIN_MARK", "END_MARK", "main", "run_one"]
+
+ROOT = Path(__file__).resolve().parent.parent
+BEGIN_MARK = "<!-- BEGIN BENCHMARK TABLE (written by python -m benchmarks --out) -->"
+END_MARK = "<!-- END BENCHMARK TABLE -->"
+_MEMORY_INTERVAL_S = 0.01
+_POLL_INTERVAL_S = 0.05
+_DEFAULT_TIMEOUT_S = 300.0
+_DEFAULT_REPEATS = 5
+_QUICK_SCALE = 0.25
+_GIB = 1024**3
+_NOISE_LIMIT = 0.1
+_RETRIES = 2
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    # The measurement process leads its own session; its workers are in its group.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+# The measurement process: this tree's benchmarks package first, then (for --compare) the
+# other tree in front of it, so that dali_lite, shm and workers come from there.
+_BOOT = (
+    "import sys; root, tree = sys.argv[1], sys.argv[2]; sys.path.insert(0, root); "
+    "import benchmarks.child as child; tree and sys.path.insert(0, tree); "
+    "sys.exit(child.main(sys.argv[3:]))"
+)
+
+
+def run_one(loader: str, workload: str, scale: float, timeout_s: float,
+            tree: Path | None = None) -> dict[str, Any]:
+    """One measurement in a fresh interpreter; memory is sampled for the start workload.
+
+    ``loader`` is a name of :data:`LOADERS`; ``tree``, if given, is a source tree whose
+    dali_lite (and shm, workers) is measured instead of this one's.
+    """
+    command = [sys.executable, "-c", _BOOT, str(ROOT), str(tree or ""), loader, workload,
+               repr(scale)]
+    sample_memory = WORKLOADS[workload].startup
+    peak: tuple[int, int, int] = (0, 0, 0)  # total, rss, shm
+    stderr = None if os.environ.get("BENCH_VERBOSE") else subprocess.DEVNULL
+    # stdout goes to a file, so a chatty library can never block on a full pipe.
+    with (
+        tempfile.TemporaryFile("w+") as stdout_file,
+        subprocess.Popen(command, cwd=ROOT, stdout=stdout_file, stderr=stderr, text=True,
+                         start_new_session=True) as proc,
+    ):
+        deadline = time.monotonic() + timeout_s
+        interval = _MEMORY_INTERVAL_S if sample_memory else _POLL_INTERVAL_S
+        try:
+            while proc.poll() is None:
+                if time.monotonic() > deadline:
+                    _kill_group(proc)
+                    proc.wait()
+                    return {"loader": loader, "workload": workload,
+                            "error": f"timed out after {timeout_s:.0f} s"}
+                if sample_memory:
+                    memory = sample_tree(proc.pid)
+                    if memory is not None and memory.total_bytes > peak[0]:
+                        peak = (memory.total_bytes, memory.rss_bytes, memory.shm_bytes)
+                time.sleep(interval)
+        except BaseException:
+            _kill_group(proc)  # Ctrl-C or an error here: leave no measurement behind
+            raise
+        stdout_file.seek(0)
+        stdout = stdout_file.read()
+    lines = [ln for ln in stdout.splitlines() if ln.startswith(RESULT_PREFIX)]
+    if not lines:
+        return {"loader": loader, "workload": workload,
+                "error": f"no result (exit code {proc.returncode})"}
+    result: dict[str, Any] = json.loads(lines[-1][len(RESULT_PREFIX):])
+    if sample_memory and "error" not in result:
+        result["peak_bytes"], result["peak_rss_bytes"], result["peak_shm_bytes"] = peak
+    return result
+
+
+def _version(distribution: str) -> str:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _git(*args: str) -> str:
+    try:
+        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
+                              check=False, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout.rstrip() if done.returncode == 0 else ""
+
+
+def _code_state() -> str:
+    commit = _git("rev-parse", "--short", "HEAD").strip() or "unknown"
+    changed = [line[3:] for line in _git("status", "--porcelain", "--", "dali_lite", "workers",
+                                         "shm").splitlines()]
+    if changed:
+        return f"commit {commit} plus uncommitted changes to {', '.join(changed)}"
+    return f"commit {commit}, library code as committed"
+
+
+def _affinity_note() -> str:
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        return ""
+    return "" if usable == os.cpu_count() else f"; this run pinned to {usable} of them"
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def _header(args: argparse.Namespace, loaders: Sequence[str], load_before: tuple[float, ...],
+            elapsed_s: float) -> str:
+    memory = psutil.virtual_memory().total / _GIB
+    load_after = os.getloadavg()
+    return "\n".join([
+        f"Machine: {os.cpu_count()} logical cores ({psutil.cpu_count(logical=False)} physical"
+        f"{_affinity_note()}), "
+        f"{_cpu_model()}, {memory:.1f} GiB memory; {platform.system()} {platform.release()}; "
+        f"Python {platform.python_version()}, numpy {_version('numpy')}, "
+        f"torch {_version('torch')}, nvidia-dali-cuda120 {_version('nvidia-dali-cuda120')}.",
+        "",
+        f"Code: {_code_state()}. Load average (1 min) {load_before[0]:.2f} before, "
+        f"{load_after[0]:.2f} after; the run took {elapsed_s / 60:.1f} min.",
+        "",
+        f"Settings: {NUM_WORKERS} workers started with {START_METHOD} for every loader; DALI and "
+        f"dali_lite with prefetch_queue_depth={PREFETCH} for pipeline and source, equal "
+        f"bytes_per_sample_hint; DataLoader with prefetch_factor={PREFETCH}, persistent "
+        f"workers, default collate. Each batch consumed as one contiguous numpy array. "
+        f"{args.repeats} repeat(s), batch counts x{args.scale:g}; each cell is the median "
+        f"(min-max) over the repeats; ratios are dali_lite's median over the peer's.",
+        f"Command: `python -m benchmarks {' '.join(args.argv)}`".rstrip() + ".",
+    ])
+
+
+def _write_out(path: Path, section: str) -> None:
+    block = f"{BEGIN_MARK}\n\n{section}\n{END_MARK}\n"
+    if path.exists():
+        text = path.read_text(encoding="utf-8")
+        start, end = text.find(BEGIN_MARK), text.find(END_MARK)
+        if start != -1 and end > start:
+            path.write_text(text[:start] + block + text[end + len(END_MARK) + 1:],
+                            encoding="utf-8")
+            return
+    path.write_text("# Benchmark results\n\n" + block, encoding="utf-8")
+
+
+def _names(values: list[str] | None, known: Sequence[str], what: str) -> list[str]:
+    if not values:
+        return list(known)
+    names = [name for value in values for name in value.split(",") if name]
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        raise SystemExit(f"unknown {what}: {', '.join(unknown)}; choose from {', '.join(known)}")
+    return [name for name in known if name in names]
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description="dali_lite against DALI and PyTorch's DataLoader, side by side.")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"batch counts x{_QUICK_SCALE} and 1 repeat (unless given)")
+    parser.add_argument("--repeats", type=int, help=f"repeats (default {_DEFAULT_REPEATS})")
+    parser.add_argument("--only", action="append", metavar="LOADER",
+                        help=f"loaders to run (comma-separated): {', '.join(LOADERS)}")
+    parser.add_argument("--workloads", action="append", metavar="NAME",
+                        help=f"workloads to run (comma-separated): {', '.join(WORKLOADS)}")
+    parser.add_argument("--scale", type=float, help="multiply the batch counts")
+    parser.add_argument("--timeout", type=float, default=_DEFAULT_TIMEOUT_S,
+                        help="seconds one measurement may take")
+    parser.add_argument("--out", type=Path, help="write the table into this markdown file")
+    parser.add_argument("--json", type=Path, help="write every raw result to this JSON file")
+    parser.add_argument("--noise-limit", type=float, default=_NOISE_LIMIT,
+                        help="rerun a measurement while other processes took more than this "
+                             "share of the machine's CPU (default %(default)s)")
+    parser.add_argument("--retries", type=int, default=_RETRIES,
+                        help="reruns allowed per measurement (default %(default)s)")
+    parser.add_argument("--compare", action="append", metavar="LABEL=PATH",
+                        help="also measure the dali_lite of the source tree PATH (e.g. a "
+                             "patched copy), as column dali_lite@LABEL")
+    args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    if args.repeats is None:
+        args.repeats = 1 if args.quick else _DEFAULT_REPEATS
+    if args.scale is None:
+        args.scale = _QUICK_SCALE if args.quick else 1.0
+    if args.repeats < 1 or args.scale <= 0:
+        parser.error("--repeats and --scale must be positive")
+    return args
+
+
+def _run_quietest(loader: str, workload: str, args: argparse.Namespace,
+                  tree: Path | None) -> dict[str, Any]:
+    """:func:`run_one`, rerun (at most ``args.retries`` times) while other processes of the
+    machine took more than ``args.noise_limit`` of its CPU; the quietest attempt counts."""
+    best: dict[str, Any] | None = None
+    for attempt in range(1 + args.retries):
+        result = run_one(loader, workload, args.scale, args.timeout, tree)
+        result["attempts"] = attempt + 1
+        noise = result.get("foreign_cpu_frac", 0.0)
+        if best is None or "error" in best or (
+                "error" not in result and noise < best.get("foreign_cpu_frac", 0.0)):
+            best = result
+        if "error" in result or noise <= args.noise_limit:
+            break
+        _log(f"    {workload} {loader}: other processes took {noise:.0%} of the CPU; again")
+    best["attempts"] = result["attempts"]
+    return best
+
+
+def _compare_trees(values: list[str] | None) -> list[tuple[str, Path]]:
+    trees = []
+    for value in values or ():
+        label, sep, path = value.partition("=")
+        if not sep or not label or not Path(path, "dali_lite").is_dir():
+            raise SystemExit(f"--compare {value!r}: expected LABEL=PATH, PATH holding dali_lite/")
+        trees.append((label, Path(path).resolve()))
+    return trees
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    loaders = _names(args.only, list(LOADERS), "loader")
+    workloads = _names(args.workloads, list(WORKLOADS), "workload")
+    missing = {name: f"not installed ({LOADERS[name]})" for name in loaders
+               if not available(name)}
+    # (column label, loader, source tree or None for this one)
+    entries: list[tuple[str, str, Path | None]] = [
+        (name, name, None) for name in loaders if name not in missing]
+    variants = [f"dali_lite@{label}" for label, _ in _compare_trees(args.compare)]
+    entries += [(f"dali_lite@{label}", "dali_lite", tree)
+                for label, tree in _compare_trees(args.compare)]
+    for name, why in missing.items():
+        _log(f"{name}: {why}; its column says so")
+    load_before = os.getloadavg()
+    started = time.monotonic()
+    results: list[dict[str, Any]] = []
+    for repeat in range(args.repeats):
+        for workload in workloads:
+            shift = repeat % max(1, len(entries))
+            for label, loader, tree in entries[shift:] + entries[:shift]:
+                result = _run_quietest(loader, workload, args, tree)
+                result["loader"], result["repeat"] = label, repeat
+                results.append(result)
+                summary = result.get("error") or (
+                    f"{result['samples_per_s']:,.0f} samples/s, "
+                    f"{result['bytes_per_s'] / 1e9:.2f} GB/s, "
+                    f"first batch {result['first_batch_s'] * 1e3:.0f} ms"
+                    + (f", peak {result['peak_bytes'] / 2**20:,.0f} MiB"
+                       if "peak_bytes" in result else ""))
+                _log(f"[{repeat + 1}/{args.repeats}] {workload:8s} {label:18s} {summary}")
+    header = _header(args, loaders, load_before, time.monotonic() - started)
+    section = render(results, loaders, missing, header, variants)
+    print(section)
+    if args.out is not None:
+        _write_out(args.out, section)
+    if args.json is not None:
+        args.json.write_text(json.dumps(results, indent=1), encoding="utf-8")
+    return 1 if any("error" in r for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

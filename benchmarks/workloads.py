@@ -1,0 +1,169 @@
+"""The benchmark workloads and the per-sample functions behind them.
+
+Every loader runs the same module-level function per sample, ``sample(index) -> ndarray``:
+DALI and dali_lite through :class:`PerSample` (which reads ``SampleInfo.idx_in_epoch``), the
+DataLoader through :class:`SampleDataset` (``__getitem__``). Both wrappers are module-level
+classes holding a module-level function, so fork inherits them and spawn could pickle them.
+
+The functions are built so that the loader, not the callback, is what is measured:
+
+* ``tiny``: a fresh 1 KiB array per sample (overhead per sample);
+* ``large``: a 1024x683x3 uint8 image, one of four prepared once per process, so the callback
+  costs nothing and the loader's bytes-moving is what shows (bandwidth);
+* ``heavy``: 1 ms of CPU time per sample, spun on the thread's CPU clock so that time stolen
+  by other tenants does not count as work (parallel efficiency);
+* ``varying``: an ``(h, w, 3)`` uint8 view of a prepared buffer with ``h, w`` in [19, 591]
+  (1 KiB to 1 MiB), a pseudo-random function of the index;
+* ``start``: the large workload, measuring build() to the first batch and peak memory.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "WORKLOADS",
+    "PerSample",
+    "SampleDataset",
+    "Workload",
+    "heavy_sample",
+    "large_sample",
+    "tiny_sample",
+    "varying_sample",
+]
+
+TINY_NBYTES = 1024
+LARGE_SHAPE = (1024, 683, 3)
+HEAVY_CPU_S = 0.001
+HEAVY_NBYTES = 1024
+VARYING_MIN_SIDE = 19  # 19 * 19 * 3 = 1083 bytes >= 1 KiB
+VARYING_MAX_SIDE = 591  # 591 * 591 * 3 = 1047843 bytes <= 1 MiB
+_LARGE_VARIANTS = 4
+_MIN_WARMUP_BATCHES = 6
+
+# Prepared lazily, once per process (each worker builds its own after fork or spawn).
+_large_images: list[np.ndarray] = []
+_varying_pool: list[np.ndarray] = []
+
+
+def tiny_sample(index: int) -> np.ndarray:
+    """1 KiB of ``index % 256``."""
+    return np.full(TINY_NBYTES, index & 0xFF, dtype=np.uint8)
+
+
+def large_sample(index: int) -> np.ndarray:
+    """A 2 MiB ``(1024, 683, 3)`` uint8 image (one of four fixed ones; no per-call cost)."""
+    if not _large_images:
+        rng = np.random.default_rng(0)
+        _large_images.extend(
+            rng.integers(0, 256, size=LARGE_SHAPE, dtype=np.uint8) for _ in range(_LARGE_VARIANTS)
+        )
+    return _large_images[index % _LARGE_VARIANTS]
+
+
+def heavy_sample(index: int) -> np.ndarray:
+    """1 KiB, after spending ``HEAVY_CPU_S`` of this thread's CPU time."""
+    clock = time.thread_time
+    deadline = clock() + HEAVY_CPU_S
+    while clock() < deadline:
+        pass
+    return np.full(HEAVY_NBYTES, index & 0xFF, dtype=np.uint8)
+
+
+def varying_shape(index: int) -> tuple[int, int, int]:
+    """The ``(h, w, 3)`` shape of varying sample ``index`` (cheap, deterministic hash)."""
+    span = VARYING_MAX_SIDE - VARYING_MIN_SIDE + 1
+    h = VARYING_MIN_SIDE + (index * 2654435761) % span
+    w = VARYING_MIN_SIDE + (index * 40503 + 7919) % span
+    return h, w, 3
+
+
+def varying_sample(index: int) -> np.ndarray:
+    """A C-contiguous ``(h, w, 3)`` uint8 view of a prepared buffer; 1 KiB to 1 MiB."""
+    if not _varying_pool:
+        rng = np.random.default_rng(1)
+        _varying_pool.append(rng.integers(0, 256, size=VARYING_MAX_SIDE**2 * 3, dtype=np.uint8))
+    h, w, c = varying_shape(index)
+    return _varying_pool[0][: h * w * c].reshape(h, w, c)
+
+
+class PerSample:
+    """A DALI/dali_lite per-sample callback: ``SampleInfo`` -> ``fn(info.idx_in_epoch)``."""
+
+    def __init__(self, fn: Callable[[int], np.ndarray]) -> None:
+        self.fn = fn
+
+    def __call__(self, info: Any) -> np.ndarray:
+        return self.fn(info.idx_in_epoch)
+
+
+class SampleDataset:
+    """A map-style PyTorch dataset: ``dataset[i]`` is ``fn(i)``.
+
+    Duck-typed (``__getitem__`` and ``__len__``), which is all ``DataLoader`` needs, so this
+    module does not import torch.
+    """
+
+    def __init__(self, fn: Callable[[int], np.ndarray], length: int) -> None:
+        self.fn = fn
+        self.length = length
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        return self.fn(index)
+
+    def __len__(self) -> int:
+        return self.length
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One workload: what a sample is, the batch size, and how many batches to run."""
+
+    name: str
+    sample: Callable[[int], np.ndarray]
+    batch_size: int
+    #: Batches consumed before timing starts (the loader is warm after them).
+    warmup_batches: int
+    #: Batches timed in a full run.
+    timed_batches: int
+    #: ``bytes_per_sample_hint`` given to DALI and dali_lite alike.
+    bytes_per_sample_hint: int
+    #: Whether every batch is dense (one ``as_array()``); varying is joined sample by sample.
+    dense: bool = True
+    #: For ``start``: report build -> first batch and peak memory rather than throughput.
+    startup: bool = False
+
+    def batches(self, scale: float) -> tuple[int, int]:
+        """(warm-up, timed) batch counts scaled by ``scale``.
+
+        The warm-up never shrinks below ``_MIN_WARMUP_BATCHES``: it must outlast the batches
+        a loader prepared ahead while the clock was not running (up to 4 for the DataLoader:
+        2 workers x prefetch_factor 2), or the timed run would start by draining them.
+        """
+        warmup = max(min(self.warmup_batches, _MIN_WARMUP_BATCHES),
+                     round(self.warmup_batches * scale))
+        return warmup, max(2, round(self.timed_batches * scale))
+
+
+_LARGE_NBYTES = LARGE_SHAPE[0] * LARGE_SHAPE[1] * LARGE_SHAPE[2]
+
+WORKLOADS: dict[str, Workload] = {
+    w.name: w
+    for w in (
+        Workload("tiny", tiny_sample, 256, warmup_batches=40, timed_batches=500,
+                 bytes_per_sample_hint=TINY_NBYTES + 64),
+        Workload("large", large_sample, 16, warmup_batches=10, timed_batches=100,
+                 bytes_per_sample_hint=_LARGE_NBYTES + 64),
+        Workload("heavy", heavy_sample, 64, warmup_batches=8, timed_batches=50,
+                 bytes_per_sample_hint=HEAVY_NBYTES + 64),
+        Workload("start", large_sample, 16, warmup_batches=0, timed_batches=20,
+                 bytes_per_sample_hint=_LARGE_NBYTES + 64, startup=True),
+        Workload("varying", varying_sample, 32, warmup_batches=10, timed_batches=120,
+                 bytes_per_sample_hint=VARYING_MAX_SIDE**2 * 3 + 64, dense=False),
+    )
+}

@@ -1,0 +1,91 @@
+"""A short run of the benchmark command (dali_lite only, few batches), so it cannot rot.
+
+It goes through the same code path as ``python -m benchmarks``: the command line, one fresh
+measurement process per workload, memory sampling from outside, the markdown report and the
+``--out``/``--json`` files. The figures themselves are not checked, only that every workload
+produced them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _repo_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(ROOT))
+
+
+def test_the_benchmark_command_runs_every_workload(tmp_path: Path) -> None:
+    from benchmarks.run import BEGIN_MARK, END_MARK, main
+    from benchmarks.workloads import WORKLOADS
+
+    out = tmp_path / "RESULTS.md"
+    out.write_text(f"# Title\n\nprose before\n\n{BEGIN_MARK}\nold table\n{END_MARK}\nprose after\n")
+    raw = tmp_path / "results.json"
+    code = main(["--only", "dali_lite", "--repeats", "1", "--scale", "0.02", "--retries", "0",
+                 "--out", str(out), "--json", str(raw)])
+    assert code == 0
+    results = json.loads(raw.read_text())
+    assert {r["workload"] for r in results} == set(WORKLOADS)
+    for result in results:
+        assert "error" not in result, result
+        assert result["samples_per_s"] > 0 and result["bytes"] > 0
+        assert Path(result["library_path"]).is_relative_to(ROOT)
+    start = next(r for r in results if r["workload"] == "start")
+    assert start["peak_bytes"] >= start["peak_shm_bytes"] > 0  # the slots were seen
+    text = out.read_text()
+    assert "prose before" in text and "prose after" in text and "old table" not in text
+    for name in WORKLOADS:
+        assert f"| {name} |" in text
+
+
+def test_a_missing_peer_gets_a_column_that_says_so(monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import loaders, run
+
+    monkeypatch.setitem(loaders.LOADERS, "dali", "no_such_module_for_the_smoke_test")
+    code = run.main(["--only", "dali_lite,dali", "--workloads", "tiny", "--repeats", "1",
+                     "--scale", "0.01", "--retries", "0"])
+    assert code == 0
+    assert "not installed (no_such_module_for_the_smoke_test)" in capsys.readouterr().out
+
+
+def test_every_workload_sample_matches_its_description() -> None:
+    from benchmarks import workloads
+
+    assert workloads.tiny_sample(3).nbytes == 1024
+    assert workloads.large_sample(5).shape == (1024, 683, 3)
+    sizes = [workloads.varying_sample(i).nbytes for i in range(200)]
+    assert min(sizes) >= 1024 and max(sizes) <= 1 << 20
+    assert all(workloads.varying_sample(i).flags.c_contiguous for i in range(20))
+    assert np.array_equal(workloads.heavy_sample(7), np.full(1024, 7, np.uint8))
+
+
+def test_memory_of_this_process_tree_is_read() -> None:
+    from benchmarks.memory import sample_tree
+
+    memory = sample_tree(os.getpid())
+    assert memory is not None and memory.rss_bytes > 0 and memory.processes >= 1
+
+
+def test_py_spy_raw_output_is_grouped_by_process_role() -> None:
+    from benchmarks.profiling import parse_raw
+
+    text = (
+        'process 10:"python";thread (10): MainThread;main (a.py:1);wait (b.py:2) 3\n'
+        'process 10:"python";process 11:"python";run (w.py:5);write (c.py:9) 2\n'
+    )
+    roles = parse_raw(text)
+    assert roles["main process"].samples == 3
+    assert roles["workers"].self_counts["write (c.py)"] == 2
+    assert roles["main process, thread MainThread"].inclusive_counts["main (a.py)"] == 3
+    assert sys.executable  # the measurement processes use this interpreter
