@@ -82,9 +82,10 @@ def shutdown(res: PoolResources) -> None:
         with contextlib.suppress(Exception):
             proc.kill()
         proc.join(_TERMINATE_TIMEOUT_S)
-    for proc in (*res.processes, *res.retired_processes):
-        with contextlib.suppress(Exception):
-            proc.close()
+    # The Process objects are not close()d: this function may run from a garbage collection
+    # inside multiprocessing's own exit handler, between its listing of the live children and
+    # its join() of each, and a closed Process makes that join() raise. The workers are
+    # reaped above; their sentinels are released with the objects.
     for conn in (*res.conns, *res.dumps):
         PARENT_CONNECTIONS.discard(conn)
         with contextlib.suppress(Exception):
