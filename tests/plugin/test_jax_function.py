@@ -50,7 +50,13 @@ def aligned(shape: tuple[int, ...], dtype: Any, alignment: int = 64) -> np.ndarr
     return raw[offset:offset + nbytes].view(dtype).reshape(shape)
 
 
-CPU = jax.devices("cpu")[0]  # explicit, so the CPU tests mean the same on a machine with a GPU
+def cpu_device() -> Any:
+    """JAX's CPU device, named explicitly so the CPU tests mean the same on a GPU machine.
+
+    Looked up when a test needs it, not at import: starting JAX's backend starts threads, and
+    the test session forks worker processes (tests collected with this module run first).
+    """
+    return jax.devices("cpu")[0]
 IMAGES = np.arange(2 * 3 * 4 * 3, dtype=np.float32).reshape(2, 3, 4, 3)
 
 
@@ -155,7 +161,7 @@ def test_preserve_false_lets_an_unused_function_be_pruned() -> None:
 def test_function_without_inputs_gets_the_batch_size_from_the_pipeline() -> None:
     @dax.fn.jax_function
     def make() -> jax.Array:
-        return jax.device_put(jnp.ones((3, 2), jnp.int32), CPU)
+        return jax.device_put(jnp.ones((3, 2), jnp.int32), cpu_device())
 
     (out,) = run(make, batch_size=3)
     assert out.shape() == [(2,)] * 3 and out.dtype == types.INT32
@@ -218,7 +224,7 @@ def test_any_dtype_and_shape_round_trips(dtype: Any, sample_shape: list[int],
 
 # ---------------------------------------------------------------- sharding
 def test_sharding_with_one_local_device() -> None:
-    mesh = jax.sharding.Mesh(np.array([CPU]), ("batch",))
+    mesh = jax.sharding.Mesh(np.array([cpu_device()]), ("batch",))
     sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("batch"))
     seen: list[Any] = []
 
@@ -289,7 +295,7 @@ def test_output_on_another_device_kind_is_refused() -> None:
                      device="gpu", preserve=True)
     with pytest.raises(ValueError, match="resides on a device of kind 'cpu', but the "
                                          "operator's device is 'gpu'"):
-        op._check_output(0, jax.device_put(jnp.zeros((2, 3)), CPU), batch_size=2)
+        op._check_output(0, jax.device_put(jnp.zeros((2, 3)), cpu_device()), batch_size=2)
 
 
 def test_layout_of_wrong_rank_is_refused() -> None:
