@@ -4,11 +4,11 @@ pipeline's stream (`current_dali_stream`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
+from gpu_support import requires_gpu
 
 import dali_lite.cuda
 from dali_lite import fn
@@ -16,15 +16,8 @@ from dali_lite.ops.gpu_function import current_dali_stream
 from dali_lite.pipeline import Pipeline
 from dali_lite.tensors_gpu import TensorListGPU
 
-_REASON = dali_lite.cuda.gpu_unavailable_reason()
-pytestmark = pytest.mark.skipif(_REASON is not None, reason=f"needs CuPy and a CUDA device: "
-                                                             f"{_REASON}")
+pytestmark = [requires_gpu, pytest.mark.usefixtures("forget_cuda_flag")]
 
-
-@pytest.fixture(autouse=True)
-def forget_cuda_flag() -> Iterator[None]:
-    yield  # see test_gpu_tensors.forget_cuda_flag
-    dali_lite.cuda._cuda_initialized = False
 
 
 def images(iteration: int) -> np.ndarray:

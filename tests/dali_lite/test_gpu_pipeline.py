@@ -7,25 +7,18 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from gpu_support import requires_gpu
 
 import dali_lite.cuda
 from dali_lite import fn
 from dali_lite.pipeline import Pipeline
 from dali_lite.tensors_gpu import TensorListGPU
 
-_REASON = dali_lite.cuda.gpu_unavailable_reason()
-pytestmark = pytest.mark.skipif(_REASON is not None, reason=f"needs CuPy and a CUDA device: "
-                                                             f"{_REASON}")
+pytestmark = [requires_gpu, pytest.mark.usefixtures("forget_cuda_flag")]
 
-
-@pytest.fixture(autouse=True)
-def forget_cuda_flag() -> Iterator[None]:
-    yield  # see test_gpu_tensors.forget_cuda_flag
-    dali_lite.cuda._cuda_initialized = False
 
 
 def big_batch(iteration: int) -> np.ndarray:

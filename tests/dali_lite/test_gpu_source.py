@@ -3,25 +3,16 @@ every `cuda_stream` form, `no_copy`, `use_copy_kernel`, pull mode and the checks
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
+from gpu_support import requires_gpu
 
-import dali_lite.cuda
 from dali_lite import fn, types
 from dali_lite.pipeline import Pipeline
 from dali_lite.tensors_gpu import TensorListGPU
 
-_REASON = dali_lite.cuda.gpu_unavailable_reason()
-pytestmark = pytest.mark.skipif(_REASON is not None, reason=f"needs CuPy and a CUDA device: "
-                                                             f"{_REASON}")
+pytestmark = [requires_gpu, pytest.mark.usefixtures("forget_cuda_flag")]
 
-
-@pytest.fixture(autouse=True)
-def forget_cuda_flag() -> Iterator[None]:
-    yield  # see test_gpu_tensors.forget_cuda_flag
-    dali_lite.cuda._cuda_initialized = False
 
 
 def gpu_source_pipeline(batch_size: int = 2, **source_kwargs: object) -> Pipeline:

@@ -6,32 +6,21 @@ dense and ragged batches, any number of dimensions.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
+from gpu_support import requires_gpu
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import dali_lite.cuda
 from dali_lite import fn, types
 from dali_lite.pipeline import Pipeline
 from dali_lite.tensors import TensorCPU, TensorListCPU
 from dali_lite.tensors_gpu import TensorGPU, TensorListGPU
 
-_REASON = dali_lite.cuda.gpu_unavailable_reason()
-pytestmark = pytest.mark.skipif(_REASON is not None, reason=f"needs CuPy and a CUDA device: "
-                                                             f"{_REASON}")
+pytestmark = [requires_gpu, pytest.mark.usefixtures("forget_cuda_flag")]
 DTYPES = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
           np.uint64, np.float16, np.float32, np.float64]
 
-
-@pytest.fixture(autouse=True)
-def forget_cuda_flag() -> Iterator[None]:
-    # These tests create CUDA contexts in the test process. Workers forked by later tests of
-    # other modules never touch CUDA, so let them fork (the refusal is tested in subprocesses).
-    yield
-    dali_lite.cuda._cuda_initialized = False
 
 
 def fed_pipeline(batch_size: int, transfer: bool = True, **kwargs: object) -> Pipeline:
