@@ -310,17 +310,21 @@ class ExternalSource(Operator):
         if self.parallel_source is not None:
             return [assemble_blocks(blocks, _check_blocks(check, blocks))
                     for blocks, check in zip(self.parallel_source.fetch(ctx), self.checks)]
+        outputs, layouts = self._next_serial_batch(ctx)
+        if self.source is not None and not self.no_copy:
+            outputs = [_copied(samples) for samples in outputs]
+        return [assemble(samples, check.check(samples, layout))
+                for samples, check, layout in zip(outputs, self.checks, layouts)]
+
+    def _next_serial_batch(self, ctx: IterationContext) -> tuple[list[Any], list[str]]:
+        """One batch fed with feed_input (push mode) or polled from the source, as outputs x
+        samples, with the layout that came with each output."""
         if self.source is None:
             asynchronous = self.pipeline is not None and self.pipeline._exec_async
             outputs, layout = self._take_fed(ctx, wait=self.blocking or asynchronous)
-            layouts = [layout] * len(outputs)
-        else:
-            outputs = self._poll(ctx)
-            if not self.no_copy:
-                outputs = [_copied(samples) for samples in outputs]
-            layouts = [""] * len(outputs)
-        return [assemble(samples, check.check(samples, layout))
-                for samples, check, layout in zip(outputs, self.checks, layouts)]
+            return outputs, [layout] * len(outputs)
+        outputs = self._poll(ctx)
+        return outputs, [""] * len(outputs)
 
     def _poll(self, ctx: IterationContext) -> list[list[np.ndarray]]:
         callback = self._callback

@@ -299,13 +299,7 @@ class GPUExternalSource(ExternalSource):
 
     # ------------------------------------------------------------------ one iteration
     def run(self, ctx: IterationContext, inputs: list[Any]) -> list[TensorListGPU]:
-        if self.source is None:
-            asynchronous = self.pipeline is not None and self.pipeline._exec_async
-            outputs, layout = self._take_fed(ctx, wait=self.blocking or asynchronous)
-            layouts = [layout] * len(outputs)
-        else:
-            outputs = self._poll(ctx)
-            layouts = [""] * len(outputs)
+        outputs, layouts = self._next_serial_batch(ctx)
         assert self.pipeline is not None
         gpu = cuda.context_for(self.pipeline)
         result = []

@@ -8,7 +8,6 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
 
 import numpy as np
 import psutil
@@ -22,7 +21,6 @@ from pool_helpers import (
     CALLBACKS,
     ECHO,
     FAIL,
-    START_METHODS,
     collect_all,
     read_reply,
     started_pool,
@@ -31,19 +29,6 @@ from pool_helpers import (
 
 from shm import SharedSegment
 from workers import PoolClosedError, TaskDone, WorkerPool
-
-
-@pytest.fixture(params=START_METHODS)
-def start_method(request: pytest.FixtureRequest) -> str:
-    return request.param
-
-
-@pytest.fixture
-def segments() -> Iterator[list[SharedSegment]]:
-    made = [SharedSegment.create(0) for _ in range(4)]
-    yield made
-    for segment in made:
-        segment.close()
 
 
 def test_tasks_with_several_args_on_several_workers(

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -22,7 +22,6 @@ from pool_helpers import (
     ARANGE,
     CALLBACKS,
     FAIL,
-    START_METHODS,
     collect_all,
     read_reply,
     started_pool,
@@ -36,17 +35,6 @@ _DEATH_REPORT_S = 1.0
 _ORPHAN_EXIT_S = 2.0
 
 
-@pytest.fixture(params=START_METHODS)
-def start_method(request: pytest.FixtureRequest) -> str:
-    return request.param
-
-
-@pytest.fixture
-def segments() -> Iterator[list[SharedSegment]]:
-    made = [SharedSegment.create(0) for _ in range(3)]
-    yield made
-    for segment in made:
-        segment.close()
 
 
 def _kill_from_outside(pool: WorkerPool, segments: list[SharedSegment]) -> None:

@@ -13,7 +13,6 @@ import pytest
 from pool_helpers import (
     CALLBACKS,
     FAIL,
-    START_METHODS,
     NeedsTwoArgs,
     arange_sample,
     collect_all,
@@ -23,11 +22,6 @@ from pool_helpers import (
 
 from shm import SHM_LIMIT_ENV, SharedSegment, ShmAllocationError
 from workers import CallbackPicklingError, RemoteTraceback, TaskDone, TaskFailed, WorkerPool
-
-
-@pytest.fixture(params=START_METHODS)
-def start_method(request: pytest.FixtureRequest) -> str:
-    return request.param
 
 
 @pytest.fixture

@@ -7,11 +7,10 @@ its replacement leave nothing behind.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import psutil
 import pytest
-from pool_helpers import ARANGE, CALLBACKS, FAIL, START_METHODS, collect_all, started_pool, warm_up
+from pool_helpers import ARANGE, CALLBACKS, FAIL, collect_all, started_pool, warm_up
 
 from shm import SharedSegment
 from workers import TaskDone, TaskTimeoutError, WorkerPool
@@ -21,17 +20,6 @@ _TIMEOUT_S = 0.5
 _REPORT_BOUND_S = 2.5
 
 
-@pytest.fixture(params=START_METHODS)
-def start_method(request: pytest.FixtureRequest) -> str:
-    return request.param
-
-
-@pytest.fixture
-def segments() -> Iterator[list[SharedSegment]]:
-    made = [SharedSegment.create(0) for _ in range(3)]
-    yield made
-    for segment in made:
-        segment.close()
 
 
 def _collect_until_error(pool: WorkerPool, bound_s: float) -> TaskTimeoutError:
