@@ -33,6 +33,7 @@ yield an out-of-bounds array.
 
 from __future__ import annotations
 
+import operator
 import struct
 import sys
 from collections.abc import Sequence
@@ -80,6 +81,9 @@ for _dt in SUPPORTED_DTYPES:
     _READABLE[_dt.str] = _dt
     _READABLE[_dt.newbyteorder("<").str] = _dt.newbyteorder("<")
 _SUPPORTED_SET = frozenset(SUPPORTED_DTYPES)
+_NDARRAY_ONLY = {np.ndarray}
+_SHAPE_OF = operator.attrgetter("shape")
+_DTYPE_OF = operator.attrgetter("dtype")
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,13 +138,37 @@ def _storage_dtype(array: np.ndarray, output: int, sample: int) -> np.dtype[Any]
     return dtype
 
 
+def _single_run(samples: Sequence[Any], o: int, position: int) -> _Run | None:
+    """The run of ``samples`` if they are non-empty arrays of one dtype and one shape.
+
+    The common case (a batch of like samples) checked with set operations over the whole
+    list, at C speed, instead of sample by sample; None sends the caller the slow way.
+    """
+    if not samples or set(map(type, samples)) != _NDARRAY_ONLY:
+        return None
+    shapes = set(map(_SHAPE_OF, samples))
+    dtypes = set(map(_DTYPE_OF, samples))
+    if len(shapes) != 1 or len(dtypes) != 1:
+        return None
+    first = samples[0]
+    if first.ndim > MAX_NDIM or first.size == 0:
+        return None  # the slow path raises or gives empty samples their own runs
+    dtype = _storage_dtype(first, o, 0)
+    return _Run(_align(position, _OUTPUT_ALIGNMENT_BYTES), first.size * dtype.itemsize, dtype,
+                first.shape, list(samples))
+
+
 def _plan(outputs: Sequence[Sequence[Any]]) -> _Plan:
     runs: list[list[_Run]] = []
     meta = bytearray(_HEADER.pack(MAGIC, VERSION, len(outputs)))
     entries = bytearray()
     position = 0
     for o, samples in enumerate(outputs):
-        out_runs: list[_Run] = []
+        single = _single_run(samples, o, position)
+        out_runs: list[_Run] = [single] if single is not None else []
+        if single is not None:
+            position = single.offset + single.nbytes * len(single.arrays)
+            samples = ()  # nothing left for the sample-by-sample loop below
         run: _Run | None = None
         seen_dtype: np.dtype[Any] | None = None  # the source dtype of the run's last sample
         for s, sample in enumerate(samples):
@@ -191,6 +219,13 @@ def _copy_run(target: np.ndarray, run: _Run) -> None:
         return
     block = target[run.offset : run.offset + count * run.nbytes].view(run.dtype)
     block = block.reshape(count, *run.shape)
+    if run.shape and count > 1:
+        # All rows with one call: concatenating (n, ...) samples along their first axis into
+        # a (count * n, ...) view of the block is the same bytes as stacking them, and
+        # costs half the per-sample time of a copy per row.
+        flat = block.reshape(count * run.shape[0], *run.shape[1:])
+        np.concatenate(run.arrays, axis=0, out=flat, casting="equiv")
+        return
     # Iterating a block yields views of its rows, the cheapest way to address each sample
     # (except for 0-d samples, where it yields scalars).
     rows = block if run.shape else (block[i, ...] for i in range(count))
@@ -202,8 +237,12 @@ def _copy_run(target: np.ndarray, run: _Run) -> None:
 def write(segment: SharedSegment, outputs: Sequence[Sequence[np.ndarray]]) -> SlotLayout:
     """Lay ``outputs`` (outputs x samples of arrays) into ``segment``, growing it if needed.
 
+    The bytes written are reserved and mapped first (:meth:`SharedSegment.prepare_write`),
+    so a segment created without reserving its pages is safe to write into.
+
     Raises ``TypeError`` for a dtype that cannot live in shared memory, ``ValueError`` for too
-    many dimensions, and :class:`~shm.errors.ShmAllocationError` if the segment cannot grow.
+    many dimensions, and :class:`~shm.errors.ShmAllocationError` if the segment cannot grow
+    or its pages cannot be reserved.
     """
     plan = _plan(outputs)
     total = plan.total_nbytes
@@ -211,6 +250,7 @@ def write(segment: SharedSegment, outputs: Sequence[Sequence[np.ndarray]]) -> Sl
     if total > segment.capacity:
         segment.grow(_align(total, _GROW_GRANULARITY_BYTES))
         grew = True
+    segment.prepare_write(total)
     target = segment.array(0, total)
     for out_runs in plan.runs:
         for run in out_runs:

@@ -18,9 +18,10 @@ from workers.errors import (
     WorkerDiedError,
 )
 from workers.messages import Reply, TaskDone, TaskFailed
-from workers.pool import Callback, WorkerPool
+from workers.pool import BatchedCallback, Callback, WorkerPool
 
 __all__ = [
+    "BatchedCallback",
     "Callback",
     "CallbackPicklingError",
     "PoolClosedError",

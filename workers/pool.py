@@ -35,7 +35,7 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection, wait
 from multiprocessing.reduction import ForkingPickler, send_handle
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -47,9 +47,27 @@ from workers.pickling import PicklerSpec, prepare_callbacks
 from workers.resources import PoolResources, shutdown
 from workers.worker import PARENT_CONNECTIONS, WorkerSetup, worker_main
 
-__all__ = ["Callback", "WorkerPool"]
+__all__ = ["BatchedCallback", "Callback", "WorkerPool"]
 
 Callback = Callable[[Any], Sequence[Sequence[np.ndarray]]]
+
+
+@runtime_checkable
+class BatchedCallback(Protocol):
+    """A callback that can also take a whole task at once.
+
+    The worker then calls ``call_many(args)`` once instead of the callback once per argument
+    and merging the results: it returns ``(outputs, None)`` with outputs x samples (what the
+    per-argument calls would have merged to), or ``(None, (index, error))`` for the first
+    argument that failed. Per-sample sources implement it (`PerSampleCall`), which saves
+    the merging's Python work on every sample of the tiny-sample workloads.
+    """
+
+    def __call__(self, arg: Any) -> Sequence[Sequence[np.ndarray]]: ...
+
+    def call_many(
+        self, args: Sequence[Any]
+    ) -> tuple[Sequence[Sequence[np.ndarray]] | None, tuple[int, BaseException] | None]: ...
 
 #: How long to wait for a worker whose pipe hit EOF to be reaped, to learn its exit code.
 _REAP_TIMEOUT_S = 0.5
@@ -79,7 +97,8 @@ class WorkerPool:
 
     A callback, given one argument, returns outputs x samples of numpy arrays. A task names
     a worker, a callback, a list of arguments and a segment; the worker calls the callback
-    once per argument, concatenates the samples per output, writes them into the segment
+    once per argument (or its ``call_many`` once, see :class:`BatchedCallback`),
+    concatenates the samples per output, writes them into the segment
     (growing it if needed) and replies :class:`~workers.messages.TaskDone` or
     :class:`~workers.messages.TaskFailed`.
     """

@@ -260,11 +260,21 @@ def run_task(task: RunTask, state: _WorkerState) -> Reply:
     if isinstance(callback, RemoteError):
         return failed(-1, callback)
     outputs: list[list[Any]] | None = None
-    for call_index, arg in enumerate(task.args):
+    call_many = getattr(callback, "call_many", None)
+    if call_many is not None:
+        # The callback takes the whole task at once (see workers.pool.BatchedCallback).
         try:
-            outputs = _merge(outputs, callback(arg), call_index)
+            outputs, failure = call_many(task.args)
         except BaseException as exc:
-            return failed(call_index, exc)
+            return failed(-1, exc)
+        if failure is not None:
+            return failed(*failure)
+    else:
+        for call_index, arg in enumerate(task.args):
+            try:
+                outputs = _merge(outputs, callback(arg), call_index)
+            except BaseException as exc:
+                return failed(call_index, exc)
     try:
         layout = codec.write(segment, outputs if outputs is not None else [])
     except BaseException as exc:

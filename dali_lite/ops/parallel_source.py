@@ -16,6 +16,15 @@ single block that `as_array()` returns without a copy, and the main process hand
 and one reply per batch; the workers still run in parallel, on different batches. With a
 smaller depth (DALI's default is 1) the batch is split so that all workers share it.
 
+Prefetching: a source keeps `prefetch_queue_depth` batches scheduled ahead of the batch the
+pipeline has taken, DALI's "batches computed in advance and stored in the internal buffer".
+A batch leaves the buffer the moment the iteration that waits for it sees it complete; its
+place is refilled at once, before the batch is read and the iteration finishes. Refilling
+only when the next iteration starts left the worker that had just finished idle for the rest
+of the iteration: 15% of the workers' time in the tiny-sample benchmark (benchmarks/RESULTS.md).
+In a pipeline whose consumer is slower than its workers this keeps one more batch in memory
+than before (the full depth between iterations, not depth - 1).
+
 A task's arguments travel as a `SampleRange`, a few integers that the worker expands into
 `SampleInfo`s, not as one pickled object per sample. Results are read with
 `shm.codec.read_runs`: each run of equal samples is one `(n, *shape)` view, so the main
@@ -135,7 +144,10 @@ class ParallelSource:
         # Only a slot sized for as many samples is reused: one sized for fewer would have to
         # grow although the hint was big enough. A source has at most two slice sizes.
         capacity = self.hint * samples if self.hint else 0
-        slot = Slot(self.group.new_segment_id(), worker, SharedSegment.create(capacity), samples)
+        # The worker reserves the pages when it first writes (shm.codec.write): creating the
+        # slot here costs microseconds instead of a page reservation on the critical path.
+        segment = SharedSegment.create(capacity, reserve=False)
+        slot = Slot(self.group.new_segment_id(), worker, segment, samples)
         self.slots.append(slot)
         return slot
 
@@ -166,6 +178,11 @@ class ParallelSource:
                          self.batch_size, first)
         self.scheduled[iteration] = batch
 
+    def _schedule_through(self, last_iteration: int) -> None:
+        while self.next_iteration <= last_iteration:
+            self._schedule(self.next_iteration)
+            self.next_iteration += 1
+
     def _submit(self, batch: ScheduledBatch, position: int, worker: int, args: Sequence[Any],
                 samples: int, first_sample: int) -> None:
         slot = self._acquire_slot(worker, samples)
@@ -195,9 +212,7 @@ class ParallelSource:
         if ctx.iteration < self.next_iteration and ctx.iteration not in self.scheduled:
             raise RuntimeError(f"parallel source {self.name!r}: iteration {ctx.iteration} was "
                                "already consumed")
-        while self.next_iteration < ctx.iteration + self.depth:
-            self._schedule(self.next_iteration)
-            self.next_iteration += 1
+        self._schedule_through(ctx.iteration + self.depth - 1)
         # Iterations come in order: an earlier one still here was skipped (another operator
         # of that iteration raised first) and will never be read; free its slots.
         for skipped in [i for i in self.scheduled if i < ctx.iteration]:
@@ -215,6 +230,9 @@ class ParallelSource:
         if failure is not None:
             self._abandon(batch)
             raise self._rebuild(failure, ctx)
+        # This batch has left the prefetch buffer: refill the buffer now, before reading,
+        # rather than when the next iteration starts (see "Prefetching" above).
+        self._schedule_through(ctx.iteration + self.depth)
         return self._read(batch)
 
     def _read(self, batch: ScheduledBatch) -> list[list[np.ndarray]]:

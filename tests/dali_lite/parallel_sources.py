@@ -520,3 +520,18 @@ def dev_shm() -> set[str]:
         return set(os.listdir("/dev/shm"))
     except OSError:
         return set()
+
+
+class TimedBatch:
+    """Per-batch (iteration): every sample is `[iteration, started, finished]` (monotonic
+    clock, which all processes share), after `delay_s` of work."""
+
+    def __init__(self, batch_size: int, delay_s: float) -> None:
+        self.batch_size = batch_size
+        self.delay_s = delay_s
+
+    def __call__(self, iteration: int) -> np.ndarray:
+        started = time.monotonic()
+        time.sleep(self.delay_s)
+        row = np.array([iteration, started, time.monotonic()], dtype=np.float64)
+        return np.tile(row, (self.batch_size, 1))

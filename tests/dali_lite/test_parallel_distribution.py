@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from parallel_sources import (
     START_METHODS,
+    TimedBatch,
     WhoBatch,
     WhoIterable,
     WhoSample,
@@ -107,3 +108,37 @@ def test_an_iterable_lives_on_one_dedicated_worker() -> None:
     assert len(first) == 1 and len(second) == 1, (first, second)
     # One iterator per source, kept across epochs (the iterable is endless, so no restart).
     assert [rows(outputs[0])[0][1] for outputs in batches[:4]] == [0, 1, 2, 3]
+
+
+def test_a_worker_starts_the_next_batch_while_the_iteration_still_runs() -> None:
+    # prefetch_queue_depth=1, one worker: the buffer holds one batch. When iteration k takes
+    # batch k out of it, the worker must start batch k + 1 at once, not after the rest of
+    # iteration k (here a slow python_function) is done.
+    work_s, rest_s = 0.15, 0.3
+    rest_of_iteration: list[tuple[float, float]] = []  # (started, finished) per iteration
+
+    def slow_rest(batch: Any) -> Any:
+        started = time.monotonic()
+        time.sleep(rest_s)
+        rest_of_iteration.append((started, time.monotonic()))
+        return batch
+
+    pipe = pipeline(
+        lambda: fn.python_function(
+            fn.external_source(TimedBatch(2, work_s), batch=True, parallel=True,
+                               prefetch_queue_depth=1),
+            function=slow_rest, batch_processing=True),
+        2, py_num_workers=1, prefetch_queue_depth=1)
+    try:
+        with deadline(30):
+            batches = [pipe.run()[0] for _ in range(4)]
+    finally:
+        pipe.close()
+    computed = {int(row[0]): (row[1], row[2]) for tl in batches for row in [tl.at(0)]}
+    assert sorted(computed) == [0, 1, 2, 3]
+    for k in range(3):
+        next_started = computed[k + 1][0]
+        rest_finished = rest_of_iteration[k][1]
+        assert next_started < rest_finished, (
+            f"batch {k + 1} started {next_started - rest_finished:+.3f} s after iteration {k} "
+            "finished; it should overlap the iteration's other work")

@@ -24,8 +24,8 @@ KINDS = ("sample", "batch", "iter")
 WORKERS = (1, 2)
 #: Issue 5: "under 2 s where something died".
 REPORT_BOUND_S = 2.0
-#: Samples of one epoch as the runner reads them (6 batches of 4; sample i holds i % 251).
-EPOCH = list(range(24))
+#: Samples of one epoch as the runner reads them (8 batches of 4; sample i holds i % 251).
+EPOCH = list(range(32))
 _DIED = "workers.errors.WorkerDiedError"
 
 
@@ -252,7 +252,7 @@ def judge(case: Case, out: dict[str, Any]) -> list[str]:
             shown = f"{again['type']}: {again['message'][:200]}" if again else out.get(key)
             problems.append(f"{key}: {shown}")
     if case.procedure == "two" and out.get("values") != [
-        v for i in range(0, 24, 4) for v in [*EPOCH[i:i + 4], *EPOCH[i:i + 4]]
+        v for i in range(0, len(EPOCH), 4) for v in [*EPOCH[i:i + 4], *EPOCH[i:i + 4]]
     ]:
         problems.append(f"two pipelines: {out.get('values')}")
     if case.procedure == "reset" and out.get("first") != EPOCH[:8]:

@@ -29,7 +29,7 @@ import dali_lite as dali
 from dali_lite import fn, types
 
 BATCH_SIZE = 4
-EPOCH_SIZE = 6
+EPOCH_SIZE = 8  # long enough that prefetching never reaches the end of an iterator's pass
 _CHILD_EXIT_S = 2.0
 #: Every pipeline a procedure made, closed at the very end as a safety net (after the
 #: leftover check, so a pipeline that only ``close()`` would have stopped still counts).

@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from shm import codec
+
 DEATHS_ENV = "DALI_FAULT_DEATHS"
 #: Actions that end the worker process.
 DEADLY = ("sigkill", "segfault", "exit3")
@@ -76,14 +78,14 @@ def die(action: str) -> None:
 
 
 def _die_while_writing(action: str) -> None:
-    """Make the next array copy into shared memory (the codec's np.copyto) the last one."""
-    real_copyto = np.copyto
+    """Make the next run copied into shared memory (the codec's ``_copy_run``) the last one."""
+    real_copy_run = codec._copy_run
 
-    def copyto(dst: Any, src: Any, **kwargs: Any) -> None:
-        real_copyto(dst, src, **kwargs)  # some bytes of the slot are written ...
+    def copy_run(target: Any, run: Any) -> None:
+        real_copy_run(target, run)  # some bytes of the slot are written ...
         die(action)  # ... and then the worker dies
 
-    np.copyto = copyto
+    codec._copy_run = copy_run
 
 
 @dataclass(frozen=True)

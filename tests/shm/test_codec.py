@@ -108,6 +108,74 @@ def test_equal_samples_are_one_contiguous_block(
         segment.close()
 
 
+@st.composite
+def uniform_batches(draw: st.DrawFn) -> list[np.ndarray]:
+    """Samples of one dtype and one shape (the common batch), each in its own memory layout."""
+    dtype = draw(st.sampled_from(_DTYPES))
+    shape = draw(hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=4))
+    count = draw(st.integers(1, 6))
+    samples = []
+    for _ in range(count):
+        layout = draw(st.sampled_from(["plain", "reversed", "strided", "fortran"]))
+        base = draw(hnp.arrays(dtype, shape))
+        if layout == "reversed" and base.ndim:
+            base = base[::-1].copy()[::-1]
+        elif layout == "strided" and base.ndim:
+            base = np.repeat(base, 2, axis=0)[::2]
+        elif layout == "fortran" and base.ndim >= 2:
+            base = np.asfortranarray(base)  # (it would make a 0-d array 1-d)
+        samples.append(base)
+    return samples
+
+
+def _written(outputs: list[list[np.ndarray]]) -> tuple[codec.SlotLayout, bytes]:
+    segment = SharedSegment.create(0)
+    try:
+        layout = codec.write(segment, outputs)
+        return layout, segment.array(0, layout.used_nbytes).tobytes()
+    finally:
+        segment.close()
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(samples=uniform_batches(), leading=st.lists(sample_arrays(), max_size=2))
+def test_a_uniform_batch_is_one_run_whatever_the_source_layout(
+    samples: list[np.ndarray], leading: list[np.ndarray]
+) -> None:
+    segment = SharedSegment.create(0)
+    try:
+        layout = codec.write(segment, [leading, samples])
+        lease = segment.lease(layout.used_nbytes, None)
+        runs = codec.read_runs(lease, layout.meta_offset, layout.meta_nbytes)[1]
+        if samples[0].size:
+            assert len(runs) == 1 and runs[0].shape == (len(samples), *samples[0].shape)
+        expected = np.stack(samples).astype(samples[0].dtype.newbyteorder("="))
+        np.testing.assert_array_equal(np.concatenate(runs), expected)
+    finally:
+        segment.close()
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(outputs=st.lists(st.one_of(uniform_batches(), st.lists(sample_arrays(), max_size=4)),
+                        max_size=3))
+def test_the_whole_batch_path_writes_what_the_per_sample_path_writes(
+    outputs: list[list[np.ndarray]], monkeypatch_module: pytest.MonkeyPatch
+) -> None:
+    fast = _written(outputs)
+    with monkeypatch_module.context() as patch:
+        patch.setattr(codec, "_single_run", lambda *args: None)
+        slow = _written(outputs)
+    assert fast == slow
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module() -> Any:
+    # hypothesis reruns the test body many times per fixture instance, which a
+    # function-scoped monkeypatch would not survive cleanly; the test undoes its own patch.
+    with pytest.MonkeyPatch.context() as patch:
+        yield patch
+
+
 def test_reads_keep_the_lease_alive() -> None:
     segment = SharedSegment.create(0)
     released: list[int] = []

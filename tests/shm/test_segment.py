@@ -14,6 +14,8 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import shm.segment as segment_module
 from shm import SHM_LIMIT_ENV, SharedSegment, ShmAllocationError, ShmError, shm_bytes_in_use
@@ -225,3 +227,95 @@ def test_gc_without_close_releases_fd() -> None:
     except OSError:
         target = ""
     assert "gc-probe" not in target
+
+
+def _allocated_bytes(seg: SharedSegment) -> int:
+    return os.fstat(seg.fd).st_blocks * 512
+
+
+def test_unreserved_segment_is_reserved_by_its_writer() -> None:
+    seg = SharedSegment.create(1 << 20, reserve=False)
+    try:
+        assert seg.capacity == 1 << 20 and _allocated_bytes(seg) == 0  # sparse until written
+        seg.prepare_write(100_000)
+        # Whole pages, at least the range asked for; not the rest of the segment.
+        assert 100_000 <= _allocated_bytes(seg) < 1 << 20
+        seg.prepare_write(10 << 20)  # more than the capacity: everything, and no more
+        assert _allocated_bytes(seg) == 1 << 20
+        seg.array()[:] = 7
+        assert int(seg.array().sum()) == 7 << 20
+    finally:
+        seg.close()
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.integers(0, 3 << 16), min_size=1, max_size=6))
+def test_prepare_write_reserves_each_range_once(sizes: list[int]) -> None:
+    calls: list[tuple[int, int]] = []
+    real = segment_module.os.posix_fallocate
+
+    def counting(fd: int, offset: int, length: int) -> None:
+        calls.append((offset, length))
+        real(fd, offset, length)
+
+    seg = SharedSegment.create(1 << 17, reserve=False)
+    try:
+        segment_module.os.posix_fallocate = counting  # hypothesis and monkeypatch do not mix
+        try:
+            for size in sizes:
+                seg.prepare_write(size)
+        finally:
+            segment_module.os.posix_fallocate = real
+        covered = 0
+        for offset, length in calls:
+            assert offset == covered and length > 0  # each call takes up where the last ended
+            covered += length
+        largest = min(max(sizes), seg.capacity)
+        assert covered >= largest and covered - largest < os.sysconf("SC_PAGE_SIZE")
+        assert _allocated_bytes(seg) >= covered
+    finally:
+        seg.close()
+
+
+def test_prepare_write_failure_becomes_allocation_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    seg = SharedSegment.create(1 << 20, reserve=False)
+    try:
+        def full(fd: int, offset: int, length: int) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(segment_module.os, "posix_fallocate", full)
+        with pytest.raises(ShmAllocationError, match="No space left") as info:
+            seg.prepare_write(5000)
+        page = os.sysconf("SC_PAGE_SIZE")
+        assert info.value.requested_bytes == -(-5000 // page) * page  # whole pages
+        monkeypatch.undo()
+        seg.prepare_write(5000)  # nothing was marked reserved by the failed attempt
+        assert _allocated_bytes(seg) >= 5000
+    finally:
+        seg.close()
+    with pytest.raises(ShmError, match="closed"):
+        seg.prepare_write(1)
+
+
+def test_a_worker_filling_an_unreserved_slot_is_read_back_by_the_creator() -> None:
+    from shm import codec
+
+    seg = SharedSegment.create(1 << 16, reserve=False)
+    try:
+        script = textwrap.dedent(f"""
+            import os, numpy as np
+            from shm import SharedSegment, codec
+            seg = SharedSegment.attach(os.dup({seg.fd}))
+            layout = codec.write(seg, [[np.arange(1000, dtype=np.int32)] * 3])
+            print(layout.meta_offset, layout.meta_nbytes, layout.used_nbytes)
+        """)
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              pass_fds=(seg.fd,), check=True, timeout=60)
+        meta_offset, meta_nbytes, used = map(int, done.stdout.split())
+        assert _allocated_bytes(seg) >= used  # the writer reserved what it wrote
+        samples = codec.read(seg.lease(used, None), meta_offset, meta_nbytes)[0]
+        assert len(samples) == 3
+        for sample in samples:
+            np.testing.assert_array_equal(sample, np.arange(1000, dtype=np.int32))
+    finally:
+        seg.close()

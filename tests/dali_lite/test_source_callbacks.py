@@ -1,0 +1,146 @@
+"""`PerSampleCall.call_many` (the workers' whole-task fast path) against per-sample calls.
+
+The worker calls `call_many` once per task instead of the callback once per sample; a user
+must not be able to tell: the same samples, and for a failing task the same first error at
+the same sample.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dali_lite.ops.sample_range import SampleRange
+from dali_lite.ops.source_callbacks import PerSampleCall
+from dali_lite.types import SampleInfo
+from workers import BatchedCallback
+
+
+class Boom(Exception):
+    pass
+
+
+#: What the user's source returns for one sample: a ready array, something that converts
+#: (a Python number, a non-native byte order, a list), something that cannot be a sample, or
+#: an exception.
+BEHAVIOURS = ("array", "number", "swapped", "nested_list", "text", "none", "raise")
+
+
+def _result(behaviour: str, index: int) -> Any:
+    if behaviour == "array":
+        return np.full(3, index, dtype=np.int32)
+    if behaviour == "number":
+        return float(index)
+    if behaviour == "swapped":
+        return np.full(2, index, dtype=">u2")
+    if behaviour == "nested_list":
+        return [[index, index + 1]]
+    if behaviour == "text":
+        return f"sample {index}"
+    if behaviour == "none":
+        return None
+    raise Boom(f"source failed at {index}")
+
+
+class ScriptedSource:
+    def __init__(self, script: list[str], num_outputs: int | None) -> None:
+        self.script = script
+        self.num_outputs = num_outputs
+        self.calls: list[int] = []
+
+    def __call__(self, info: SampleInfo) -> Any:
+        self.calls.append(info.idx_in_batch)
+        value = _result(self.script[info.idx_in_batch], info.idx_in_epoch)
+        return value if self.num_outputs is None else (value, value)
+
+
+def _per_sample(call: PerSampleCall, infos: list[SampleInfo]) -> tuple[Any, Any]:
+    """What the worker's generic loop makes of the same task: merged outputs or (index, error)."""
+    outputs: list[list[Any]] | None = None
+    for index, info in enumerate(infos):
+        try:
+            result = call(info)
+        except BaseException as exc:
+            return None, (index, exc)
+        outputs = outputs or [[] for _ in result]
+        for out, samples in zip(outputs, result):
+            out.extend(samples)
+    return outputs or [[] for _ in range(call.outputs_count)], None
+
+
+def _describe(failure: tuple[int, BaseException] | None) -> Any:
+    return None if failure is None else (failure[0], type(failure[1]), str(failure[1]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(script=st.lists(st.sampled_from(BEHAVIOURS), max_size=12),
+       num_outputs=st.sampled_from([None, 2]), first=st.integers(0, 1000))
+def test_call_many_equals_calling_per_sample(script: list[str], num_outputs: int | None,
+                                             first: int) -> None:
+    infos = list(SampleRange(first, 0, len(script), 3, 1))
+    many_source = ScriptedSource(script, num_outputs)
+    many = PerSampleCall(many_source, num_outputs, "scripted", takes_info=True)
+    outputs, failure = many.call_many(infos)
+    single_source = ScriptedSource(script, num_outputs)
+    expected, expected_failure = _per_sample(
+        PerSampleCall(single_source, num_outputs, "scripted", takes_info=True), infos)
+    assert _describe(failure) == _describe(expected_failure)
+    if expected_failure is None:
+        assert outputs is not None and len(outputs) == len(expected)
+        for got, want in zip(outputs, expected, strict=True):
+            assert len(got) == len(want)
+            for a, b in zip(got, want, strict=True):
+                assert type(a) is np.ndarray and a.dtype == b.dtype and a.shape == b.shape
+                np.testing.assert_array_equal(a, b)
+    else:
+        assert outputs is None
+        # The source is never called past the sample that raised.
+        assert many_source.calls == list(range(len(many_source.calls)))
+        assert len(many_source.calls) <= len(script)
+
+
+def test_a_failing_sample_is_named_by_its_index_in_the_task() -> None:
+    source = ScriptedSource(["array", "array", "text", "raise"], None)
+    call = PerSampleCall(source, None, "named", takes_info=True)
+    outputs, failure = call.call_many(list(SampleRange(40, 0, 4, 5, 0)))
+    assert outputs is None and failure is not None
+    index, error = failure
+    # Sample 2 of the task (sample 42 of the epoch) could not be a sample; the exception of
+    # sample 3 comes after it and is not the one reported.
+    assert index == 2 and isinstance(error, TypeError)
+    assert "sample 42 of source 'named'" in str(error)
+
+
+def test_a_source_without_argument_is_called_once_per_sample() -> None:
+    counter = iter(range(100))
+    call = PerSampleCall(lambda: np.array([next(counter)]), None, "counter", takes_info=False)
+    outputs, failure = call.call_many(list(SampleRange(0, 0, 5, 0, 0)))
+    assert failure is None and outputs is not None
+    assert [int(sample[0]) for sample in outputs[0]] == [0, 1, 2, 3, 4]
+
+
+def test_per_sample_calls_are_batched_callbacks() -> None:
+    assert isinstance(PerSampleCall(lambda info: info, None, "s", True), BatchedCallback)
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_the_pool_reports_the_failing_sample_of_a_batched_callback(start_method: str) -> None:
+    from shm import SharedSegment
+    from workers import TaskFailed, WorkerPool
+
+    call = PerSampleCall(ScriptedSource(["array"] * 3 + ["raise"], None), None, "pool", True)
+    with WorkerPool([call], 1, start_method) as pool:
+        segment = SharedSegment.create(1 << 16)
+        try:
+            pool.submit(0, 0, SampleRange(0, 0, 4, 0, 0), 0, segment)
+            (reply,) = pool.collect(30)
+        finally:
+            pool.close()
+            segment.close()
+    assert isinstance(reply, TaskFailed) and reply.call_index == 3
+    error = reply.error.rebuild()
+    assert isinstance(error, Boom) and "source failed at 3" in str(error)
