@@ -100,6 +100,11 @@ class SlotLayout:
     capacity: int
     grew: bool
 
+    def __reduce__(self) -> tuple[type[SlotLayout], tuple[int, int, int, int, bool]]:
+        # Explicit: the dataclass's generic pickling looks its fields up for every reply.
+        return (SlotLayout, (self.meta_offset, self.meta_nbytes, self.used_nbytes,
+                             self.capacity, self.grew))
+
 
 def _align(value: int, alignment: int) -> int:
     return (value + alignment - 1) // alignment * alignment

@@ -33,7 +33,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler, send_handle
 from typing import Any, Protocol, runtime_checkable
 
@@ -44,6 +44,7 @@ from workers.deadlines import Deadlines, capture_stack, check_timeout
 from workers.errors import PoolClosedError, TaskTimeoutError, WorkerDiedError
 from workers.messages import AttachSegment, DetachSegment, Reply, RunTask, TaskStarted
 from workers.pickling import PicklerSpec, prepare_callbacks
+from workers.readiness import ReadySet, readable_now
 from workers.resources import PoolResources, shutdown
 from workers.worker import PARENT_CONNECTIONS, WorkerSetup, worker_main
 
@@ -131,6 +132,7 @@ class WorkerPool:
         self._payloads: tuple[bytes, ...] | None = None
         self._spec: PicklerSpec | None = None
         self._deadlines = Deadlines()
+        self._ready = ReadySet()
         self._res = PoolResources(owner_pid=os.getpid())
         self._finalizer = weakref.finalize(self, shutdown, self._res)
 
@@ -363,7 +365,7 @@ class WorkerPool:
                 to_deadline = self._deadlines.seconds_to_next(time.monotonic())
                 if to_deadline is not None:
                     remaining = min(remaining, to_deadline)
-                ready = wait(watched, remaining)
+                ready = self._ready.wait(watched, remaining)
                 if self._closing:
                     raise PoolClosedError("the worker pool was closed while collecting")
                 for obj in ready:
@@ -385,7 +387,7 @@ class WorkerPool:
 
     def _drain(self, worker: int, conn: Connection, replies: list[Reply]) -> None:
         try:
-            while conn.poll(0):
+            while readable_now(conn):
                 reply = conn.recv()
                 if isinstance(reply, TaskStarted):
                     if reply.task_id in self._res.pending:
