@@ -42,6 +42,7 @@ def external_source(
     prefetch_queue_depth: int | None = None,
     bytes_per_sample_hint: int | None = None,
     batch_info: bool | None = None,
+    py_timeout: float | None = None,
     **kwargs: Any,
 ) -> DataNode | list[DataNode]:
     """Creates a data node which is populated with data from a Python source.
@@ -50,6 +51,10 @@ def external_source(
     generator) or by `Pipeline.feed_input(name, data)`. With `parallel=True` the pipeline runs
     the source in a pool of `py_num_workers` worker processes that return samples through
     shared memory. See the specification page `external_source.txt` for every argument.
+
+    `py_timeout` (a dali_lite extension; seconds, parallel sources only) overrides the
+    pipeline's `py_timeout` for this source's tasks: one that runs longer fails its batch
+    with a `TimeoutError` showing the stuck worker's stack, and the worker is replaced.
     """
     if device not in ("cpu", "gpu"):
         raise ValueError(f"device must be 'cpu' or 'gpu'; got {device!r}")
@@ -57,7 +62,8 @@ def external_source(
         cycle=cycle, name=name, layout=layout, dtype=dtype, ndim=ndim, blocking=blocking,
         batch=batch, repeat_last=repeat_last, parallel=parallel, no_copy=no_copy,
         prefetch_queue_depth=prefetch_queue_depth,
-        bytes_per_sample_hint=bytes_per_sample_hint, batch_info=batch_info, extra=kwargs,
+        bytes_per_sample_hint=bytes_per_sample_hint, batch_info=batch_info,
+        py_timeout=py_timeout, extra=kwargs,
     )
     if device == "gpu":
         if parallel:

@@ -21,6 +21,17 @@ def _int(value: Any, name: str, minimum: int | None = None) -> int:
     return value
 
 
+def check_timeout(value: Any, argument: str) -> float | None:
+    """``value`` if it is None or a positive number of seconds; else a ValueError naming
+    ``argument`` (the pipeline's and a parallel source's ``py_timeout`` share this rule)."""
+    # `not value > 0` also refuses NaN, which compares false with everything.
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                              or not value > 0):
+        raise ValueError(f"{argument} must be a positive number of seconds or None; "
+                         f"got {value!r}")
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class PipelineOptions:
     batch_size: int
@@ -75,11 +86,7 @@ class PipelineOptions:
                 "py_callback_pickler is used only with py_start_method='spawn' (forked workers "
                 "inherit the callbacks without pickling); remove it or use 'spawn'"
             )
-        timeout = arguments["py_timeout"]
-        if timeout is not None and (isinstance(timeout, bool) or
-                                    not isinstance(timeout, (int, float)) or timeout <= 0):
-            raise ValueError(f"py_timeout must be a positive number of seconds or None; "
-                             f"got {timeout!r}")
+        check_timeout(arguments["py_timeout"], "py_timeout")
         if arguments["enable_conditionals"]:
             raise NotImplementedError("enable_conditionals=True is not supported by dali_lite")
         names = {f.name for f in fields(cls)}

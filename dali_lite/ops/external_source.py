@@ -21,6 +21,7 @@ import numpy as np
 from ..backend import _split_block
 from ..data import to_batch_samples
 from ..graph import IterationContext, Operator
+from ..options import check_timeout
 from ..tensors import TensorListCPU
 from ..types import BatchInfo, DALIDataType, SampleInfo, to_numpy_dtype
 from .assembly import assemble, assemble_blocks
@@ -129,6 +130,8 @@ class ExternalSource(Operator):
 
     schema_name = "ExternalSource"
     always_runs = True
+    #: Class default, so that pipelines serialized before the argument existed still load.
+    py_timeout: float | None = None
 
     def __init__(
         self,
@@ -150,6 +153,7 @@ class ExternalSource(Operator):
         bytes_per_sample_hint: int | None,
         batch_info: bool | None,
         extra: dict[str, Any],
+        py_timeout: float | None = None,
     ) -> None:
         if num_outputs is not None and (not isinstance(num_outputs, int) or num_outputs < 1):
             raise ValueError(f"num_outputs must be a positive int; got {num_outputs!r}")
@@ -174,6 +178,13 @@ class ExternalSource(Operator):
                                                    "prefetch_queue_depth")
         self.bytes_per_sample_hint = (None if bytes_per_sample_hint is None else self._positive(
             bytes_per_sample_hint, 0, "bytes_per_sample_hint"))
+        self.py_timeout = check_timeout(py_timeout, "py_timeout")
+        if self.py_timeout is not None and not self.parallel:
+            raise ValueError(
+                f"external_source {name or self.name!r}: py_timeout={py_timeout!r} limits the "
+                "tasks of worker processes, so it needs parallel=True (a serial source runs "
+                "in the pipeline's own thread)"
+            )
         layouts = _per_output(layout, count, "layout")
         self.checks = [
             OutputCheck(display, i, d, n, lay)
@@ -356,6 +367,7 @@ class ExternalSource(Operator):
             "prefetch_queue_depth": self.prefetch_queue_depth,
             "bytes_per_sample_hint": self.bytes_per_sample_hint,
             "batch_info": self.batch_info,
+            "py_timeout": self.py_timeout,
         }
 
 

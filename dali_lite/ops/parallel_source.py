@@ -123,6 +123,9 @@ class ParallelSource:
         # Slices per per-sample batch: enough tasks in flight for every worker (see above).
         self.tasks_per_batch = max(1, min(batch_size, math.ceil(num_workers / self.depth)))
         self.hint = op.bytes_per_sample_hint
+        # The source's own py_timeout, or else the pipeline's (None: no deadline).
+        self.timeout_s = (op.py_timeout if op.py_timeout is not None
+                          else group.options.py_timeout)
         self.slots: list[Slot] = []
         self.free: dict[int, deque[Slot]] = {w: deque() for w in range(num_workers)}
         self.released: deque[Slot] = deque()  # filled by lease finalizers, from any thread
@@ -188,7 +191,7 @@ class ParallelSource:
         slot = self._acquire_slot(worker, samples)
         task = Task(self, batch, position, worker, slot, first_sample)
         task_id = self.group.pool.submit(worker, self.callback_index, args, slot.segment_id,
-                                         slot.segment, timeout_s=self.group.options.py_timeout)
+                                         slot.segment, timeout_s=self.timeout_s)
         self.group.tasks[task_id] = task
         batch.tasks.append(task)
 

@@ -535,3 +535,20 @@ class TimedBatch:
         time.sleep(self.delay_s)
         row = np.array([iteration, started, time.monotonic()], dtype=np.float64)
         return np.tile(row, (self.batch_size, 1))
+
+
+class StuckAt:
+    """Per-batch (iteration): `[iteration]` rows; iteration `stuck_at` of epoch 0 sleeps for
+    `stuck_s` first (a callback that hangs), every other one sleeps `delay_s`."""
+
+    def __init__(self, batch_size: int, stuck_at: int | None, stuck_s: float = 60.0,
+                 delay_s: float = 0.0) -> None:
+        self.batch_size = batch_size
+        self.stuck_at = stuck_at
+        self.stuck_s = stuck_s
+        self.delay_s = delay_s
+
+    def __call__(self, info: types.BatchInfo) -> np.ndarray:
+        stuck = info.epoch_idx == 0 and info.iteration == self.stuck_at
+        time.sleep(self.stuck_s if stuck else self.delay_s)
+        return np.full((self.batch_size, 1), info.iteration, dtype=np.int64)
