@@ -387,8 +387,8 @@ class SharedSegment:
         ``reserve=False``: a full tmpfs or exhausted memory then becomes a
         :class:`ShmAllocationError` here instead of a SIGBUS in the copy. Mapping the range
         with ``MADV_POPULATE_WRITE`` in one call also costs less than the page faults the copy
-        would take one page at a time (a fresh 32 MiB slot: 9-11 ms instead of 15-17 ms). Once
-        done for a range, later calls for it are free.
+        would take one page at a time (see ``_populate_write``). Once done for a range, later
+        calls for it are free.
         """
         with self._lock:
             self._check_open()
