@@ -319,3 +319,18 @@ def test_a_worker_filling_an_unreserved_slot_is_read_back_by_the_creator() -> No
             np.testing.assert_array_equal(sample, np.arange(1000, dtype=np.int32))
     finally:
         seg.close()
+
+
+def test_prepare_write_without_madvise_populate_still_reserves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Kernels before 5.14 have no MADV_POPULATE_WRITE: the reservation must not depend on it.
+    monkeypatch.setattr(segment_module, "_populate_supported", False)
+    seg = SharedSegment.create(1 << 16, reserve=False)
+    try:
+        seg.prepare_write(1 << 16)
+        assert _allocated_bytes(seg) == 1 << 16
+        seg.array()[:] = 3
+        assert int(seg.array().sum()) == 3 << 16
+    finally:
+        seg.close()
