@@ -57,17 +57,18 @@ def test_a_source_timeout_fires_whatever_the_pipeline_says(pipe_timeout: float |
 
 
 def test_a_source_without_its_own_timeout_keeps_the_pipelines() -> None:
-    # The pipeline has no deadline; only the fast source has one. The other source's
-    # batches take 1.2 s, far past the fast source's 0.3 s, and must not be cut short.
+    # The pipeline has no deadline; only the fast source has one (1 s, ample for its
+    # instant tasks even on a loaded machine). The other source's batches take 1.6 s, past
+    # the fast source's deadline, and must not be cut short.
     pipe = pipeline(
         lambda: [fn.external_source(StuckAt(BATCH, None), batch=True, batch_info=True,
-                                    parallel=True, py_timeout=0.3, name="quick"),
-                 fn.external_source(StuckAt(BATCH, None, delay_s=1.2), batch=True,
+                                    parallel=True, py_timeout=1.0, name="quick"),
+                 fn.external_source(StuckAt(BATCH, None, delay_s=1.6), batch=True,
                                     batch_info=True, parallel=True, name="patient")],
         BATCH, py_num_workers=2, prefetch_queue_depth=1)
     try:
         with deadline(60):
-            for iteration in range(3):
+            for iteration in range(2):
                 quick, patient = pipe.run()
                 assert int(quick.as_array()[0, 0]) == iteration
                 assert int(patient.as_array()[0, 0]) == iteration
