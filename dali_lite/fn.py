@@ -6,6 +6,7 @@ output `DataNode`(s). Argument names and defaults follow DALI's reference pages.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +21,27 @@ def _outputs(op: Any, single: bool) -> Any:
     if single:
         return op.outputs[0]
     return list(op.outputs)
+
+
+#: Arguments every DALI operator takes (and external_source accepts through **kwargs): kept
+#: with the operator, otherwise without effect here, since there are no random operators.
+_COMMON_OPERATOR_ARGUMENTS = frozenset({"seed", "preserve", "preserve_name", "max_batch_size"})
+_NAMED_ARGUMENTS = ("source", "num_outputs", "cycle", "name", "device", "layout", "dtype",
+                    "ndim", "cuda_stream", "use_copy_kernel", "blocking", "batch",
+                    "repeat_last", "parallel", "no_copy", "prefetch_queue_depth",
+                    "bytes_per_sample_hint", "batch_info", "py_timeout")
+
+
+def _check_extra_arguments(kwargs: dict[str, Any]) -> None:
+    """Refuse what DALI refuses: an argument external_source does not have (a misspelt
+    `paralel=True` must not be silently ignored). DALI's internal ``_``-arguments pass."""
+    for key in kwargs:
+        if key in _COMMON_OPERATOR_ARGUMENTS or key.startswith("_"):
+            continue
+        close = difflib.get_close_matches(key, [*_NAMED_ARGUMENTS, *_COMMON_OPERATOR_ARGUMENTS],
+                                          n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f'external_source: got an unexpected argument "{key}"{hint}')
 
 
 def external_source(
@@ -58,6 +80,7 @@ def external_source(
     """
     if device not in ("cpu", "gpu"):
         raise ValueError(f"device must be 'cpu' or 'gpu'; got {device!r}")
+    _check_extra_arguments(kwargs)
     arguments = dict(
         cycle=cycle, name=name, layout=layout, dtype=dtype, ndim=ndim, blocking=blocking,
         batch=batch, repeat_last=repeat_last, parallel=parallel, no_copy=no_copy,

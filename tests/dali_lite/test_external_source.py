@@ -325,3 +325,25 @@ def test_fed_batches_round_trip_exactly(batch: np.ndarray) -> None:
     result = out.as_array()
     assert result.dtype == batch.dtype and result.shape == batch.shape
     assert result.tobytes() == batch.tobytes()
+
+
+@pytest.mark.parametrize(("argument", "suggestion"),
+                         [("paralel", "parallel"), ("bytes_per_sample", "bytes_per_sample_hint"),
+                          ("prefetch_depth", "prefetch_queue_depth"), ("device_id", None)])
+def test_an_unknown_argument_is_refused_by_name(argument: str, suggestion: str | None) -> None:
+    # As DALI does ('Got an unexpected argument'): a misspelt argument must not be ignored.
+    pipe = Pipeline(batch_size=2, num_threads=1, device_id=None)
+    with pipe, pytest.raises(ValueError, match=f'unexpected argument "{argument}"') as info:
+        fn.external_source(lambda: [np.zeros(2)] * 2, **{argument: True})
+    if suggestion is not None:
+        assert f"did you mean {suggestion!r}" in str(info.value)
+
+
+def test_dali_operator_arguments_are_accepted() -> None:
+    pipe = build(lambda: fn.external_source(lambda i: np.full((2, 3), i, np.int32), seed=7,
+                                            preserve=True, _module="user"),
+                 prefetch_queue_depth=1)
+    try:
+        assert np.asarray(pipe.run()[0].as_array()).tolist() == [[0, 0, 0], [0, 0, 0]]
+    finally:
+        pipe.close()
