@@ -16,10 +16,9 @@ Worker -> main process: :class:`TaskStarted` (only for a task submitted with a t
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from shm import SlotLayout
 from workers.errors import RemoteError
@@ -37,28 +36,23 @@ __all__ = [
 ]
 
 
-_Message = TypeVar("_Message", bound=type)
+class _Message:
+    """Base of every message: pickles as its class and its fields, in order.
 
-
-def _pickled_by_fields(cls: _Message) -> _Message:
-    """Give a frozen, slotted message dataclass a ``__reduce__`` over its fields, in order.
-
-    Without it, pickle goes through the dataclass's generic ``__getstate__`` and
-    ``__setstate__``, which look the fields up again for every message (``dataclasses.fields``
-    showed in the main process's profile: one task and one reply per batch).
+    Without it, pickle goes through the generic ``__getstate__``/``__setstate__`` of frozen
+    slotted dataclasses, which call ``dataclasses.fields`` for every message (it showed in
+    the main process's profile: one task and one reply per batch).
     """
-    names = tuple(f.name for f in dataclasses.fields(cls))
 
-    def __reduce__(self: Any) -> tuple[Callable[..., Any], tuple[Any, ...]]:
-        return cls, tuple([getattr(self, name) for name in names])
+    __slots__ = ()
 
-    cls.__reduce__ = __reduce__  # type: ignore[attr-defined]
-    return cls
+    def __reduce__(self) -> tuple[type[Any], tuple[Any, ...]]:
+        cls = type(self)
+        return cls, tuple([getattr(self, name) for name in cls.__dataclass_fields__])
 
 
-@_pickled_by_fields
 @dataclass(frozen=True, slots=True)
-class AttachSegment:
+class AttachSegment(_Message):
     """The next thing on the socket is the fd of segment ``segment_id``; keep it by that id.
 
     Replaces (and closes) any segment the worker already had under the same id.
@@ -67,17 +61,15 @@ class AttachSegment:
     segment_id: int
 
 
-@_pickled_by_fields
 @dataclass(frozen=True, slots=True)
-class DetachSegment:
+class DetachSegment(_Message):
     """Close the worker's mapping and fd of segment ``segment_id`` (if it has one)."""
 
     segment_id: int
 
 
-@_pickled_by_fields
 @dataclass(frozen=True, slots=True)
-class RunTask:
+class RunTask(_Message):
     """Call callback ``callback`` once per item of ``args``; write the result to a segment."""
 
     task_id: int
@@ -89,15 +81,13 @@ class RunTask:
     report_start: bool = False
 
 
-@_pickled_by_fields
 @dataclass(frozen=True, slots=True)
-class Shutdown:
+class Shutdown(_Message):
     """Finish: the worker exits its loop and its process ends."""
 
 
-@_pickled_by_fields
 @dataclass(frozen=True, slots=True)
-class TaskStarted:
+class TaskStarted(_Message):
     """The worker began task ``task_id`` at ``started_at`` (its ``time.monotonic()``).
 
     On Linux ``time.monotonic()`` is ``CLOCK_MONOTONIC``, one clock for every process of the
@@ -109,9 +99,8 @@ class TaskStarted:
     started_at: float
 
 
-@_pickled_by_fields
 @dataclass(frozen=True, slots=True)
-class TaskDone:
+class TaskDone(_Message):
     """Task ``task_id`` succeeded; its result lies in its segment as ``layout`` describes.
 
     If ``layout.capacity`` exceeds the main process's mapping, call ``segment.refresh()``
@@ -124,9 +113,8 @@ class TaskDone:
     layout: SlotLayout
 
 
-@_pickled_by_fields
 @dataclass(frozen=True, slots=True)
-class TaskFailed:
+class TaskFailed(_Message):
     """Task ``task_id`` failed.
 
     ``call_index`` is the index into the task's ``args`` of the call that raised, or -1 when
