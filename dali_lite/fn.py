@@ -7,6 +7,7 @@ output `DataNode`(s). Argument names and defaults follow DALI's reference pages.
 from __future__ import annotations
 
 import difflib
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -26,10 +27,6 @@ def _outputs(op: Any, single: bool) -> Any:
 #: Arguments every DALI operator takes (and external_source accepts through **kwargs): kept
 #: with the operator, otherwise without effect here, since there are no random operators.
 _COMMON_OPERATOR_ARGUMENTS = frozenset({"seed", "preserve", "preserve_name", "max_batch_size"})
-_NAMED_ARGUMENTS = ("source", "num_outputs", "cycle", "name", "device", "layout", "dtype",
-                    "ndim", "cuda_stream", "use_copy_kernel", "blocking", "batch",
-                    "repeat_last", "parallel", "no_copy", "prefetch_queue_depth",
-                    "bytes_per_sample_hint", "batch_info", "py_timeout")
 
 
 def _check_extra_arguments(kwargs: dict[str, Any]) -> None:
@@ -38,8 +35,9 @@ def _check_extra_arguments(kwargs: dict[str, Any]) -> None:
     for key in kwargs:
         if key in _COMMON_OPERATOR_ARGUMENTS or key.startswith("_"):
             continue
-        close = difflib.get_close_matches(key, [*_NAMED_ARGUMENTS, *_COMMON_OPERATOR_ARGUMENTS],
-                                          n=1)
+        named = [name for name in inspect.signature(external_source).parameters
+                 if name != "kwargs"]
+        close = difflib.get_close_matches(key, [*named, *_COMMON_OPERATOR_ARGUMENTS], n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise ValueError(f'external_source: got an unexpected argument "{key}"{hint}')
 

@@ -41,17 +41,19 @@ class ReadySet:
     """
 
     def __init__(self) -> None:
-        self._fds: tuple[int, ...] = ()
         self._objects: tuple[Waitable, ...] = ()
+        self._fds: tuple[int, ...] = ()
         self._poller = select.poll()
 
     def wait(self, objects: Sequence[Waitable], timeout: float | None) -> list[Waitable]:
-        fds = tuple(_fd(obj) for obj in objects)
-        if fds != self._fds or tuple(objects) != self._objects:
-            poller = select.poll()
-            for fd in fds:
-                poller.register(fd, _EVENTS)
-            self._poller, self._fds, self._objects = poller, fds, tuple(objects)
+        # Connections compare by identity, sentinels (fds) by number: a new connection means
+        # a new poll set, while an fd number that was reused is registered the same anyway.
+        if tuple(objects) != self._objects:
+            self._objects = tuple(objects)
+            self._fds = tuple(_fd(obj) for obj in self._objects)
+            self._poller = select.poll()
+            for fd in self._fds:
+                self._poller.register(fd, _EVENTS)
         # poll() takes milliseconds; round up so that a short timeout never becomes 0 (a busy
         # loop) and never returns before the time asked for.
         timeout_ms = None if timeout is None else max(0, math.ceil(timeout * 1000))

@@ -29,8 +29,9 @@ _NDARRAY_ONLY = frozenset({np.ndarray})
 _DTYPE_OF = operator.attrgetter("dtype")
 
 
-class _ConversionError(Exception):
-    """A result of `PerSampleCall.call_many` that is not a valid sample; carries its index."""
+class _ItemFailed(Exception):
+    """The call for item `index` of a `PerSampleCall` batch raised, or its result is not a
+    valid sample; `cause` is the error to report."""
 
     def __init__(self, index: int, cause: BaseException) -> None:
         super().__init__(index, cause)
@@ -162,29 +163,34 @@ class PerSampleCall(_SourceCall):
         self.takes_info = takes_info
 
     def __call__(self, info: SampleInfo) -> Outputs:
-        result = self.source(info) if self.takes_info else self.source()
-        if self.num_outputs is None and type(result) is np.ndarray and result.dtype in _NP_TO_DALI:
-            return [[result]]  # the common case, exactly what _samples gives it, made cheap
-        return self._samples(result, self._what(info))
-
-    def _what(self, info: SampleInfo) -> str:
-        return f"sample {info.idx_in_epoch} of source {self.source_name!r}"
+        """One sample (the workers and serial sources take whole batches with `call_many`)."""
+        try:
+            return self._call_all((info,))
+        except _ItemFailed as failed:
+            error = failed.cause
+        raise error  # outside the handler, so that it does not chain to _ItemFailed
 
     def call_many(self, infos: Sequence[SampleInfo]) -> CallManyResult:
         """All of a task's samples at once: the worker's fast path (`workers.BatchedCallback`).
 
         The same results and errors as calling `self` per item and appending, in a fraction
-        of the Python work per sample: the source is called in a tight loop, and the results
-        are checked together (by set operations at C speed) before any one of them is
-        converted the slow way. Returns ``(outputs, None)``, or ``(None, (index, error))``
-        for the first item whose call or conversion failed, exactly as the per-item calls
-        would have reported it.
+        of the Python work per sample. Returns ``(outputs, None)``, or
+        ``(None, (index, error))`` for the first item whose call or conversion failed,
+        exactly as the per-item calls would have reported it.
         """
+        try:
+            return self._call_all(infos), None
+        except _ItemFailed as failed:
+            return None, (failed.index, failed.cause)
+
+    def _call_all(self, infos: Sequence[SampleInfo]) -> Outputs:
+        # The source is called in a tight loop, then the results are checked together (by
+        # set operations at C speed) before any one of them is converted the slow way.
         source = self.source
         results: list[Any] = []
         append = results.append
-        failure: tuple[int, BaseException] | None = None
         items = list(infos)
+        failure: _ItemFailed | None = None
         try:
             if self.takes_info:
                 for info in items:
@@ -195,14 +201,14 @@ class PerSampleCall(_SourceCall):
         except BaseException as exc:
             # len(results) is the index of the call that raised; the results before it must
             # still be checked, since per-item calls would have reported their errors first.
-            failure = (len(results), exc)
-        try:
-            outputs = self._convert(results, items)
-        except _ConversionError as error:
-            return None, (error.index, error.cause)
+            failure = _ItemFailed(len(results), exc)
+        outputs = self._convert(results, items)
         if failure is not None:
-            return None, failure
-        return outputs, None
+            raise failure
+        return outputs
+
+    def _what(self, info: SampleInfo) -> str:
+        return f"sample {info.idx_in_epoch} of source {self.source_name!r}"
 
     def _convert(self, results: list[Any], items: list[SampleInfo]) -> Outputs:
         if self.num_outputs is None:
@@ -224,7 +230,7 @@ class PerSampleCall(_SourceCall):
         try:
             return self._samples(result, self._what(info))
         except BaseException as exc:
-            raise _ConversionError(index, exc) from exc
+            raise _ItemFailed(index, exc) from exc
 
 
 class PerBatchCall(_SourceCall):

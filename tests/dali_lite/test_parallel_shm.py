@@ -149,16 +149,20 @@ def test_slots_are_reused_when_another_source_fails_every_other_iteration() -> N
     assert slots[-1] == slots[1], f"the healthy source's slots kept growing: {slots}"
 
 
+def spec_pipe(spec: SampleSpec, batch_size: int, workers: int, per_batch: bool) -> Any:
+    """A pipeline with one parallel source of `spec` samples, per-sample or per-batch."""
+    source: Any = (PerBatchSource(batch_size, (spec,), batch_info=True) if per_batch
+                   else PerSampleSource((spec,)))
+    return pipeline(lambda: fn.external_source(source, batch=per_batch,
+                                               batch_info=per_batch or None, parallel=True),
+                    batch_size, py_num_workers=workers)
+
+
 @pytest.mark.parametrize(("workers", "per_batch"), [(1, False), (3, False), (2, True)])
 def test_an_output_held_across_later_iterations_stays_intact(workers: int,
                                                              per_batch: bool) -> None:
     batch_size = 6
-    spec = (SampleSpec("int16", (4, 5)),)
-    source: Any = (PerBatchSource(batch_size, spec, batch_info=True) if per_batch
-                   else PerSampleSource(spec))
-    pipe = pipeline(lambda: fn.external_source(source, batch=per_batch,
-                                               batch_info=per_batch or None, parallel=True),
-                    batch_size, py_num_workers=workers)
+    pipe = spec_pipe(SampleSpec("int16", (4, 5)), batch_size, workers, per_batch)
     try:
         (held,) = pipe.run()
         array = held.as_array()
@@ -190,12 +194,7 @@ def test_held_outputs_survive_under_spawn_too() -> None:
 def test_dense_batches_come_out_of_shared_memory_without_a_copy(workers: int,
                                                                 per_batch: bool) -> None:
     batch_size = 8
-    spec = (SampleSpec("float32", (3, 4)),)
-    source: Any = (PerBatchSource(batch_size, spec, batch_info=True) if per_batch
-                   else PerSampleSource(spec))
-    pipe = pipeline(lambda: fn.external_source(source, batch=per_batch,
-                                               batch_info=per_batch or None, parallel=True),
-                    batch_size, py_num_workers=workers)
+    pipe = spec_pipe(SampleSpec("float32", (3, 4)), batch_size, workers, per_batch)
     try:
         (first,) = pipe.run()
         (second,) = pipe.run()

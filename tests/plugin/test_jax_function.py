@@ -15,6 +15,7 @@ jax = pytest.importorskip("jax", reason="jax_function needs JAX: pip install 'da
 import jax.numpy as jnp  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from plugin_pipes import run_graph  # noqa: E402
 
 import dali_lite as dali  # noqa: E402
 from dali_lite import fn, types  # noqa: E402
@@ -26,16 +27,8 @@ def run(graph: Callable[[], Any], batch_size: int = 2, iterations: int = 1,
         device_id: int | None = None) -> tuple[Any, ...]:
     # One iteration per run(), computed in the caller's thread: functions with side effects
     # are called exactly once per run.
-    pipe = dali.Pipeline(batch_size=batch_size, num_threads=1, device_id=device_id,
-                         prefetch_queue_depth=1, exec_async=False, exec_pipelined=False)
-    with closing(pipe):
-        with pipe:
-            outputs = graph()
-            pipe.set_outputs(*(outputs if isinstance(outputs, (list, tuple)) else [outputs]))
-        pipe.build()
-        for _ in range(iterations):
-            result = pipe.run()
-        return result
+    return run_graph(graph, iterations, batch_size=batch_size, device_id=device_id,
+                     prefetch_queue_depth=1, exec_async=False, exec_pipelined=False)
 
 
 def source(batch: Any, layout: str = "", no_copy: bool = False) -> DataNode:

@@ -20,6 +20,7 @@ numba = pytest.importorskip(
 
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from plugin_pipes import run_graph  # noqa: E402
 
 import dali_lite as dali  # noqa: E402
 from dali_lite import fn, types  # noqa: E402
@@ -107,15 +108,8 @@ def setup_negative(outs, ins):
 def run(graph: Callable[[], Any], batch_size: int, num_threads: int = 1,
         iterations: int = 1) -> tuple[Any, ...]:
     """Build a CPU pipeline from `graph`, run it `iterations` times; the last outputs."""
-    pipe = dali.Pipeline(batch_size=batch_size, num_threads=num_threads, device_id=None)
-    with closing(pipe):
-        with pipe:
-            outputs = graph()
-            pipe.set_outputs(*(outputs if isinstance(outputs, (list, tuple)) else [outputs]))
-        pipe.build()
-        for _ in range(iterations):
-            result = pipe.run()
-        return result
+    return run_graph(graph, iterations, batch_size=batch_size, num_threads=num_threads,
+                     device_id=None)
 
 
 def source(batch: Any, layout: str = "") -> DataNode:
