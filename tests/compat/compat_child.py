@@ -1,0 +1,95 @@
+"""Child process of the compat suite: runs one case against one library and writes the record.
+
+    python compat_child.py ROOT CASE_NAME PARAMS_JSON OUT_JSON
+
+ROOT is ``nvidia.dali`` or ``dali_lite``. After the case returns, the child collects garbage
+and checks what it leaves behind (child processes still alive after a grace period, shared
+memory still mapped or open), as a user would find it after dropping the pipeline.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+_LEFTOVER_GRACE_S = 5.0
+# memfd segments (dali_lite) and /dev/shm files (both) show up as mappings and open fds.
+_SHM_MARKERS = ("/memfd:", "/dev/shm/")
+
+
+def _shared_memory_in_use() -> list[str]:
+    found: set[str] = set()
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.split(maxsplit=5)[-1].strip() if line.count(" ") >= 5 else ""
+                if any(marker in path for marker in _SHM_MARKERS):
+                    found.add(f"mapped {path}")
+    except OSError:
+        pass
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if any(target.startswith(marker.strip("/")) or marker in target
+               for marker in _SHM_MARKERS):
+            found.add(f"fd {target}")
+    return sorted(found)
+
+
+def _helper_pids() -> set[int]:
+    """The spawn resource tracker: a helper multiprocessing keeps on purpose until exit."""
+    from multiprocessing import resource_tracker
+
+    pid = getattr(resource_tracker._resource_tracker, "_pid", None)
+    return {pid} if pid else set()
+
+
+def _leftover_children() -> list[str]:
+    import psutil
+
+    deadline = time.monotonic() + _LEFTOVER_GRACE_S
+    while True:
+        helpers = _helper_pids()
+        children = [c for c in psutil.Process().children(recursive=True)
+                    if c.pid not in helpers and c.is_running()
+                    and c.status() != psutil.STATUS_ZOMBIE]
+        if not children or time.monotonic() >= deadline:
+            return [f"{c.pid}" for c in children]
+        gc.collect()
+        time.sleep(0.05)
+
+
+def main() -> int:
+    root, name, params_json, out_path = sys.argv[1:5]
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from compat_record import CaseContext
+    from compat_registry import find
+
+    spec = find(name)
+    module = sys.modules[spec.module]
+    case_function = getattr(module, spec.function)
+    ctx = CaseContext(root, json.loads(params_json))
+    result: dict[str, object] = {"root": root, "case": name}
+    shm_before = set(_shared_memory_in_use())
+    try:
+        case_function(ctx)
+    except Exception:
+        result["crash"] = traceback.format_exc()
+    result["records"] = ctx.records
+    del case_function, ctx
+    gc.collect()
+    result["leftover_children"] = _leftover_children()
+    result["leftover_shared_memory"] = sorted(set(_shared_memory_in_use()) - shm_before)
+    Path(out_path).write_text(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+"""Runs a case on both libraries and compares the two records.
+
+Rules (what a user's program could tell apart):
+- every observation is compared exactly: types (``str`` is not ``TensorLayout``,
+  ``np.int64(1)`` is not ``1``), containers, arrays' dtype, shape and bytes, the ``str()`` of
+  the library's objects;
+- where DALI raised, dali_lite must raise an instance of the same class (its class hierarchy
+  holds DALI's class) whose message, like DALI's, carries the case's essential words;
+  an error from DALI that names no essential words is a defect of the case;
+- dali_lite must leave no child process and no shared memory behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from compat_registry import Case
+
+_HERE = Path(__file__).resolve().parent
+_CHILD = _HERE / "compat_child.py"
+_REPO = _HERE.parents[1]
+_DEV_SHM = Path("/dev/shm")
+
+
+class CaseRunError(RuntimeError):
+    """The child process of a case crashed, hung or wrote no record."""
+
+
+def _dev_shm() -> set[str]:
+    try:
+        return set(os.listdir(_DEV_SHM))
+    except OSError:
+        return set()
+
+
+def run_case(case: Case, root: str, params: Any = None) -> dict[str, Any]:
+    """Run `case` against `root` in a child process of its own session; its record."""
+    params = case.params if params is None else params
+    with tempfile.TemporaryDirectory(prefix="compat-") as tmp:
+        out = Path(tmp) / "record.json"
+        shm_before = _dev_shm()
+        # The checkout under test, not whatever an editable install points at.
+        pythonpath = os.pathsep.join(filter(None, [str(_REPO), os.environ.get("PYTHONPATH")]))
+        env = dict(os.environ, PYTHONHASHSEED="0", PYTHONPATH=pythonpath)
+        child = subprocess.Popen(
+            [sys.executable, str(_CHILD), root, case.name, json.dumps(params), str(out)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+            start_new_session=True, cwd=tmp)
+        try:
+            output, _ = child.communicate(timeout=case.timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_session(child)
+            output, _ = child.communicate()
+            raise CaseRunError(f"{case.name} on {root} ran past {case.timeout_s} s:\n"
+                               f"{output[-4000:]}") from None
+        finally:
+            _kill_session(child)
+        if child.returncode != 0 or not out.exists():
+            raise CaseRunError(f"{case.name} on {root} exited with {child.returncode}:\n"
+                               f"{output[-4000:]}")
+        record: dict[str, Any] = json.loads(out.read_text())
+        record["new_dev_shm"] = sorted(_dev_shm() - shm_before)
+        record["output"] = output[-4000:]
+        return record
+
+
+def _kill_session(child: subprocess.Popen[str]) -> None:
+    """Kill whatever the child's session still runs (its workers included)."""
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _error_matches(reference: dict[str, Any], candidate: dict[str, Any]) -> bool:
+    wanted = reference["mro"][0]
+    if wanted.startswith("builtins."):
+        return wanted in candidate["mro"]
+    # A class of DALI's own: the same class name somewhere in our hierarchy.
+    short = wanted.rsplit(".", 1)[-1]
+    return any(name.rsplit(".", 1)[-1] == short for name in candidate["mro"])
+
+
+def _missing_words(message: str, words: list[str]) -> list[str]:
+    lowered = message.lower()
+    return [word for word in words if word.lower() not in lowered]
+
+
+def compare_observation(label: str, dali: dict[str, Any], lite: dict[str, Any]) -> list[str]:
+    """Differences between one observation of DALI and of dali_lite."""
+    problems: list[str] = []
+    dali_value, lite_value = dali["value"], lite["value"]
+    words = dali.get("words", [])
+    if dali_value.get("t") == "error":
+        if not words:
+            problems.append(f"{label}: DALI raised {dali_value['mro'][0]}: "
+                            f"{dali_value['message']!r}, but the case names no essential words")
+        elif missing := _missing_words(dali_value["message"], words):
+            problems.append(f"{label}: DALI's message lacks the case's words {missing}: "
+                            f"{dali_value['message']!r}")
+        if lite_value.get("t") != "error":
+            problems.append(f"{label}: DALI raised {dali_value['mro'][0]}: "
+                            f"{dali_value['message']!r}; dali_lite gave {_short(lite_value)}")
+            return problems
+        if not _error_matches(dali_value, lite_value):
+            problems.append(f"{label}: DALI raised {dali_value['mro'][0]}, dali_lite raised "
+                            f"{lite_value['mro'][0]} (not a subclass): {lite_value['message']!r}")
+        if missing := _missing_words(lite_value["message"], words):
+            problems.append(f"{label}: dali_lite's message lacks {missing}: "
+                            f"{lite_value['message']!r} (DALI: {dali_value['message']!r})")
+        return problems
+    if dali_value != lite_value:
+        problems.append(f"{label}: DALI gave {_short(dali_value)}; "
+                        f"dali_lite gave {_short(lite_value)}")
+    return problems
+
+
+def _short(described: Any, limit: int = 600) -> str:
+    if isinstance(described, dict) and described.get("t") == "error":
+        return f"error {described['mro'][0]}: {described['message']!r}"
+    text = json.dumps(described)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def compare_records(case: Case, dali: dict[str, Any], lite: dict[str, Any]) -> list[str]:
+    """Every difference between the two runs of `case` that the rules above forbid."""
+    problems: list[str] = []
+    for run, name in ((dali, "DALI"), (lite, "dali_lite")):
+        if run.get("crash"):
+            problems.append(f"the case crashed on {name}:\n{run['crash']}")
+    if lite["leftover_children"]:
+        problems.append(f"dali_lite left child processes running: {lite['leftover_children']}")
+    if lite["leftover_shared_memory"]:
+        problems.append(f"dali_lite left shared memory open or mapped: "
+                        f"{lite['leftover_shared_memory']}")
+    if lite["new_dev_shm"]:
+        problems.append(f"dali_lite left files in /dev/shm: {lite['new_dev_shm']}")
+    dali_records, lite_records = dali["records"], lite["records"]
+    dali_labels = [r["label"] for r in dali_records]
+    lite_labels = [r["label"] for r in lite_records]
+    if dali_labels != lite_labels:
+        problems.append(f"the runs observed different things: DALI {dali_labels}, "
+                        f"dali_lite {lite_labels}")
+    expected_labels = [r["label"] for r in lite_records if "expected" in r]
+    for d, lt in zip(dali_records, lite_records):
+        if d["label"] != lt["label"]:
+            break
+        if case.differs and "expected" in d:
+            continue
+        problems.extend(compare_observation(d["label"], d, lt))
+    for run, name in ((dali, "DALI"), (lite, "dali_lite")):
+        for r in run["records"]:
+            if "expected" in r and not r["meets"] and not (case.differs and name == "DALI"):
+                problems.append(f"{r['label']}: {name} gave {_short(r['value'])}, expected "
+                                f"{_short(r['expected'])}")
+    if case.differs:
+        if not expected_labels:
+            problems.append("a case marked `differs` must state what is right with ctx.expect")
+        elif all(r["meets"] for r in dali_records if "expected" in r):
+            problems.append(f"DALI now behaves as dali_lite here: the difference "
+                            f"{case.differs!r} is gone; update docs/compat.md and the case")
+    return problems
