@@ -25,3 +25,13 @@ def add_context(exc: BaseException, note: str) -> None:
 def notes_of(exc: BaseException) -> list[str]:
     """The notes attached to `exc`, oldest first."""
     return list(getattr(exc, "__notes__", ()))
+
+
+class RuntimeValueError(ValueError, RuntimeError):
+    """A bad value where DALI raises `RuntimeError` (its C++ errors all surface as that):
+    deriving from both keeps `except ValueError` and DALI users' `except RuntimeError`
+    working."""
+
+
+class RuntimeTypeError(TypeError, RuntimeError):
+    """A value of the wrong type where DALI raises `RuntimeError`; see RuntimeValueError."""
