@@ -174,3 +174,31 @@ def test_late_imports_say_why() -> None:
     unexplained = [line for p in files for line in late_imports_without_reason(p, known)]
     assert not unexplained, "late imports without a comment saying why:\n" + "\n".join(
         unexplained)
+
+
+#: The modules at NVIDIA DALI's import paths: they re-export and hold no logic.
+FACES = ("dali_lite/__init__.py", "dali_lite/pipeline.py", "dali_lite/fn.py",
+         "dali_lite/types.py", "dali_lite/backend.py", "dali_lite/tensors.py",
+         "dali_lite/python_function_plugin.py", "dali_lite/plugin/__init__.py",
+         "dali_lite/plugin/numba/__init__.py", "dali_lite/plugin/numba/fn/__init__.py",
+         "dali_lite/plugin/numba/fn/experimental.py", "dali_lite/plugin/numba/experimental.py",
+         "dali_lite/plugin/jax/__init__.py", "dali_lite/plugin/jax/fn/__init__.py")
+
+
+def _is_logic_free(node: ast.stmt) -> bool:
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return True
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+        return True  # the docstring
+    targets = getattr(node, "targets", None) or [getattr(node, "target", None)]
+    return (isinstance(node, (ast.Assign, ast.AnnAssign))
+            and all(isinstance(t, ast.Name) and t.id in ("__all__", "__version__")
+                    for t in targets))
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_faces_only_re_export(face: str) -> None:
+    tree = ast.parse((ROOT / face).read_text())
+    logic = [f"line {node.lineno}: {ast.unparse(node)[:60]}" for node in tree.body
+             if not _is_logic_free(node)]
+    assert not logic, f"{face} holds more than re-exports:\n" + "\n".join(logic)

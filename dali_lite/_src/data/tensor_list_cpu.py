@@ -46,6 +46,8 @@ class TensorListCPU(HostBatch):
     kept as one dense block without copying. ``is_pinned`` is accepted and ignored.
     """
 
+    __module__ = "dali_lite.tensors"  # the public path, for reprs and pickles
+
     __slots__ = ("__weakref__", "_blocks", "_count", "_dense", "_dtype", "_layout", "_samples")
 
     def __init__(self, b: Any, layout: str | None = None, is_pinned: bool = False) -> None:
