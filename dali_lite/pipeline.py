@@ -16,7 +16,7 @@ from typing import Any
 
 from .executor import Executor, IterationTicket
 from .graph import DataNode, IterationContext, Operator, PipelineScope, topological_order
-from .ops.external_source import ExternalSource
+from .ops.external_source import ExternalSource, UnknownInputError
 from .pipeline_extras import PipelineExtras
 
 __all__ = ["Pipeline", "pipeline_def"]
@@ -383,8 +383,9 @@ class Pipeline(PipelineExtras):
                 return
         names = sorted(op.display_name for op in self._operators
                        if isinstance(op, ExternalSource))
-        raise RuntimeError(f"no external_source named {name!r} in the pipeline; "
-                           f"its external sources are {names}")
+        raise UnknownInputError(f"Could not find an input operator with name {name!r}: no "
+                                f"external_source named {name!r} in the pipeline; its "
+                                f"external sources are {names}")
 
     def reset(self) -> None:
         """Reset the pipeline iterator: discard prefetched work and start the next epoch."""
