@@ -116,11 +116,15 @@ def test_cycle_errors() -> None:
 
     with pytest.raises(TypeError, match="Cannot cycle through a generator"):
         fn.external_source(gen(), cycle="quiet")
-    with pytest.raises(ValueError, match="cycle must be one of"):
+    with pytest.raises(ValueError, match="Invalid value 'sometimes' for the argument `cycle`"):
         fn.external_source([1], cycle="sometimes")
+    # An empty pass ends the data, as in DALI (compat: serial.cycle_over_an_iterator_...).
     pipe = build(lambda: fn.external_source([], cycle="quiet"))
-    with pytest.raises(ValueError, match="empty"):
+    with pytest.raises(StopIteration):
         pipe.run()
+    # DALI refuses any cycle value with a callable (compat: serial.cycle_with_a_callable).
+    with pytest.raises(ValueError, match="only be specified if `source` is iterable"):
+        fn.external_source(lambda: 0, cycle=False)
 
 
 @pytest.mark.parametrize(
@@ -153,12 +157,18 @@ def test_num_outputs_and_per_output_arguments() -> None:
 
 
 def test_num_outputs_mismatch_is_explained() -> None:
-    pipe = build(lambda: fn.external_source(lambda i: np.zeros((2, 1)), num_outputs=2))
+    pipe = build(lambda: fn.external_source(lambda i: 5, num_outputs=2))
     with pytest.raises(TypeError, match="tuple or list of 2"):
         pipe.run()
-    pipe = build(lambda: fn.external_source(lambda i: (np.zeros((2, 1)),) * 3, num_outputs=2))
-    with pytest.raises(ValueError, match="must return 2 items"):
+    # Too few items: DALI's IndexError (compat: serial.num_outputs_wrong_count).
+    pipe = build(lambda: fn.external_source(lambda i: (np.zeros((2, 1)),), num_outputs=2))
+    with pytest.raises(IndexError, match="must return 2 items"):
         pipe.run()
+    # Items past num_outputs are ignored, and an array's rows are outputs, as in DALI
+    # (compat: serial.num_outputs_wrong_count['more'], serial.num_outputs_from_an_array).
+    pipe = build(lambda: fn.external_source(lambda i: np.arange(3).reshape(3, 1, 1),
+                                            num_outputs=2))
+    assert [out.as_array().tolist() for out in pipe.run()] == [[[0]], [[1]]]
 
 
 def test_dtype_ndim_layout_checks() -> None:
@@ -168,7 +178,7 @@ def test_dtype_ndim_layout_checks() -> None:
     pipe = build(lambda: fn.external_source(lambda i: np.zeros((2, 3)), ndim=2))
     with pytest.raises(ValueError, match="ndim"):
         pipe.run()
-    with pytest.raises(ValueError, match="does not match layout"):
+    with pytest.raises(RuntimeError, match="does not match the ndim argument"):
         fn.external_source(lambda i: 0, ndim=2, layout="HWC")
     pipe = build(lambda: fn.external_source(lambda i: np.zeros((2, 3)), layout="HW"))
     with pytest.raises(ValueError, match="layout 'HW'"):
@@ -185,14 +195,14 @@ def test_a_change_between_iterations_is_an_error() -> None:
         prefetch_queue_depth=1,
     )
     pipe.run()
-    with pytest.raises(TypeError, match="seen in earlier batches"):
+    with pytest.raises(TypeError, match="changed from the previous iteration"):
         pipe.run()
     pipe = build(
         lambda: fn.external_source(lambda i: np.zeros((2, 3) if i == 0 else (2, 3, 1))),
         prefetch_queue_depth=1,
     )
     pipe.run()
-    with pytest.raises(ValueError, match="seen in earlier batches"):
+    with pytest.raises(ValueError, match="changed from the previous iteration"):
         pipe.run()
 
 
@@ -238,8 +248,11 @@ def test_repeat_last() -> None:
     assert values(pipe, 3) == [[5, 5]] * 3
     pipe.feed_input("in", np.full((2, 1), 6))
     assert values(pipe, 1) == [[6, 6]]
-    with pytest.raises(ValueError, match="push mode"):
-        fn.external_source(lambda: 0, repeat_last=True)
+    # With a source, repeat_last is accepted and has no effect, as DALI's fn API does
+    # (compat: serial.repeat_last_with_a_source).
+    pipe = build(lambda: fn.external_source(lambda i: np.full((2, 1), i), repeat_last=True),
+                 prefetch_queue_depth=1)
+    assert values(pipe, 2) == [[0, 0], [1, 1]]
 
 
 def test_blocking_source_waits_for_data() -> None:
@@ -258,8 +271,13 @@ def test_push_mode_with_several_outputs_is_refused() -> None:
 
 
 def test_scalars_and_torch_tensors_are_accepted() -> None:
-    pipe = build(lambda: fn.external_source(lambda info: info.idx_in_epoch * 1.5, batch=False))
+    pipe = build(lambda: fn.external_source(lambda info: np.float64(info.idx_in_epoch * 1.5),
+                                            batch=False))
     assert pipe.run()[0].as_array().tolist() == [0.0, 1.5]
+    # A Python number has no shape: DALI refuses it (compat: serial.scalars_as_samples).
+    pipe = build(lambda: fn.external_source(lambda info: info.idx_in_epoch * 1.5, batch=False))
+    with pytest.raises(RuntimeError, match="no shape"):
+        pipe.run()
     torch = pytest.importorskip("torch", reason="torch is not installed")
     pipe = build(lambda: fn.external_source(lambda i: torch.full((2, 3), i)))
     pipe.run()

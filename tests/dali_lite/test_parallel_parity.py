@@ -169,7 +169,8 @@ def test_per_batch_matches_serial(workers: int, batch_size: int, batch_info: boo
                                 dense=batch_size % 2 == 0)
         return pipeline(
             lambda: fn.external_source(source, num_outputs=2, batch=True, parallel=parallel,
-                                       batch_info=batch_info, prefetch_queue_depth=depth),
+                                       batch_info=batch_info,
+                                       prefetch_queue_depth=depth if parallel else None),
             batch_size, py_num_workers=workers)
 
     expected = expected_batches(specs, batch_size, 4)
@@ -271,9 +272,10 @@ def several_sources(parallel: bool, batch_size: int, iterations: int) -> Any:
 
     def define() -> list[Any]:
         a, b = fn.external_source(per_sample, num_outputs=2, batch=False, parallel=parallel,
-                                  layout=["AB", "HW"], prefetch_queue_depth=2)
+                                  layout=["AB", "HW"],
+                                  prefetch_queue_depth=2 if parallel else None)
         c = fn.external_source(per_batch, batch=True, parallel=parallel, layout="X",
-                               prefetch_queue_depth=3)
+                               prefetch_queue_depth=3 if parallel else None)
         d = fn.external_source(batch_info, batch=True, batch_info=True, parallel=parallel)
         e = fn.external_source(iterable, batch=True, cycle="raise", parallel=parallel)
         return [a, b, c, d, e]
@@ -394,7 +396,7 @@ def test_property_parallel_equals_serial(batch_size: int, workers: int,
         return pipeline(
             lambda: fn.external_source(source, num_outputs=len(specs), parallel=parallel,
                                        batch=per_batch, batch_info=per_batch or None,
-                                       prefetch_queue_depth=depth),
+                                       prefetch_queue_depth=depth if parallel else None),
             batch_size, py_num_workers=workers, prefetch_queue_depth=depth)
 
     expected = expected_batches(specs, batch_size, iterations)

@@ -7,8 +7,10 @@ refuses the same things with the same messages:
 
 * arrays are viewed, never copied, wherever NumPy can view them (DLPack and the array
   interface included); the only copies are for byte-swapped arrays, which DALI cannot hold;
-* a refusal is a ``TypeError`` (``ValueError`` for a batch whose samples disagree) that says
-  whose data it was (the caller's ``what``), what arrived and what would have been accepted;
+* a refusal is a ``RuntimeTypeError`` (``RuntimeValueError`` for a batch whose samples
+  disagree or that is too large): DALI reports these as ``RuntimeError``, and the classes also
+  derive from ``TypeError`` / ``ValueError``. It says whose data it was (the caller's
+  ``what``), what arrived and what would have been accepted, and carries DALI's own words;
 * GPU data is refused here: this is the CPU path, also run in worker processes.
 
 It runs on the hot path and in workers, so it imports only NumPy and dali_lite's own light
@@ -23,9 +25,29 @@ from typing import Any
 import numpy as np
 
 from dali_lite._src.data.host import HostBatch, HostSample, split_block
+from dali_lite._src.errors import RuntimeTypeError, RuntimeValueError
 from dali_lite._src.types import _NP_TO_DALI, _describe_dtype
 
-__all__ = ["to_batch_block", "to_batch_samples", "to_sample_array"]
+__all__ = ["BatchIndexError", "SampleList", "to_batch_block", "to_batch_samples",
+           "to_sample_array"]
+
+
+class BatchIndexError(IndexError, ValueError):
+    """A 0-d array given as a batch: it has no leading dimension to index samples by.
+
+    DALI fails there with an ``IndexError`` (it indexes the shape); deriving from
+    ``ValueError`` too keeps the class this module raised before."""
+
+
+class SampleList(list):  # type: ignore[type-arg]
+    """The samples of one batch (a list of NumPy arrays) and the layout the data came with.
+
+    A ``TensorListCPU`` or ``TensorCPU`` samples carry a layout that DALI keeps when no other
+    is declared; plain arrays carry none (``""``). A list subclass, so that every caller that
+    wants a list of samples takes it as one.
+    """
+
+    layout: str = ""
 
 _CAPSULE_TYPE = type(np.empty(0).__dlpack__())
 # DLPack device types whose memory the CPU can read: CPU, CUDA pinned host, ROCm pinned host,
@@ -187,7 +209,7 @@ def _from_protocols(obj: object, batch: bool) -> np.ndarray:
     return np.asarray(obj)  # array.array, memoryview and other buffer-protocol objects
 
 
-def to_sample_array(obj: object, *, what: str) -> np.ndarray:
+def to_sample_array(obj: object, *, what: str, numbers: bool = True) -> np.ndarray:
     """One sample as a NumPy array, viewing ``obj``'s memory whenever NumPy can.
 
     Accepts NumPy arrays and scalars, Python numbers, ``TensorCPU``, objects exposing
@@ -196,26 +218,56 @@ def to_sample_array(obj: object, *, what: str) -> np.ndarray:
 
     ``what`` names the data in errors, e.g. ``"sample 3 of source 'images'"``.
 
-    Raises ``TypeError`` for None, text, bytes, mappings, sequences, GPU data, objects without
-    array data and dtypes DALI tensors cannot hold (object, string, complex, datetime, ...).
+    With ``numbers=False`` (external sources: DALI cannot tell the shape of a Python number)
+    a Python ``bool``, ``int`` or ``float`` is refused too; NumPy scalars stay accepted.
+
+    Raises ``RuntimeTypeError`` (a ``TypeError``) for None, text, bytes, mappings, sequences,
+    GPU data, objects without array data and dtypes DALI tensors cannot hold (object, string,
+    complex, datetime, ...).
     """
     try:
+        if not numbers:
+            _refuse_python_number(obj)
         return _to_array(obj, False)
     except _Refusal as exc:
-        raise TypeError(f"{what}: {exc}") from exc.__cause__
+        raise RuntimeTypeError(f"{what}: {exc}") from exc.__cause__
+
+
+def _refuse_python_number(obj: object) -> None:
+    """DALI reads a sample's shape from ``.shape`` or the array interface; a Python number
+    has neither, and DALI refuses it ("Don't know how to extract the shape out of <class
+    'int'>"). NumPy scalars have a shape and pass."""
+    if isinstance(obj, (bool, int, float)) and not isinstance(obj, np.generic):
+        raise _Refusal(
+            f"got a Python {type(obj).__name__} ({obj!r}), which has no shape to extract; "
+            "a sample must be array data: wrap numbers with np.asarray(value, dtype=...)"
+        )
 
 
 def _check_count(count: int, batch_size: int | None, what: str) -> None:
     if batch_size is not None and count > batch_size:
-        raise ValueError(
+        raise RuntimeValueError(
             f"{what}: the batch has {count} samples, more than the pipeline's batch_size "
-            f"of {batch_size}"
+            f"of {batch_size} (unexpected batch size: expected batch_size <= {batch_size}, "
+            f"actual: {count})"
         )
 
 
-def _samples_of_list(items: list[Any] | tuple[Any, ...], what: str) -> list[np.ndarray]:
+def mixed_batch_message(what: str, index: int, dtype: Any, ndim: int, first_dtype: Any,
+                        first_ndim: int) -> str:
+    """Why sample `index` cannot join a batch whose sample 0 has `first_dtype`/`first_ndim`,
+    led by DALI's own words for the same refusal."""
+    lead = ("All tensors in a batch must have the same number of dimensions"
+            if ndim != first_ndim else
+            "Sample must have the same type as the target batch")
+    return (f"{what}: {lead}: sample {index} has dtype {dtype} and ndim {ndim} while "
+            f"sample 0 has dtype {first_dtype} and ndim {first_ndim}")
+
+
+def _samples_of_list(items: list[Any] | tuple[Any, ...], what: str,
+                     numbers: bool = True) -> SampleList:
     """Read each item as a sample; all must share dtype and ndim (their shapes may differ)."""
-    samples: list[np.ndarray] = []
+    samples = SampleList()
     append = samples.append
     dtype: np.dtype[Any] | None = None
     ndim = -1
@@ -223,22 +275,25 @@ def _samples_of_list(items: list[Any] | tuple[Any, ...], what: str) -> list[np.n
         # Fast path: a NumPy array with the very dtype object of a sample already validated.
         if type(item) is not np.ndarray or item.dtype is not dtype or item.ndim != ndim:
             try:
+                if not numbers:
+                    _refuse_python_number(item)
                 item = _to_array(item, False)
             except _Refusal as exc:
-                raise TypeError(f"sample {i} of {what}: {exc}") from exc.__cause__
+                raise RuntimeTypeError(f"sample {i} of {what}: {exc}") from exc.__cause__
             if dtype is None:
                 dtype, ndim = item.dtype, item.ndim
             elif item.ndim != ndim or item.dtype != dtype:
-                raise ValueError(
-                    f"{what}: the samples of a batch must share dtype and number of dimensions, "
-                    f"but sample {i} has dtype {item.dtype} and ndim {item.ndim} while sample 0 "
-                    f"has dtype {dtype} and ndim {ndim}"
-                )
+                raise RuntimeValueError(
+                    mixed_batch_message(what, i, item.dtype, item.ndim, dtype, ndim))
         append(item)
+    if items and isinstance(items[0], HostSample):
+        # DALI keeps the layout of TensorCPU samples (the first one's, as it builds the batch).
+        samples.layout = str(items[0].layout() or "")
     return samples
 
 
-def to_batch_samples(obj: object, *, batch_size: int | None, what: str) -> list[np.ndarray]:
+def to_batch_samples(obj: object, *, batch_size: int | None, what: str,
+                     numbers: bool = True) -> SampleList:
     """A batch as a list of per-sample NumPy arrays (views, never copies, where possible).
 
     Accepts a list or tuple of samples (each read by :func:`to_sample_array`), a
@@ -248,27 +303,39 @@ def to_batch_samples(obj: object, *, batch_size: int | None, what: str) -> list[
     ``what`` names the batch in errors, e.g. ``"the batch of source 'images'"``; a bad sample
     is reported as ``"sample 3 of <what>"``.
 
-    Raises ``TypeError`` for data that is not a batch or a sample that is not array data, and
-    ``ValueError`` for more than ``batch_size`` samples (when given; fewer is the caller's
-    call), a 0-d array, or samples that differ in dtype or number of dimensions.
+    The result is a :class:`SampleList`: its ``layout`` is the one the data came with (a
+    ``TensorListCPU``'s, or the first ``TensorCPU`` sample's), ``""`` for plain arrays.
+    ``numbers=False`` refuses Python numbers as samples or batches, as DALI's external
+    sources do (see :func:`to_sample_array`).
+
+    Raises ``RuntimeTypeError`` (a ``TypeError``) for data that is not a batch or a sample
+    that is not array data, ``RuntimeValueError`` (a ``ValueError``) for more than
+    ``batch_size`` samples (when given; fewer is the caller's call) or samples that differ
+    in dtype or number of dimensions, and :class:`BatchIndexError` for a 0-d array.
     """
     if isinstance(obj, (list, tuple)):
         _check_count(len(obj), batch_size, what)
-        return _samples_of_list(obj, what)
+        return _samples_of_list(obj, what, numbers)
     if isinstance(obj, HostBatch):
         _check_count(len(obj), batch_size, what)
-        return list(obj._sample_arrays())
+        samples = SampleList(obj._sample_arrays())
+        samples.layout = str(obj.layout() or "")
+        return samples
     try:
+        if not numbers:
+            _refuse_python_number(obj)
         arr = _to_array(obj, True)
     except _Refusal as exc:
-        raise TypeError(f"{what}: {exc}") from exc.__cause__
+        raise RuntimeTypeError(f"{what}: {exc}") from exc.__cause__
     if arr.ndim == 0:
-        raise ValueError(
-            f"{what}: got a 0-d array (a scalar), but a batch needs a leading batch dimension; "
-            "return a list of samples or an array of shape (batch_size, ...)"
+        raise BatchIndexError(
+            f"{what}: got a 0-d array (a scalar), but a batch needs a leading batch dimension "
+            "to index its samples by (index out of range); return a list of samples or an "
+            "array of shape (batch_size, ...)"
         )
     _check_count(arr.shape[0], batch_size, what)
-    return split_block(arr)
+    # A TensorCPU given as a whole batch loses its layout, as in DALI (it is read as an array).
+    return SampleList(split_block(arr))
 
 
 def to_batch_block(obj: object) -> np.ndarray | None:

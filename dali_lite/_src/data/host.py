@@ -21,6 +21,10 @@ class HostSample:
     __slots__ = ()
     _array: np.ndarray
 
+    def layout(self) -> str:
+        """The sample's layout ("" for none)."""
+        raise NotImplementedError
+
 
 class HostBatch:
     """Base of `TensorListCPU`: a batch whose samples the conversions can read without copies."""
@@ -28,6 +32,10 @@ class HostBatch:
     __slots__ = ()
 
     def __len__(self) -> int:
+        raise NotImplementedError
+
+    def layout(self) -> str:
+        """The batch's layout ("" for none)."""
         raise NotImplementedError
 
     def _sample_arrays(self) -> Iterable[np.ndarray]:

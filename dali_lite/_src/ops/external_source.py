@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dali_lite._src.data.conversions import to_batch_samples
+from dali_lite._src.data.conversions import mixed_batch_message, to_batch_samples
 from dali_lite._src.data.host import split_block
 from dali_lite._src.data.tensor_list_cpu import TensorListCPU
+from dali_lite._src.errors import RuntimeTypeError, RuntimeValueError
 from dali_lite._src.graph.nodes import IterationContext, Operator
 from dali_lite._src.ops.assembly import assemble, assemble_blocks
 from dali_lite._src.ops.sample_range import SampleRange
@@ -42,8 +43,16 @@ if TYPE_CHECKING:
 _FEED_POLL_S = 0.05
 
 
-class NoDataFedError(RuntimeError):
-    """A push-mode external_source was asked for a batch nobody fed."""
+class NoDataFedError(IndexError, RuntimeError):
+    """A push-mode external_source was asked for a batch nobody fed.
+
+    DALI raises ``IndexError`` here ("Attempted to peek the data batch that doesn't exist");
+    ``RuntimeError`` is the class dali_lite raised before."""
+
+
+class UnknownInputError(KeyError, RuntimeError):
+    """`Pipeline.feed_input` named no external_source of the pipeline. DALI raises
+    ``KeyError``; ``RuntimeError`` is the class dali_lite raised before."""
 
 
 def _per_output(value: Any, count: int, argument: str) -> list[Any]:
@@ -77,9 +86,9 @@ class OutputCheck:
             raise ValueError(f"ndim of external_source {source_name!r} must be a non-negative "
                              f"int; got {ndim!r}")
         if ndim is not None and self.layout and ndim != len(self.layout):
-            raise ValueError(
-                f"external_source {source_name!r}: ndim={ndim} does not match layout "
-                f"{self.layout!r}, which has {len(self.layout)} dimensions"
+            raise RuntimeValueError(
+                f"external_source {source_name!r}: the number of dimensions in the layout "
+                f"{self.layout!r} ({len(self.layout)}) does not match the ndim argument ({ndim})"
             )
         self.ndim = ndim if ndim is not None else (len(self.layout) if self.layout else None)
         self.declared = (self.dtype is not None, self.ndim is not None)
@@ -96,33 +105,44 @@ class OutputCheck:
         if not samples:
             raise ValueError(f"external_source {self.what!r} produced an empty batch")
         first = samples[0]
+        what = f"external_source {self.what!r}"
         for position, sample in enumerate(samples):
             if sample.dtype != first.dtype or sample.ndim != first.ndim:
                 index = position if indices is None else indices[position]
-                raise ValueError(
-                    f"external_source {self.what!r}: samples of a batch must share dtype and "
-                    f"ndim; sample 0 is {first.dtype} with {first.ndim} dims, sample {index} "
-                    f"is {sample.dtype} with {sample.ndim} dims"
-                )
-        if self.dtype is not None and first.dtype != self.dtype:
-            origin = "declared" if self.declared[0] else "seen in earlier batches"
-            raise TypeError(
-                f"external_source {self.what!r}: the data is {first.dtype} but the dtype "
-                f"{origin} is {self.dtype}"
-            )
-        if self.ndim is not None and first.ndim != self.ndim:
-            origin = self.ndim_origin if self.declared[1] else "seen in earlier batches"
-            raise ValueError(
-                f"external_source {self.what!r}: the samples have {first.ndim} dimensions but "
-                f"the ndim {origin} is {self.ndim}"
-            )
-        self.dtype, self.ndim = first.dtype, first.ndim
+                raise RuntimeValueError(mixed_batch_message(
+                    what, index, sample.dtype, sample.ndim, first.dtype, first.ndim))
+        # The checks and their words follow DALI's: the layout first (its Python side), then
+        # the declared or previous dtype and ndim (its operator). All are RuntimeError there.
         layout = layout or self.layout
         if layout and len(layout) != first.ndim:
-            raise ValueError(
-                f"external_source {self.what!r}: layout {layout!r} has {len(layout)} "
-                f"dimensions but the samples have {first.ndim}"
+            raise RuntimeValueError(
+                f"{what}: The layout {layout!r} cannot describe {first.ndim}-dimensional data "
+                f"(the layout has {len(layout)} dimensions)"
             )
+        if self.dtype is not None and first.dtype != self.dtype:
+            if self.declared[0]:
+                raise RuntimeTypeError(
+                    f"{what} expected data of type {_type_name(self.dtype)} and got "
+                    f"{_type_name(first.dtype)} (the dtype argument declares "
+                    f"{_type_name(self.dtype)})"
+                )
+            raise RuntimeTypeError(
+                f"{what}: the type of the data fed to the external source has changed from "
+                f"the previous iteration: it was {_type_name(self.dtype)} and now is "
+                f"{_type_name(first.dtype)}"
+            )
+        if self.ndim is not None and first.ndim != self.ndim:
+            if self.declared[1]:
+                raise RuntimeValueError(
+                    f"{what} expected data with {self.ndim} dimensions and got "
+                    f"{first.ndim} dimensions (the ndim {self.ndim_origin} is {self.ndim})"
+                )
+            raise RuntimeValueError(
+                f"{what}: the number of dimensions of the data fed to the external source "
+                f"has changed from the previous iteration: it was {self.ndim} and now is "
+                f"{first.ndim}"
+            )
+        self.dtype, self.ndim = first.dtype, first.ndim
         return layout
 
 
@@ -158,6 +178,12 @@ class ExternalSource(Operator):
     ) -> None:
         if num_outputs is not None and (not isinstance(num_outputs, int) or num_outputs < 1):
             raise ValueError(f"num_outputs must be a positive int; got {num_outputs!r}")
+        if num_outputs is not None and name is not None:
+            raise RuntimeValueError(
+                f"``num_outputs`` is not compatible with named external_source {name!r}: "
+                "feed_input feeds a source by name, one output at a time; drop the name or "
+                "num_outputs"
+            )
         count = 1 if num_outputs is None else num_outputs
         super().__init__([], count, device, name=name)
         display = name or self.name
@@ -165,6 +191,16 @@ class ExternalSource(Operator):
         self.declared_num_outputs = num_outputs
         self.cycle = normalize_cycle(cycle)
         self.parallel = bool(parallel)
+        if not self.parallel:
+            # DALI refuses these in serial mode (the page says they are ignored there).
+            for argument, value in (("prefetch_queue_depth", prefetch_queue_depth),
+                                    ("bytes_per_sample_hint", bytes_per_sample_hint)):
+                if value is not None:
+                    raise ValueError(
+                        f"The argument `{argument}` is valid only for parallel external "
+                        f"sources (when ``parallel`` is True); external_source {display!r} "
+                        f"got {argument}={value!r} without parallel=True"
+                    )
         if self.parallel:
             # Load the worker pool and shared memory now, while the graph is defined, so that
             # build() only starts processes (DALI, too, has everything loaded before build).
@@ -204,13 +240,22 @@ class ExternalSource(Operator):
                 )
             if self.parallel:
                 raise ValueError(f"external_source {display!r}: parallel=True needs a source")
-        else:
-            if repeat_last:
+            if self.cycle != "no":
                 raise ValueError(
-                    f"external_source {display!r}: repeat_last=True works only in push mode "
-                    "(no source, data given with feed_input); remove the source or repeat_last"
+                    f"`cycle` argument is only valid for iterable `source`; external_source "
+                    f"{display!r} has no source (cycle={cycle!r})"
                 )
+        else:
+            # repeat_last with a source: the page calls it incompatible, but DALI's fn API
+            # accepts it and polls the source as usual; so does dali_lite (pull mode).
             self.kind = classify_source(source, f"source of external_source {display!r}")
+            if cycle is not None and self.kind in (SourceKind.CALLABLE_NO_ARG,
+                                                   SourceKind.CALLABLE_ONE_ARG):
+                # DALI refuses any cycle value, even False or "no", with a callable.
+                raise ValueError(
+                    f"The argument `cycle` can only be specified if `source` is iterable; the "
+                    f"source of external_source {display!r} is a callable (cycle={cycle!r})"
+                )
             if self.kind is SourceKind.GENERATOR and self.cycle != "no":
                 raise TypeError(
                     "Cannot cycle through a generator: pass the generator function itself as "
@@ -271,12 +316,17 @@ class ExternalSource(Operator):
                 "sources created without one"
             )
         what = f"data fed to {self.display_name!r}"
-        samples = to_batch_samples(data, batch_size=batch_size, what=what)
+        samples = to_batch_samples(data, batch_size=batch_size, what=what, numbers=False)
+        if layout is not None and layout != "" and samples and len(layout) != samples[0].ndim:
+            # DALI checks a layout given to feed_input at once, before queueing anything.
+            raise RuntimeValueError(
+                f"{what}: The layout {layout!r} cannot describe {samples[0].ndim}-dimensional "
+                f"data (the layout has {len(layout)} dimensions)"
+            )
+        if layout is None:
+            layout = samples.layout  # a TensorListCPU's or TensorCPU samples' own layout
         if not self.no_copy:
             samples = _copied(samples)
-        if layout is None:
-            layout = getattr(data, "layout", lambda: "")() if isinstance(
-                data, TensorListCPU) else ""
         with self._feed_cond:
             self._feed.append(([samples], str(layout or "")))
             self._feed_cond.notify_all()
@@ -336,7 +386,9 @@ class ExternalSource(Operator):
             outputs, layout = self._take_fed(ctx, wait=self.blocking or asynchronous)
             return outputs, [layout] * len(outputs)
         outputs = self._poll(ctx)
-        return outputs, [""] * len(outputs)
+        # A declared layout wins; otherwise a TensorListCPU / TensorCPU keeps its own (DALI).
+        return outputs, [check.layout or getattr(samples, "layout", "")
+                         for check, samples in zip(self.checks, outputs)]
 
     def _poll(self, ctx: IterationContext) -> list[list[np.ndarray]]:
         callback = self._callback
@@ -371,6 +423,12 @@ class ExternalSource(Operator):
             "batch_info": self.batch_info,
             "py_timeout": self.py_timeout,
         }
+
+
+def _type_name(dtype: np.dtype[Any]) -> str:
+    """DALI's lower-case name of a dtype (float for float32), as its messages say it."""
+    name = np.dtype(dtype).name
+    return {"float32": "float", "float64": "double", "float16": "half"}.get(name, name)
 
 
 def _check_blocks(check: OutputCheck, blocks: Sequence[np.ndarray]) -> str:

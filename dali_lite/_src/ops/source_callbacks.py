@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from dali_lite._src.data.conversions import to_batch_samples, to_sample_array
+from dali_lite._src.data.conversions import SampleList, to_batch_samples, to_sample_array
+from dali_lite._src.data.tensor_list_cpu import TensorCPU
 from dali_lite._src.types import _NP_TO_DALI, BatchInfo, SampleInfo
 
 Outputs = list[list[np.ndarray]]
@@ -27,6 +28,11 @@ CallManyResult = tuple[Outputs | None, tuple[int, BaseException] | None]
 
 _NDARRAY_ONLY = frozenset({np.ndarray})
 _DTYPE_OF = operator.attrgetter("dtype")
+
+
+class OutputIndexError(IndexError, ValueError):
+    """A source returned fewer items than its num_outputs. DALI indexes the returned tuple
+    and fails with an ``IndexError``; ``ValueError`` is the class dali_lite raised before."""
 
 
 class _ItemFailed(Exception):
@@ -57,7 +63,9 @@ def normalize_cycle(cycle: Any) -> str:
         return CYCLE_MODES[cycle]
     except (KeyError, TypeError):
         raise ValueError(
-            f"cycle must be one of 'no', False, None, 'quiet', True or 'raise'; got {cycle!r}"
+            f"Invalid value {cycle!r} for the argument `cycle`; valid values are 'no', False "
+            "or None (no cycling), 'quiet' or True (rewind the data quietly) and 'raise' "
+            "(raise StopIteration at each rewind)"
         ) from None
 
 
@@ -103,6 +111,10 @@ def classify_source(source: Any, what: str = "source") -> SourceKind:
         getattr(source, "__call__", None)  # noqa: B004 - a callable object's generator method
     ):
         return SourceKind.GENERATOR_FUNCTION
+    if not inspect.isroutine(source) and hasattr(type(source), "__iter__"):
+        # DALI tries iter() before calling: an object that is both iterable and callable is
+        # used as an iterable.
+        return SourceKind.ITERABLE
     if callable(source):
         arity = _positional_arity(source, what)
         return SourceKind.CALLABLE_ONE_ARG if arity == 1 else SourceKind.CALLABLE_NO_ARG
@@ -117,19 +129,22 @@ def classify_source(source: Any, what: str = "source") -> SourceKind:
 
 
 def _split_outputs(result: Any, num_outputs: int | None, what: str) -> list[Any]:
+    """The item of each output. As DALI does, output i takes ``result[i]``: a tuple, a list or
+    an array (its rows) all work, and items past num_outputs are ignored."""
     if num_outputs is None:
         return [result]
-    if not isinstance(result, (tuple, list)):
+    if not isinstance(result, (tuple, list, np.ndarray)) or (
+            isinstance(result, np.ndarray) and result.ndim == 0):
         raise TypeError(
             f"{what} must return a tuple or list of {num_outputs} items (num_outputs="
             f"{num_outputs}); got {type(result).__name__}"
         )
-    if len(result) != num_outputs:
-        raise ValueError(
-            f"{what} must return {num_outputs} items (num_outputs={num_outputs}); "
-            f"got {len(result)}"
+    if len(result) < num_outputs:
+        raise OutputIndexError(
+            f"{what} must return {num_outputs} items (num_outputs={num_outputs}); got "
+            f"{len(result)}, so output index {len(result)} is out of range"
         )
-    return list(result)
+    return list(result[:num_outputs])
 
 
 class _SourceCall:
@@ -145,12 +160,32 @@ class _SourceCall:
         return 1 if self.num_outputs is None else self.num_outputs
 
     def _samples(self, result: Any, what: str) -> Outputs:
-        return [[to_sample_array(item, what=what)]
-                for item in _split_outputs(result, self.num_outputs, what)]
+        return [_one_sample(item, what) for item in _split_outputs(result, self.num_outputs, what)]
 
     def _batch(self, result: Any, batch_size: int, what: str) -> Outputs:
-        return [to_batch_samples(item, batch_size=batch_size, what=what)
+        return [to_batch_samples(item, batch_size=batch_size, what=what, numbers=False)
                 for item in _split_outputs(result, self.num_outputs, what)]
+
+
+def _one_sample(item: Any, what: str) -> SampleList:
+    """One per-sample result as a one-sample list that keeps a TensorCPU's layout."""
+    samples = SampleList([to_sample_array(item, what=what, numbers=False)])
+    if isinstance(item, TensorCPU):
+        samples.layout = str(item.layout() or "")
+    return samples
+
+
+def _joined(parts: Outputs, count: int) -> Outputs:
+    """Per-sample results (one list per sample and output) joined into outputs x samples; a
+    layout carried by the first sample's TensorCPU becomes the batch's, as in DALI."""
+    outputs: Outputs = [SampleList() for _ in range(count)]
+    for part in parts:
+        for out, sample in zip(outputs, part):
+            out.extend(sample)
+    if parts:
+        for out, sample in zip(outputs, parts[0]):
+            out.layout = getattr(sample, "layout", "")  # type: ignore[attr-defined]
+    return outputs
 
 
 class PerSampleCall(_SourceCall):
@@ -216,15 +251,18 @@ class PerSampleCall(_SourceCall):
                 dtype in _NP_TO_DALI for dtype in set(map(_DTYPE_OF, results))
             ):
                 return [results]  # every result is already a valid sample, as is
+            layout = ""
             for index, result in enumerate(results):
                 if type(result) is not np.ndarray or result.dtype not in _NP_TO_DALI:
-                    results[index] = self._converted(index, result, items[index])[0][0]
-            return [results]
-        outputs: Outputs = [[] for _ in range(self.num_outputs)]
-        for index, result in enumerate(results):
-            for out, sample in zip(outputs, self._converted(index, result, items[index])):
-                out.extend(sample)
-        return outputs
+                    (converted,) = self._converted(index, result, items[index])
+                    results[index] = converted[0]
+                    if index == 0:
+                        layout = getattr(converted, "layout", "")
+            samples = SampleList(results)
+            samples.layout = layout
+            return [samples]
+        return _joined([self._converted(index, result, items[index])
+                        for index, result in enumerate(results)], self.num_outputs)
 
     def _converted(self, index: int, result: Any, info: SampleInfo) -> Outputs:
         try:
@@ -310,14 +348,10 @@ class IteratorCall(_SourceCall):
         except StopIteration:
             if self.cycle != "quiet":
                 raise
+        # A fresh pass; a source that cannot start over (an iterator, not an iterable) or
+        # yields nothing ends the data here, as in DALI.
         self._iterator = self._fresh_iterator()
-        try:
-            return next(self._iterator)
-        except StopIteration:
-            raise ValueError(
-                f"source {self.source_name!r} is empty: with cycle='quiet' it must yield at "
-                "least one item per pass"
-            ) from None
+        return next(self._iterator)
 
     def __call__(self, info: BatchInfo) -> Outputs:
         if self._ended_epoch is not None:
@@ -326,13 +360,12 @@ class IteratorCall(_SourceCall):
             self._ended_epoch = None
         try:
             if self.per_sample:
-                outputs: Outputs = [[] for _ in range(self.outputs_count)]
+                parts = []
                 for index in range(self.batch_size):
                     what = (f"sample {info.iteration * self.batch_size + index} of source "
                             f"{self.source_name!r}")
-                    for out, sample in zip(outputs, self._samples(self._next_item(), what)):
-                        out.extend(sample)
-                return outputs
+                    parts.append(self._samples(self._next_item(), what))
+                return _joined(parts, self.outputs_count)
             what = f"batch {info.iteration} of source {self.source_name!r}"
             return self._batch(self._next_item(), self.batch_size, what)
         except StopIteration:

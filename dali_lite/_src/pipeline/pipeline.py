@@ -22,7 +22,7 @@ from dali_lite._src.graph.nodes import (
     topological_order,
 )
 from dali_lite._src.graph.scope import PipelineScope
-from dali_lite._src.ops.external_source import ExternalSource, NoDataFedError
+from dali_lite._src.ops.external_source import ExternalSource, NoDataFedError, UnknownInputError
 from dali_lite._src.options import PipelineOptions
 from dali_lite._src.pipeline.extras import PipelineExtras
 
@@ -387,8 +387,9 @@ class Pipeline(PipelineExtras):
                 return
         names = sorted(op.display_name for op in self._operators
                        if isinstance(op, ExternalSource))
-        raise RuntimeError(f"no external_source named {name!r} in the pipeline; "
-                           f"its external sources are {names}")
+        raise UnknownInputError(f"Could not find an input operator with name {name!r}: no "
+                                f"external_source named {name!r} in the pipeline; its "
+                                f"external sources are {names}")
 
     def reset(self) -> None:
         """Reset the pipeline iterator: discard prefetched work and start the next epoch."""
