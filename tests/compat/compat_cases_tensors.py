@@ -327,7 +327,7 @@ def ragged_pipeline_output(ctx):
     ctx.record("samples", [out.at(i) for i in range(len(out))])
     ctx.attempt("as_array", out.as_array, words=["same shape"])
     ctx.attempt("as_tensor", out.as_tensor, words=["uniform shape"])
-    ctx.record("reshaped", np.array(out.as_reshaped_tensor([16])))
+    ctx.record("reshaped", np.array(out.as_reshaped_tensor([13])))
 
 
 @case
@@ -378,8 +378,7 @@ def array_interface(ctx):
     ctx.record("version", interface["version"])
     ctx.record("read-only flag", interface["data"][1])
     ctx.record("address is data_ptr", interface["data"][0] == t.data_ptr())
-    view = memoryview(t)
-    ctx.record("memoryview", (view.format, view.shape, view.readonly, view.itemsize))
+    ctx.record("np.asarray through it", np.asarray(t))
 
 
 @case
@@ -391,8 +390,14 @@ def numpy_conversions(ctx):
     t = tl.as_tensor()
     ctx.record("np.array(t)", np.array(t))
     ctx.record("np.array(t, int64)", np.array(t, dtype=np.int64))
+
+
+@case(differs="np-array-scalar-batch")
+def numpy_conversion_of_a_batch_of_scalars(ctx):
+    # DALI 2.4: np.array(tl) of 0-d samples raises "could not convert string to float"
+    # (NumPy reads the batch as a sequence of TensorCPU and falls back to their str()).
     scalars = ctx.tensors.TensorListCPU(np.arange(3, dtype=np.float32))
-    ctx.record("0-d samples", np.array(scalars))
+    ctx.expect("np.array", lambda: np.array(scalars), np.arange(3, dtype=np.float32))
 
 
 @case
@@ -613,7 +618,7 @@ def tensor_layout(ctx):
     layout = L("HWC")
     ctx.record("type", type(layout))
     ctx.record("str", str(layout))
-    ctx.record("repr", repr(layout))
+    ctx.record("repr", repr(layout).replace(ctx.root, "ROOT"))
     ctx.record("== str", layout == "HWC")
     ctx.record("== layout", layout == L("HWC"))
     ctx.record("!= layout", layout != L("HW"))
@@ -629,14 +634,14 @@ def sample_and_batch_info(ctx):
     info = T.SampleInfo(1, 2, 3, 4)
     ctx.record("sample fields", [info.idx_in_epoch, info.idx_in_batch, info.iteration,
                                  info.epoch_idx])
-    ctx.record("sample str", str(info))
+    ctx.record("sample", info)
     ctx.record("sample eq", info == T.SampleInfo(1, 2, 3, 4))
     ctx.record("sample kw", T.SampleInfo(idx_in_epoch=1, idx_in_batch=2, iteration=3,
                                          epoch_idx=4).epoch_idx)
     ctx.attempt("sample too few", T.SampleInfo, 1, 2, words=["missing"])
     batch = T.BatchInfo(5, 6)
     ctx.record("batch fields", [batch.iteration, batch.epoch_idx])
-    ctx.record("batch str", str(batch))
+    ctx.record("batch", batch)
     ctx.record("batch eq", batch == T.BatchInfo(5, 6))
     ctx.attempt("batch too many", T.BatchInfo, 1, 2, 3, words=["positional"])
 
@@ -661,4 +666,21 @@ def infos_in_callbacks(ctx):
     pipe.build()
     pipe.run()
     pipe.run()
-    ctx.record("seen", sorted(seen))
+    # Only the two iterations run: DALI's executor may have called ahead for the third.
+    ctx.record("seen", sorted(s for s in seen if s[-2] < 2))
+
+
+@case(differs="complex-and-byte-swapped-input")
+def unsupported_and_byte_swapped_arrays(ctx):
+    # DALI 2.4 takes a complex64 array as float32 (two floats per element, shape unchanged:
+    # the data is misread) and a big-endian int32 array as native int32 (values garbled).
+    # dali_lite refuses complex data and reads byte-swapped data by value.
+    T = ctx.tensors.TensorCPU
+    try:
+        T(np.ones(2, np.complex64))
+        complex_result = "accepted"
+    except TypeError:
+        complex_result = "TypeError"
+    ctx.expect("complex64", complex_result, "TypeError")
+    swapped = np.arange(3, dtype=">i4")
+    ctx.expect("big-endian values", lambda: np.array(T(swapped)), np.arange(3, dtype=np.int32))
