@@ -81,7 +81,7 @@ class TensorListCPU:
                 _refuse_strided(block, "TensorListCPU")
                 self._share(TensorListCPU._from_blocks([block]))
             else:
-                if np.ndim(b) == 0 and isinstance(b, (np.ndarray, np.generic)):
+                if isinstance(b, (np.ndarray, np.generic)) and np.ndim(b) == 0:
                     raise RuntimeValueError(
                         "TensorListCPU: Cannot create TensorList from 0-dim array; the leading "
                         "dimension of b is the batch (give an array of shape (N, ...) or a list "
@@ -191,6 +191,9 @@ class TensorListCPU:
 
     def _joined(self, method: str) -> np.ndarray:
         """The batch as one ``(N, *sample_shape)`` array: the block itself, or joined once."""
+        if not self._count:
+            # As DALI: a batch of no samples has no sample shape; it is a flat empty array.
+            return np.empty((0,), dtype=self._dtype or np.float32)
         block = self._single_block()
         if block is not None:
             return block
@@ -199,10 +202,8 @@ class TensorListCPU:
         if self._blocks is not None:
             parts = [b for b in self._blocks if b.shape[0]] or self._blocks
             joined = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        elif self._samples:
-            joined = np.stack(self._samples)
         else:
-            joined = np.empty((0,), dtype=self._dtype or np.float32)  # DALI's default: float
+            joined = np.stack(self._samples)
         self._blocks, self._samples = [joined], None
         return joined
 
