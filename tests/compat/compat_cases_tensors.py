@@ -10,6 +10,7 @@ dali_lite only; their cases are marked ``differs`` and listed in docs/compat_ten
 from __future__ import annotations
 
 import ctypes
+import operator
 
 import numpy as np
 from compat_registry import case
@@ -220,7 +221,7 @@ def dtype_kinds(ctx):
         ctx.record(f"{name} dtype type", type(value))
         ctx.record(f"{name} dtype repr", repr(value))
         ctx.record(f"{name} == UINT8", value == D.UINT8)
-        ctx.record(f"UINT8 == {name}", D.UINT8 == value)
+        ctx.record(f"UINT8 == {name}", operator.eq(D.UINT8, value))  # the member on the left
         ctx.record(f"{name} == 0", value == 0)
         ctx.record(f"{name} isinstance", isinstance(value, D))
         ctx.record(f"{name} to_numpy_type", ctx.types.to_numpy_type(value))
@@ -567,7 +568,7 @@ def enum_members(ctx):
 def enum_behaviour(ctx):
     D = ctx.types.DALIDataType
     ctx.record("FLOAT == 9", D.FLOAT == 9)
-    ctx.record("9 == FLOAT", 9 == D.FLOAT)
+    ctx.record("9 == FLOAT", operator.eq(9, D.FLOAT))  # the int on the left
     ctx.record("FLOAT != INT8", D.FLOAT != D.INT8)
     ctx.record("in a dict", {D.FLOAT: "f"}[D.FLOAT])
     ctx.record("types.FLOAT is FLOAT", ctx.types.FLOAT is D.FLOAT)
