@@ -94,6 +94,31 @@ class TensorListCPU:
                 self._share(TensorListCPU._from_samples(samples))
         self._layout = _checked_layout(layout, self._sample_ndim(), "TensorList")
 
+    @staticmethod
+    def from_dlpack_list(
+        list_of_objects: list[Any], layout: str | None = None, contiguous: bool = False
+    ) -> TensorListCPU:
+        """List of tensors residing in the CPU memory, constructed from a Python list of
+        DLPack objects (objects with ``__dlpack__``, e.g. PyTorch CPU tensors), without
+        copying unless ``contiguous``: then the samples are copied into one buffer."""
+        if not isinstance(list_of_objects, list):
+            raise TypeError(
+                f"from_dlpack_list: list_of_objects must be a list, got "
+                f"{type(list_of_objects).__name__}"
+            )
+        samples = []
+        for i, obj in enumerate(list_of_objects):
+            if not hasattr(obj, "__dlpack__"):
+                raise TypeError(
+                    f"from_dlpack_list: Object at position {i} does not support the DLPack "
+                    f"protocol (no __dlpack__; got {type(obj).__name__})"
+                )
+            samples.append(obj)
+        tl = TensorListCPU(samples, layout) if samples else TensorListCPU([], layout)
+        if contiguous:
+            tl._pack()
+        return tl
+
     def _share(self, other: TensorListCPU) -> None:
         # The part lists are never mutated in place (caches replace them), so sharing is safe.
         self._blocks, self._samples = other._blocks, other._samples

@@ -827,3 +827,18 @@ def round_trips_hold_for_drawn_arrays(ctx):
 
     check()
     ctx.record("failures", failures)
+
+
+@case
+def from_dlpack_list(ctx):
+    TL = ctx.tensors.TensorListCPU
+    arrays = [np.arange(3, dtype=np.float32), np.arange(2, dtype=np.float32) + 7]
+    tl = TL.from_dlpack_list(arrays)
+    ctx.record("str", str(tl))
+    ctx.record("zero copy", np.shares_memory(np.from_dlpack(tl[0]), arrays[0]))
+    ctx.record("with layout", repr(TL.from_dlpack_list(arrays, "X")))
+    # contiguous=True is left out: DALI 2.4 copies into pinned memory and, without a CUDA
+    # driver, raises "CUDA driver version is insufficient" (tests/dali_lite covers ours).
+    ctx.record("empty", repr(TL.from_dlpack_list([])))
+    ctx.attempt("capsules", TL.from_dlpack_list, [a.__dlpack__() for a in arrays],
+                words=["position 0", "DLPack"])

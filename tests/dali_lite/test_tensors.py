@@ -401,3 +401,15 @@ def test_tensors_pickle() -> None:
     assert t.layout() == "W" and same(np.asarray(t), np.arange(4, dtype=np.int16))
     tl = pickle.loads(pickle.dumps(TensorListCPU([np.zeros(2), np.ones(3)], "X")))
     assert tl.shape() == [(2,), (3,)] and tl.layout() == "X" and same(tl.at(1), np.ones(3))
+
+
+def test_from_dlpack_list_views_or_packs_the_samples() -> None:
+    arrays_ = [np.arange(3, dtype=np.float32), np.arange(2, dtype=np.float32) + 7]
+    tl = TensorListCPU.from_dlpack_list(arrays_, "X")
+    assert tl.layout() == "X" and np.shares_memory(tl.at(0), arrays_[0])
+    packed = TensorListCPU.from_dlpack_list(arrays_, contiguous=True)
+    assert not np.shares_memory(packed.at(0), arrays_[0])
+    assert same(packed.at(1), arrays_[1])
+    assert packed.data_ptr() + arrays_[0].nbytes == packed.at(1).ctypes.data  # back to back
+    with pytest.raises(TypeError, match="Object at position 0 does not support the DLPack"):
+        TensorListCPU.from_dlpack_list([arrays_[0].__dlpack__()])
