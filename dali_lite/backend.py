@@ -4,7 +4,9 @@ In DALI, ``nvidia.dali.backend`` is the native module that defines the tensor cl
 ``nvidia.dali.tensors`` re-exports them. dali_lite keeps that shape: this module owns the
 single tensor, ``TensorCPU`` (a NumPy array plus a layout, viewing the caller's memory), and
 the low-level pieces the batch classes in ``dali_lite.tensors`` reuse (reading a destination
-pointer, copying to raw memory, the NumPy and DLPack protocols). ``TensorListCPU`` and the GPU
+pointer, copying to raw memory, the NumPy and DLPack protocols, DALI's ``DLDeviceType``, and the
+refusals DALI's constructors make: Python numbers and lists, strided arrays). Layouts are
+stored and returned as plain ``str``, as DALI 2.4 returns them. ``TensorListCPU`` and the GPU
 classes are defined in ``dali_lite.tensors`` and re-exported here, lazily, because that module
 imports this one.
 """

@@ -8,8 +8,9 @@ no copy; everything else is joined at most once, on demand, and the joined block
 replaces the parts so that later calls are free.
 
 What user objects are accepted, and the messages for the rest, live in ``dali_lite.data``;
-the single tensor and the raw-memory helpers live in ``dali_lite.backend``. The GPU classes
-are placeholders: constructing one explains that GPU support is absent.
+the single tensor and the raw-memory helpers live in ``dali_lite.backend``; how both print
+(DALI's text, character for character) lives in ``dali_lite.tensor_text``. The GPU classes
+live in ``dali_lite.tensors_gpu`` and are re-exported here.
 """
 
 from __future__ import annotations
@@ -57,12 +58,19 @@ class TensorListCPU:
     number of dimensions may not; an empty list is a batch of no samples and no type), or one
     array-like whose leading dimension is the batch, kept as one dense block without copying.
     As DALI, it refuses strided (non-contiguous) arrays and 0-d arrays. ``is_pinned`` is
-    accepted and ignored.
+    accepted and ignored. ``contiguous=True`` copies the samples into one buffer (DALI does
+    that for a list by default; dali_lite keeps views of the caller's arrays unless asked).
     """
 
     __slots__ = ("__weakref__", "_blocks", "_count", "_dense", "_dtype", "_layout", "_samples")
 
-    def __init__(self, b: Any, layout: str | None = None, is_pinned: bool = False) -> None:
+    def __init__(
+        self,
+        b: Any,
+        layout: str | None = None,
+        is_pinned: bool = False,
+        contiguous: bool | None = None,
+    ) -> None:
         what = "b (the data of TensorListCPU)"
         if isinstance(b, TensorListCPU):
             self._share(b)
@@ -93,6 +101,10 @@ class TensorListCPU:
                     raise _MixedBatchError(str(exc)) from None
                 self._share(TensorListCPU._from_samples(samples))
         self._layout = _checked_layout(layout, self._sample_ndim(), "TensorList")
+        if contiguous:
+            # DALI copies a list of samples into one buffer by default; dali_lite keeps views
+            # (no copy) unless asked.
+            self._pack()
 
     @staticmethod
     def from_dlpack_list(

@@ -842,3 +842,12 @@ def from_dlpack_list(ctx):
     ctx.record("empty", repr(TL.from_dlpack_list([])))
     ctx.attempt("capsules", TL.from_dlpack_list, [a.__dlpack__() for a in arrays],
                 words=["position 0", "DLPack"])
+
+
+@case(params=[True, False])
+def tensorlist_contiguous_argument(ctx):
+    samples = _ragged("int32")
+    tl = ctx.tensors.TensorListCPU(samples, "X", contiguous=ctx.params)
+    ctx.record("str", str(tl))
+    ctx.record("samples", [tl.at(i) for i in range(len(tl))])
+    ctx.record("reshaped", np.array(tl.as_reshaped_tensor([5])))

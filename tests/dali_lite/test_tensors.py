@@ -413,3 +413,11 @@ def test_from_dlpack_list_views_or_packs_the_samples() -> None:
     assert packed.data_ptr() + arrays_[0].nbytes == packed.at(1).ctypes.data  # back to back
     with pytest.raises(TypeError, match="Object at position 0 does not support the DLPack"):
         TensorListCPU.from_dlpack_list([arrays_[0].__dlpack__()])
+
+
+def test_contiguous_list_is_packed_on_request() -> None:
+    arrays_ = [np.arange(3, dtype=np.int16), np.arange(4, dtype=np.int16)]
+    assert np.shares_memory(TensorListCPU(arrays_).at(0), arrays_[0])  # views by default
+    packed = TensorListCPU(arrays_, "X", contiguous=True)
+    assert not np.shares_memory(packed.at(0), arrays_[0]) and packed.layout() == "X"
+    assert same(packed.at(1), arrays_[1])
