@@ -850,4 +850,17 @@ def tensorlist_contiguous_argument(ctx):
     tl = ctx.tensors.TensorListCPU(samples, "X", contiguous=ctx.params)
     ctx.record("str", str(tl))
     ctx.record("samples", [tl.at(i) for i in range(len(tl))])
-    ctx.record("reshaped", np.array(tl.as_reshaped_tensor([5])))
+    if ctx.params:  # contiguous=False: see contiguous_false_dense_views
+        ctx.record("reshaped", np.array(tl.as_reshaped_tensor([5])))
+
+
+@case(differs="contiguous-false-dense-views")
+def contiguous_false_dense_views(ctx):
+    # DALI 2.4 keeps the samples of TensorListCPU(list, contiguous=False) apart and then
+    # refuses every dense view of them, as_array() with a message that says the shapes differ
+    # (they do not). dali_lite lays the samples back to back on demand.
+    samples = [np.arange(3, dtype=np.int64), np.arange(3, dtype=np.int64) * 2]
+    tl = ctx.tensors.TensorListCPU(samples, contiguous=False)
+    ctx.expect("as_array", tl.as_array, np.stack(samples))
+    ctx.expect("as_reshaped_tensor", lambda: np.array(tl.as_reshaped_tensor([6])),
+               np.concatenate(samples))
