@@ -35,3 +35,8 @@ class RuntimeValueError(ValueError, RuntimeError):
 
 class RuntimeTypeError(TypeError, RuntimeError):
     """A value of the wrong type where DALI raises `RuntimeError`; see RuntimeValueError."""
+
+
+class RuntimeIndexError(IndexError, RuntimeError):
+    """An index out of range where DALI raises ``RuntimeError`` (``TensorListCPU.at``): both,
+    so that ``except IndexError`` and DALI users' ``except RuntimeError`` work."""

@@ -10,7 +10,8 @@ This module mirrors ``nvidia.dali.types``. It owns:
 * ``TensorLayout``, a ``str`` subclass so that layouts compare and slice like the strings
   users write;
 * ``SampleInfo`` and ``BatchInfo``, the small records passed to external-source callbacks;
-  they are frozen and slotted because one is built per sample and pickled to workers.
+  plain (mutable, compared by identity) as DALI's, and slotted because one is built per
+  sample and pickled to workers.
 
 It imports nothing but NumPy, so worker processes can import it cheaply.
 """
@@ -18,7 +19,7 @@ It imports nothing but NumPy, so worker processes can import it cheaply.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+import warnings
 from typing import Any
 
 import numpy as np
@@ -67,13 +68,33 @@ __all__ = [
 ]
 
 
-class _DALIEnum(enum.IntEnum):
-    """IntEnum printed as ``ClassName.MEMBER`` in str, repr and f-strings, as DALI prints."""
+class _DALIEnumType(enum.EnumType):
+    """The enums' metaclass: ``__members__`` as a dict (DALI's pybind11 enums give a dict), and
+    ``isinstance`` that also admits the enum's stand-ins (see ``_DALIDataType``)."""
+
+    @property
+    def __members__(cls) -> dict[str, Any]:  # type: ignore[override]
+        return dict(cls._member_map_)
+
+    def __instancecheck__(cls, instance: Any) -> bool:
+        return type.__instancecheck__(cls, instance) or (
+            getattr(type(instance), "_enum_type", None) is cls
+        )
+
+
+class _DALIEnum(enum.IntEnum, metaclass=_DALIEnumType):
+    """IntEnum printed as DALI prints its enums: ``DALIDataType.UINT8`` by str and f-strings,
+    ``<DALIDataType.UINT8: 0>`` by repr.
+
+    An IntEnum (DALI's are pybind11 enums, not ints) so that code written for either, which
+    compares members with ints and uses them as dict keys, works; DALI programs cannot tell.
+    """
 
     def __str__(self) -> str:
         return f"{type(self).__name__}.{self.name}"
 
-    __repr__ = __str__
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__}.{self.name}: {int(self)}>"
 
     def __format__(self, format_spec: str) -> str:
         # IntEnum formats as a bare int since Python 3.11; DALI's enums format as their name.
@@ -86,9 +107,9 @@ class DALIDataType(_DALIEnum):
     The underscored members are DALI's internal argument types; they exist so that values
     read from DALI-serialized data keep their meaning, and are not exported as constants.
 
-    Calling a member returns the NumPy format string of that type (``UINT8()`` is ``"=B"``):
-    ``TensorCPU.dtype`` is a member, so both DALI's old ``t.dtype()`` (a string) and its new
-    ``t.dtype == types.UINT8`` work, as in DALI, where the same trick is played.
+    Members are not callable (as in DALI); ``TensorCPU.dtype`` is a ``_DALIDataType``, which
+    equals its member and, called, gives the NumPy format string (DALI's deprecated
+    ``t.dtype()``).
     """
 
     NO_TYPE = -1
@@ -119,15 +140,7 @@ class DALIDataType(_DALIEnum):
     PYTHON_OBJECT = 24
     _TENSOR_LAYOUT_VEC = 25
     _DATA_TYPE_VEC = 26
-
-    def __call__(self) -> str:
-        """The NumPy format string of this type, as DALI's deprecated ``Tensor.dtype()``."""
-        try:
-            return _FORMAT_STR[self]
-        except KeyError:
-            raise TypeError(
-                f"{self} has no NumPy format string; it is not an array element type"
-            ) from None
+    _INT64_VEC = 27
 
 
 class DALIImageType(_DALIEnum):
@@ -222,10 +235,69 @@ _FORMAT_STR: dict[DALIDataType, str] = {
     DALIDataType.BOOL: "=?",
 }
 
-# Names DALI's to_dali_type understands (NumPy's and PyTorch's spellings). They are consulted
-# before NumPy because they differ from it: "float" is 32-bit here, as in PyTorch and DALI.
+
+
+class _DALIDataType(int):
+    """What ``TensorCPU.dtype`` (and ``TensorGPU.dtype``) returns, as in DALI 2.4: a stand-in
+    for a ``DALIDataType`` member that equals it, hashes like it, prints like it and passes
+    ``isinstance(x, DALIDataType)``, and that can also be called, giving the NumPy format
+    string (``"=B"``) that DALI's deprecated ``t.dtype()`` returned, with DALI's warning.
+
+    The batch classes' ``dtype`` is the member itself, which, as in DALI, is not callable.
+    """
+
+    _enum_type = DALIDataType
+
+    @property
+    def name(self) -> str:
+        return DALIDataType(int(self)).name
+
+    @property
+    def value(self) -> int:
+        return int(self)
+
+    def __str__(self) -> str:
+        return str(DALIDataType(int(self)))
+
+    def __repr__(self) -> str:
+        return repr(DALIDataType(int(self)))
+
+    def __format__(self, format_spec: str) -> str:
+        return format(str(self), format_spec)
+
+    def __reduce__(self) -> tuple[Any, tuple[int]]:
+        return (_tensor_dtype_of, (int(self),))
+
+    def __call__(self) -> str:
+        """The NumPy format string of this type (DALI's deprecated ``Tensor.dtype()``)."""
+        warnings.warn(
+            "Calling '.dtype()' is deprecated, please use '.dtype' instead", Warning, stacklevel=2
+        )
+        return _FORMAT_STR[DALIDataType(int(self))]
+
+
+_TENSOR_DTYPES: dict[DALIDataType, _DALIDataType] = {d: _DALIDataType(d) for d in _FORMAT_STR}
+
+
+def _tensor_dtype_of(dali_type: int) -> _DALIDataType:
+    """The ``_DALIDataType`` stand-in of an element type (what ``TensorCPU.dtype`` returns)."""
+    return _TENSOR_DTYPES[DALIDataType(dali_type)]
+
+
+class _UnknownTypeError(KeyError, TypeError):
+    """``to_numpy_type`` of a type with no NumPy equivalent: DALI raises ``KeyError`` (a failed
+    dict lookup); also a ``TypeError``, which says what went wrong, for dali_lite's users."""
+
+    def __str__(self) -> str:
+        # KeyError's str() quotes its argument; this one is a sentence.
+        return str(self.args[0]) if self.args else ""
+
+
+# DALI's to_dali_type: NumPy's and PyTorch's type names (``str(dtype)``, a type's
+# ``__qualname__``, "torch." stripped). Nothing else is understood: "float" is 32-bit, as in
+# DALI and PyTorch, and so is the Python type ``float`` (its qualname is "float").
 _TYPE_NAMES: dict[str, DALIDataType] = {
-    "bool": BOOL, "boolean": BOOL,
+    "bool": BOOL, "bool_": BOOL, "boolean": BOOL,
     "int8": INT8, "sbyte": INT8,
     "uint8": UINT8, "byte": UINT8, "ubyte": UINT8,
     "int16": INT16, "short": INT16,
@@ -243,35 +315,32 @@ _SUPPORTED_NAMES = (
 )
 
 
-def _as_dali_type(dali_type: object) -> DALIDataType:
-    if isinstance(dali_type, DALIDataType):
-        return dali_type
-    if isinstance(dali_type, (int, np.integer)) and not isinstance(dali_type, (bool, np.bool_)):
-        try:
-            return DALIDataType(int(dali_type))
-        except ValueError:
-            raise ValueError(f"dali_type: {dali_type} is not a DALIDataType value") from None
-    raise TypeError(
-        f"dali_type: expected a DALIDataType, got {type(dali_type).__name__} {dali_type!r}"
-    )
-
-
 def to_numpy_type(dali_type: DALIDataType | int) -> type[np.generic]:
     """Converts DALIDataType to NumPy type.
 
     As in DALI, the result is the NumPy scalar type (``numpy.uint8``, ...), which NumPy accepts
     wherever a dtype is expected and which compares equal to the matching ``numpy.dtype``; use
-    :func:`to_numpy_dtype` for a ``numpy.dtype`` instance.
+    :func:`to_numpy_dtype` for a ``numpy.dtype`` instance. An int is read as the member of
+    that value.
 
-    Raises ``TypeError`` for types with no NumPy equivalent (``STRING``, ``NO_TYPE``, ...).
+    Raises ``KeyError`` (as DALI does; it is also a ``TypeError``) for types with no NumPy
+    equivalent (``STRING``, ``NO_TYPE``, ...) and for anything that is not a DALIDataType.
     """
-    dtype = _as_dali_type(dali_type)
     try:
-        return _NUMPY_SCALAR[dtype]
-    except KeyError:
-        raise TypeError(
-            f"dali_type: {dtype} has no NumPy equivalent; expected one of {_SUPPORTED_NAMES}"
-        ) from None
+        return _NUMPY_SCALAR[dali_type]  # type: ignore[index]
+    except (KeyError, TypeError):  # TypeError: unhashable
+        pass
+    if isinstance(dali_type, int) and not isinstance(dali_type, bool):
+        try:
+            what = str(DALIDataType(int(dali_type)))
+        except ValueError:
+            what = f"{dali_type} (not a DALIDataType value)"
+    else:
+        what = f"{type(dali_type).__name__} {dali_type!r} (not a DALIDataType)"
+    raise _UnknownTypeError(
+        f"dali_type: {what} has no NumPy equivalent; expected a DALIDataType of one of "
+        f"{_SUPPORTED_NAMES}"
+    )
 
 
 def to_numpy_dtype(dali_type: DALIDataType | int) -> np.dtype[Any]:
@@ -280,38 +349,22 @@ def to_numpy_dtype(dali_type: DALIDataType | int) -> np.dtype[Any]:
 
 
 def to_dali_type(framework_type: object) -> DALIDataType:
-    """Converts a NumPy dtype, dtype name, Python type or PyTorch dtype to a DALIDataType.
+    """Converts a NumPy dtype or type, a PyTorch dtype or a type name to a DALIDataType.
 
-    Accepts what DALI accepts (NumPy dtypes and the names ``"uint8"``, ``"float"``, ``"half"``,
-    ``"double"``, ``"torch.float32"``, ...) and anything ``numpy.dtype`` understands
-    (``numpy.float32``, ``"<f4"``, ``float``, ``bool``). Note that the *name* ``"float"`` means
-    32-bit, as in DALI and PyTorch, while the Python type ``float`` means 64-bit, as in NumPy.
-
-    Raises ``TypeError`` for types DALI tensors cannot hold (object, string, complex, datetime,
-    structured or byte-swapped dtypes).
+    As in DALI, the name decides: ``str(framework_type)`` (``__qualname__`` for a type), with a
+    leading ``"torch."`` removed, must be one of NumPy's or PyTorch's names (``"uint8"``,
+    ``"float"``, ``"half"``, ``"double"``, ``"bool_"``, ...). ``"float"`` and the Python type
+    ``float`` both mean 32-bit, as in DALI. Raises ``TypeError`` for anything else (byte-order
+    strings such as ``"<f4"``, ``int``, DALIDataType members, unsupported dtypes).
     """
-    if isinstance(framework_type, DALIDataType):
-        return framework_type
-    if isinstance(framework_type, np.dtype):
-        dtype = framework_type
-    else:
-        name = str(framework_type)
-        name = name.removeprefix("torch.")
-        known = _TYPE_NAMES.get(name)
-        if known is not None:
-            return known
-        try:
-            dtype = np.dtype(framework_type)
-        except (TypeError, ValueError):
-            raise TypeError(
-                f"framework_type: {framework_type!r} could not be converted into any known "
-                f"DALIDataType; expected a NumPy dtype or one of {_SUPPORTED_NAMES}"
-            ) from None
-    found = _NP_TO_DALI.get(dtype)
+    # A type by its qualname (numpy.int8 -> "int8"), anything else by its str.
+    name = framework_type.__qualname__ if isinstance(framework_type, type) else str(framework_type)
+    found = _TYPE_NAMES.get(name.removeprefix("torch."))
     if found is None:
         raise TypeError(
-            f"framework_type: {_describe_dtype(dtype)} has no DALIDataType; "
-            f"expected one of {_SUPPORTED_NAMES}"
+            f"'{framework_type}' could not be converted into any known DALIDataType; "
+            f"expected a NumPy dtype or type, a PyTorch dtype, or one of the names "
+            f"{_SUPPORTED_NAMES} (also half, double, long, ...)"
         )
     return found
 
@@ -338,14 +391,17 @@ class TensorLayout(str):
     """A tensor layout: one letter per dimension (``"HWC"``, ``"FCHW"``); ``""`` is no layout.
 
     A ``str`` subclass, so it compares equal to, hashes like, and slices like the plain string.
+    (DALI's TensorLayout is not a ``str``; it compares with strings and prints as one, which
+    this class does too.) The tensor classes' ``layout()`` returns a plain ``str``, as in DALI.
     """
 
     __slots__ = ()
 
-    def __new__(cls, layout: str = "") -> TensorLayout:
+    def __new__(cls, layout: str) -> TensorLayout:
         if not isinstance(layout, str):
             raise TypeError(
-                f"layout: expected a str such as 'HWC', got {type(layout).__name__} {layout!r}"
+                f"TensorLayout: expected a str such as 'HWC', got {type(layout).__name__} "
+                f"{layout!r}"
             )
         return super().__new__(cls, layout)
 
@@ -354,14 +410,17 @@ class TensorLayout(str):
         """Number of dimensions this layout describes (0 for no layout)."""
         return len(self)
 
+    def __str__(self) -> str:
+        return str.__str__(self)
+
     def __repr__(self) -> str:
-        return f"TensorLayout({str.__repr__(self)})"
+        # As DALI: the qualified name of the class, then the string.
+        return f"{type(self).__module__}.TensorLayout({str.__repr__(self)})"
 
     def __reduce__(self) -> tuple[type[TensorLayout], tuple[str]]:
         return (TensorLayout, (str(self),))
 
 
-@dataclass(frozen=True, slots=True)
 class SampleInfo:
     """Describes the indices of a sample requested from ``fn.external_source``.
 
@@ -369,28 +428,46 @@ class SampleInfo:
     :ivar idx_in_batch: 0-based index of the sample within batch
     :ivar iteration:    number of current batch within epoch
     :ivar epoch_idx:    number of current epoch
+
+    A plain record, as DALI's: compared by identity, printed as ``<... object at 0x...>``.
+    Slotted, because one is built per sample and pickled to workers.
     """
 
-    idx_in_epoch: int
-    idx_in_batch: int
-    iteration: int
-    epoch_idx: int
+    __slots__ = ("epoch_idx", "idx_in_batch", "idx_in_epoch", "iteration")
+
+    def __init__(self, idx_in_epoch: int, idx_in_batch: int, iteration: int,
+                 epoch_idx: int) -> None:
+        self.idx_in_epoch = idx_in_epoch
+        self.idx_in_batch = idx_in_batch
+        self.iteration = iteration
+        self.epoch_idx = epoch_idx
 
     def __reduce__(self) -> tuple[type[SampleInfo], tuple[int, int, int, int]]:
-        # Explicit, so pickling frozen slotted dataclasses needs no help from the Python version.
         return (SampleInfo, (self.idx_in_epoch, self.idx_in_batch, self.iteration, self.epoch_idx))
 
 
-@dataclass(frozen=True, slots=True)
 class BatchInfo:
     """Describes the batch requested from ``fn.external_source``.
 
     :ivar iteration:    number of current batch within epoch
     :ivar epoch_idx:    number of current epoch
+
+    A plain record, as DALI's (see :class:`SampleInfo`).
     """
 
-    iteration: int
-    epoch_idx: int
+    __slots__ = ("epoch_idx", "iteration")
+
+    def __init__(self, iteration: int, epoch_idx: int) -> None:
+        self.iteration = iteration
+        self.epoch_idx = epoch_idx
 
     def __reduce__(self) -> tuple[type[BatchInfo], tuple[int, int]]:
         return (BatchInfo, (self.iteration, self.epoch_idx))
+
+
+# Reprs and pickles name the public module users import (as DALI's show nvidia.dali.types),
+# not this room.
+for _public in __all__:
+    if isinstance(globals()[_public], type):
+        globals()[_public].__module__ = "dali_lite.types"
+del _public

@@ -4,7 +4,9 @@ In DALI, ``nvidia.dali.backend`` is the native module that defines the tensor cl
 ``nvidia.dali.tensors`` re-exports them. dali_lite keeps that shape: this module owns the
 single tensor, ``TensorCPU`` (a NumPy array plus a layout, viewing the caller's memory), and
 the low-level pieces the batch classes in ``dali_lite.tensors`` reuse (reading a destination
-pointer, copying to raw memory, the NumPy and DLPack protocols). ``TensorListCPU`` and the GPU
+pointer, copying to raw memory, the NumPy and DLPack protocols, DALI's ``DLDeviceType``, and the
+refusals DALI's constructors make: Python numbers and lists, strided arrays). Layouts are
+stored and returned as plain ``str``, as DALI 2.4 returns them. ``TensorListCPU`` and the GPU
 classes are defined in ``dali_lite.tensors`` and re-exported here, lazily, because that module
 imports this one.
 """
@@ -18,28 +20,83 @@ from typing import Any
 
 import numpy as np
 
+from dali_lite._src.data import tensor_text
 from dali_lite._src.data.conversions import to_sample_array
 from dali_lite._src.data.host import HostSample
-from dali_lite._src.types import _NP_TO_DALI, DALIDataType, TensorLayout
+from dali_lite._src.errors import RuntimeValueError
+from dali_lite._src.types import (
+    _FORMAT_STR,
+    _NP_TO_DALI,
+    _DALIDataType,
+    _DALIEnum,
+    _tensor_dtype_of,
+)
 
-# The last three come from __getattr__ below, which ruff cannot see.
-__all__ = ["TensorCPU"]
+__all__ = ["DLDeviceType", "TensorCPU"]
 
-_NO_LAYOUT = TensorLayout("")
-_CPU_DEVICE = (1, 0)  # DLPack's (kDLCPU, device 0)
+_NO_LAYOUT = ""
 _CDATA = ctypes.c_int.__mro__[-2]  # ctypes' common base class of all C data instances
 
 
-def _checked_layout(layout: str | None, ndim: int | None) -> TensorLayout:
-    """``layout`` as a TensorLayout that fits ``ndim`` sample dimensions (None: no layout)."""
+class DLDeviceType(_DALIEnum):
+    """DLPack's device types, as DALI's ``__dlpack_device__`` names them."""
+
+    kDLCPU = 1
+    kDLCUDA = 2
+    kDLCUDAHost = 3
+    kDLOpenCL = 4
+    kDLVulkan = 7
+    kDLMetal = 8
+    kDLVPI = 9
+    kDLROCM = 10
+    kDLROCMHost = 11
+    kDLExtDev = 12
+    kDLCUDAManaged = 13
+    kDLOneAPI = 14
+    kDLWebGPU = 15
+    kDLHexagon = 16
+    kDLMAIA = 17
+
+
+_CPU_DEVICE = (DLDeviceType.kDLCPU, 0)
+
+
+def _checked_layout(layout: str | None, ndim: int | None, what: str = "Tensor") -> str:
+    """``layout`` as a plain ``str`` that fits ``ndim`` dimensions (None: no layout).
+
+    DALI 2.4 hands layouts back as plain strings, so that is what is stored.
+    """
     if layout is None:
         return _NO_LAYOUT
-    result = layout if type(layout) is TensorLayout else TensorLayout(layout)
+    if not isinstance(layout, str):
+        raise TypeError(
+            f"layout: expected a str such as 'HWC', got {type(layout).__name__} {layout!r}"
+        )
+    result = str(layout)
     if result and ndim is not None and len(result) != ndim:
         raise ValueError(
-            f"layout: '{result}' describes {len(result)} dimensions, but the data has {ndim}"
+            f"layout: '{result}' describes {len(result)} dimensions, but the {what} has {ndim}; "
+            f"a non-empty layout must have one letter per dimension"
         )
     return result
+
+
+def _batch_layout(sample_layout: str, ndim: int) -> str:
+    """The layout of a batch seen as one tensor of `ndim` dimensions: "N" + the samples'
+    layout when that has `ndim` letters, else none (as DALI)."""
+    layout = "N" + sample_layout
+    return layout if len(layout) == ndim else _NO_LAYOUT
+
+
+def _dense_interface(array: np.ndarray) -> dict[str, Any]:
+    """The ``__array_interface__`` DALI gives: DALI's format string, writable, no strides."""
+    return {
+        "typestr": _FORMAT_STR[_NP_TO_DALI[array.dtype]],
+        "shape": array.shape,
+        "data": (int(array.ctypes.data), False),
+        "version": 3,
+        "strides": None if array.flags.c_contiguous else array.strides,
+    }
 
 
 def _address(ptr: object) -> int:
@@ -97,23 +154,57 @@ def _dlpack_kwargs(**kwargs: Any) -> dict[str, Any]:
     return {k: v for k, v in kwargs.items() if v is not None}
 
 
+# What DALI's tensor constructors refuse outright (they take buffers and DLPack capsules).
+_NOT_ARRAYS = (bool, int, float, complex, str, list, tuple, dict, type(None))
+
+
+def _refuse_non_array(b: object, cls_name: str) -> None:
+    if isinstance(b, _NOT_ARRAYS):
+        raise TypeError(
+            f"{cls_name}: b must be array data (a NumPy array or scalar, a DLPack capsule or an "
+            f"object exposing __dlpack__ or __array_interface__, a {cls_name}); got "
+            f"{type(b).__name__} {b!r:.60}" + (
+                "; wrap numbers and lists with numpy.asarray(...) first"
+                if isinstance(b, (int, float, complex, list, tuple)) else "")
+        )
+
+
+def _refuse_strided(array: np.ndarray, what: str) -> None:
+    """DALI's tensors are dense: a strided view is refused (as DALI does) rather than copied."""
+    if array.flags.c_contiguous:
+        return
+    dense = array.itemsize
+    for axis in range(array.ndim - 1, -1, -1):
+        if array.shape[axis] != 1 and array.strides[axis] != dense:
+            raise RuntimeValueError(
+                f"{what}: Strided data not supported. Dimension {axis} has stride "
+                f"{array.strides[axis]} whereas densely packed data of this shape would have a "
+                f"stride {dense}; make it contiguous with numpy.ascontiguousarray(...) first"
+            )
+        dense *= array.shape[axis]
+
+
 class TensorCPU(HostSample):
     """Class representing a Tensor residing in host memory.
 
-    Wraps ``b`` (a NumPy array, anything :func:`dali_lite.data.to_sample_array` reads, e.g. a
-    PyTorch CPU tensor or a DLPack capsule) without copying. ``is_pinned`` is accepted for
-    DALI compatibility and ignored: dali_lite does not pin host memory.
+    Wraps ``b`` (a NumPy array or scalar, a DLPack capsule or an object exposing
+    ``__dlpack__``, e.g. a PyTorch CPU tensor) without copying; like DALI, it refuses Python
+    numbers and lists and strided (non-contiguous) arrays. ``is_pinned`` is accepted for DALI
+    compatibility and ignored: dali_lite does not pin host memory.
     """
 
     __slots__ = ("__weakref__", "_array", "_layout")
     __module__ = "dali_lite.tensors"  # where users meet it, as DALI shows nvidia.dali.tensors
 
-    def __init__(self, b: Any, layout: str | None = "", is_pinned: bool = False) -> None:
-        self._array: np.ndarray = to_sample_array(b, what="b (the data of TensorCPU)")
-        self._layout: TensorLayout = _checked_layout(layout, self._array.ndim)
+    def __init__(self, b: Any, layout: str | None = None, is_pinned: bool = False) -> None:
+        _refuse_non_array(b, "TensorCPU")
+        array = to_sample_array(b, what="b (the data of TensorCPU)")
+        _refuse_strided(array, "TensorCPU")
+        self._array: np.ndarray = array
+        self._layout: str = _checked_layout(layout, array.ndim)
 
     @classmethod
-    def _wrap(cls, array: np.ndarray, layout: TensorLayout = _NO_LAYOUT) -> TensorCPU:
+    def _wrap(cls, array: np.ndarray, layout: str = _NO_LAYOUT) -> TensorCPU:
         """Internal: wrap an already validated array (a sample view, a joined batch)."""
         tensor = cls.__new__(cls)
         tensor._array = array
@@ -124,15 +215,26 @@ class TensorCPU(HostSample):
         """Shape of the tensor."""
         return list(self._array.shape)
 
-    @property
-    def dtype(self) -> DALIDataType:
-        """Data type of the tensor's elements; calling it (``t.dtype()``) gives the NumPy
-        format string, e.g. ``"=B"``, as DALI's ``dtype()`` did (``np.dtype`` accepts it)."""
-        return _NP_TO_DALI[self._array.dtype]
+    def ndim(self) -> int:
+        """Number of dimensions of the tensor."""
+        return self._array.ndim
 
-    def layout(self) -> TensorLayout:
-        """Layout of the tensor (``""`` if none)."""
+    @property
+    def dtype(self) -> _DALIDataType:
+        """Data type of the tensor's elements (equal to a ``DALIDataType`` member).
+
+        As in DALI, calling it (``t.dtype()``, deprecated) gives the NumPy format string,
+        e.g. ``"=B"``.
+        """
+        return _tensor_dtype_of(_NP_TO_DALI[self._array.dtype])
+
+    def layout(self) -> str:
+        """Layout of the tensor (``""`` if none), a plain ``str`` as in DALI 2.4."""
         return self._layout
+
+    def set_layout(self, layout: str | None) -> None:
+        """Set the layout (one letter per dimension, or ``""`` / None for none)."""
+        self._layout = _checked_layout(layout, self._array.ndim)
 
     def source_info(self) -> str:
         """Where the data came from (a file name in DALI); always ``""`` in dali_lite."""
@@ -140,9 +242,10 @@ class TensorCPU(HostSample):
 
     def squeeze(self, dim: int | None = None) -> bool:
         """Remove single-dimensional entries from the shape of the Tensor (in place), dropping
-        their letters from the layout. Returns whether the shape changed.
+        their letters from the layout; returns whether the shape changed.
 
-        ``dim``: if given, the one axis to squeeze; it must have size 1.
+        ``dim``: if given, the one axis to squeeze (negative counts from the end); as in DALI,
+        nothing changes (and False is returned) when its extent is not 1.
         """
         shape = self._array.shape
         if dim is None:
@@ -150,21 +253,17 @@ class TensorCPU(HostSample):
         else:
             axis = operator.index(dim)
             if not -len(shape) <= axis < len(shape):
-                raise ValueError(
-                    f"dim: {dim} is out of range for a tensor with {len(shape)} dimensions"
+                raise RuntimeValueError(
+                    f"squeeze: axis {dim} is out of bound for a tensor with {len(shape)} "
+                    f"dimensions; expected {-len(shape)} <= dim < {len(shape)}"
                 )
             axis %= len(shape)
-            if shape[axis] != 1:
-                raise ValueError(
-                    f"dim: dimension {dim} has extent {shape[axis]}; only extent 1 can be squeezed"
-                )
-            axes = (axis,)
+            axes = (axis,) if shape[axis] == 1 else ()
         if not axes:
             return False
         self._array = self._array.squeeze(axis=axes)
         if self._layout:
-            kept = "".join(c for i, c in enumerate(self._layout) if i not in axes)
-            self._layout = TensorLayout(kept)
+            self._layout = "".join(c for i, c in enumerate(self._layout) if i not in axes)
         return True
 
     def copy_to_external(self, ptr: Any) -> None:
@@ -177,14 +276,10 @@ class TensorCPU(HostSample):
 
     def data_ptr(self) -> int:
         """Returns the address of the first element of tensor."""
-        if not self._array.flags.c_contiguous:
-            raise ValueError(
-                "data_ptr: the tensor is a strided view; copy it with np.ascontiguousarray first"
-            )
         return int(self._array.ctypes.data)
 
     def as_cpu(self) -> TensorCPU:
-        """This tensor (a dali_lite convenience: code written for GPU tensors runs on CPU ones)."""
+        """This tensor (as DALI: code written for GPU tensors runs on CPU ones)."""
         return self
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
@@ -193,7 +288,11 @@ class TensorCPU(HostSample):
     @property
     def __array_interface__(self) -> dict[str, Any]:
         """Returns Array Interface representation of TensorCPU."""
-        return self._array.__array_interface__
+        return _dense_interface(self._array)
+
+    def __buffer__(self, flags: int) -> memoryview:
+        # The buffer protocol from Python code exists from Python 3.12 on (PEP 688).
+        return memoryview(self._array)
 
     def __dlpack__(
         self,
@@ -203,22 +302,25 @@ class TensorCPU(HostSample):
         dl_device: Any = None,
         copy: bool | None = None,
     ) -> Any:
-        """Exposes the tensor as a DLPack capsule (NumPy's export of the same memory)."""
-        kwargs = _dlpack_kwargs(
-            stream=stream, max_version=max_version, dl_device=dl_device, copy=copy
-        )
-        return self._array.__dlpack__(**kwargs)
+        """Exposes the tensor as a DLPack capsule over the same memory.
 
-    def __dlpack_device__(self) -> tuple[int, int]:
+        As DALI 2.4, an unversioned ("dltensor") capsule whatever ``max_version`` says
+        (consumers accept one); ``copy=True`` exports a copy.
+        """
+        array = self._array.copy() if copy else self._array
+        return array.__dlpack__()
+
+    def __dlpack_device__(self) -> tuple[DLDeviceType, int]:
         return _CPU_DEVICE
 
-    def __repr__(self) -> str:
-        indent = " " * 4
-        data = np.array2string(self._array, prefix=indent, edgeitems=2)
-        params = [f"{type(self).__name__}(\n{indent}{data}", f"dtype={self.dtype}"]
-        if self._layout:
-            params.append(f"layout={self._layout}")
-        params.append(f"shape={self.shape()})")
-        return f",\n{indent}".join(params)
+    def __str__(self) -> str:
+        return self._describe(with_data=True)
 
-    __str__ = __repr__
+    def __repr__(self) -> str:
+        # As DALI: the repr leaves the data out (it may be large, and reprs end up in errors).
+        return self._describe(with_data=False)
+
+    def _describe(self, with_data: bool) -> str:
+        return tensor_text.format_tensor(
+            type(self).__name__, "cpu", self.dtype, self._layout, self._array.shape,
+            (lambda: self._array) if with_data else None)

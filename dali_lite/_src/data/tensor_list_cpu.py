@@ -8,8 +8,9 @@ no copy; everything else is joined at most once, on demand, and the joined block
 replaces the parts so that later calls are free.
 
 What user objects are accepted, and the messages for the rest, live in ``dali_lite.data``;
-the single tensor and the raw-memory helpers live in ``dali_lite.backend``. The GPU classes
-are placeholders: constructing one explains that GPU support is absent.
+the single tensor and the raw-memory helpers live in ``dali_lite.backend``; how both print
+(DALI's text, character for character) lives in ``dali_lite.tensor_text``. The GPU classes
+live in ``dali_lite.tensors_gpu`` and are re-exported here.
 """
 
 from __future__ import annotations
@@ -22,19 +23,30 @@ from typing import Any
 import numpy as np
 
 import dali_lite._src.data.conversions as _data
+from dali_lite._src.data import tensor_text
 from dali_lite._src.data.host import HostBatch, split_block
 from dali_lite._src.data.tensor_cpu import (
     _CPU_DEVICE,
-    _NO_LAYOUT,
+    DLDeviceType,
     TensorCPU,
     _array_for_numpy,
+    _batch_layout,
     _checked_layout,
     _copy_to_address,
+    _dense_interface,
     _dlpack_kwargs,
+    _refuse_non_array,
+    _refuse_strided,
 )
-from dali_lite._src.types import _NP_TO_DALI, DALIDataType, TensorLayout
+from dali_lite._src.errors import RuntimeIndexError, RuntimeValueError
+from dali_lite._src.types import _NP_TO_DALI, DALIDataType
 
 __all__ = ["TensorListCPU"]
+
+
+class _MixedBatchError(TypeError, ValueError):
+    """Samples of one batch that differ in dtype or number of dimensions: DALI raises
+    ``TypeError``; dali_lite raised ``ValueError`` before, so it is both."""
 
 
 class TensorListCPU(HostBatch):
@@ -42,35 +54,83 @@ class TensorListCPU(HostBatch):
 
     ``b`` may be a ``TensorListCPU`` (shared; ``layout=None`` keeps its layout), a list or tuple
     of samples (arrays, ``TensorCPU``, PyTorch CPU tensors...; shapes may differ, dtype and
-    number of dimensions may not), or one array-like whose leading dimension is the batch,
-    kept as one dense block without copying. ``is_pinned`` is accepted and ignored.
+    number of dimensions may not; an empty list is a batch of no samples and no type), or one
+    array-like whose leading dimension is the batch, kept as one dense block without copying.
+    As DALI, it refuses strided (non-contiguous) arrays and 0-d arrays. ``is_pinned`` is
+    accepted and ignored. ``contiguous=True`` copies the samples into one buffer (DALI does
+    that for a list by default; dali_lite keeps views of the caller's arrays unless asked).
     """
 
     __module__ = "dali_lite.tensors"  # the public path, for reprs and pickles
 
     __slots__ = ("__weakref__", "_blocks", "_count", "_dense", "_dtype", "_layout", "_samples")
 
-    def __init__(self, b: Any, layout: str | None = None, is_pinned: bool = False) -> None:
+    def __init__(
+        self,
+        b: Any,
+        layout: str | None = None,
+        is_pinned: bool = False,
+        contiguous: bool | None = None,
+    ) -> None:
         what = "b (the data of TensorListCPU)"
         if isinstance(b, TensorListCPU):
             self._share(b)
             if layout is None:
                 return
         elif isinstance(b, (list, tuple)) and not b:
-            raise ValueError(
-                "b: cannot create a TensorListCPU from an empty list (its dtype is unknown)"
-            )
+            self._share(TensorListCPU._from_samples([]))
         else:
+            if b is None:
+                raise ValueError("TensorListCPU: b must not be None (the source object must not "
+                                 "be null); expected an array or a list of arrays")
+            if not isinstance(b, (list, tuple)):
+                _refuse_non_array(b, "TensorListCPU")
             block = _data.to_batch_block(b)
             if block is not None:
+                _refuse_strided(block, "TensorListCPU")
                 self._share(TensorListCPU._from_blocks([block]))
             else:
-                self._share(
-                    TensorListCPU._from_samples(
-                        _data.to_batch_samples(b, batch_size=None, what=what)
+                if isinstance(b, (np.ndarray, np.generic)) and np.ndim(b) == 0:
+                    raise RuntimeValueError(
+                        "TensorListCPU: Cannot create TensorList from 0-dim array; the leading "
+                        "dimension of b is the batch (give an array of shape (N, ...) or a list "
+                        "of samples)"
                     )
+                try:
+                    samples = _data.to_batch_samples(b, batch_size=None, what=what)
+                except ValueError as exc:
+                    raise _MixedBatchError(str(exc)) from None
+                self._share(TensorListCPU._from_samples(samples))
+        self._layout = _checked_layout(layout, self._sample_ndim(), "TensorList")
+        if contiguous:
+            # DALI copies a list of samples into one buffer by default; dali_lite keeps views
+            # (no copy) unless asked.
+            self._pack()
+
+    @staticmethod
+    def from_dlpack_list(
+        list_of_objects: list[Any], layout: str | None = None, contiguous: bool = False
+    ) -> TensorListCPU:
+        """List of tensors residing in the CPU memory, constructed from a Python list of
+        DLPack objects (objects with ``__dlpack__``, e.g. PyTorch CPU tensors), without
+        copying unless ``contiguous``: then the samples are copied into one buffer."""
+        if not isinstance(list_of_objects, list):
+            raise TypeError(
+                f"from_dlpack_list: list_of_objects must be a list, got "
+                f"{type(list_of_objects).__name__}"
+            )
+        samples = []
+        for i, obj in enumerate(list_of_objects):
+            if not hasattr(obj, "__dlpack__"):
+                raise TypeError(
+                    f"from_dlpack_list: Object at position {i} does not support the DLPack "
+                    f"protocol (no __dlpack__; got {type(obj).__name__})"
                 )
-        self._layout = _checked_layout(layout, self._sample_ndim())
+            samples.append(obj)
+        tl = TensorListCPU(samples, layout) if samples else TensorListCPU([], layout)
+        if contiguous:
+            tl._pack()
+        return tl
 
     def _share(self, other: TensorListCPU) -> None:
         # The part lists are never mutated in place (caches replace them), so sharing is safe.
@@ -91,7 +151,7 @@ class TensorListCPU(HostBatch):
         tl = cls.__new__(cls)
         tl._blocks, tl._samples, tl._count, tl._dense = None, samples, len(samples), None
         tl._dtype = samples[0].dtype if samples else (None if dtype is None else np.dtype(dtype))
-        tl._layout = _checked_layout(layout, samples[0].ndim if samples else None)
+        tl._layout = _checked_layout(layout, samples[0].ndim if samples else None, "TensorList")
         return tl
 
     @classmethod
@@ -142,7 +202,7 @@ class TensorListCPU(HostBatch):
         tl._blocks, tl._samples, tl._dense = dense, None, None
         tl._count = sum(block.shape[0] for block in dense)
         tl._dtype = dense[0].dtype if dense else (None if dtype is None else np.dtype(dtype))
-        tl._layout = _checked_layout(layout, dense[0].ndim - 1 if dense else None)
+        tl._layout = _checked_layout(layout, dense[0].ndim - 1 if dense else None, "TensorList")
         return tl
 
     # --- internal views of the storage -------------------------------------------------
@@ -169,43 +229,74 @@ class TensorListCPU(HostBatch):
 
     def _joined(self, method: str) -> np.ndarray:
         """The batch as one ``(N, *sample_shape)`` array: the block itself, or joined once."""
+        if not self._count:
+            # As DALI: a batch of no samples has no sample shape; it is a flat empty array.
+            return np.empty((0,), dtype=self._dtype or np.float32)
         block = self._single_block()
         if block is not None:
             return block
         if not self.is_dense_tensor():
-            raise ValueError(self._not_dense_message(method))
+            raise self._not_dense(method)
         if self._blocks is not None:
             parts = [b for b in self._blocks if b.shape[0]] or self._blocks
             joined = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        elif self._samples:
-            joined = np.stack(self._samples)
         else:
-            joined = np.empty((0,), dtype=self._dtype or np.float32)  # DALI's default: float
+            joined = np.stack(self._samples)
         self._blocks, self._samples = [joined], None
         return joined
 
-    def _not_dense_message(self, method: str) -> str:
+    def _not_dense(self, method: str) -> RuntimeValueError:
+        """The error for a dense view of a ragged batch (DALI: RuntimeError; its words)."""
         shapes = self.shape()
         other = next(i for i, s in enumerate(shapes) if s != shapes[0])
-        return (
-            f"TensorListCPU.{method}: the samples have different shapes (sample 0 has shape "
-            f"{shapes[0]}, sample {other} has shape {shapes[other]}), so the batch is not one "
-            f"dense array; read the samples one by one with tl.at(i), e.g. "
-            f"[tl.at(i) for i in range(len(tl))]"
+        what = ("the batch must be representable as a tensor: it must have uniform shape"
+                if method == "as_tensor" else
+                "the tensors in the list do not all have the same shape")
+        return RuntimeValueError(
+            f"TensorListCPU.{method}: {what} (sample 0 has shape {shapes[0]}, sample {other} "
+            f"has shape {shapes[other]}); check is_dense_tensor() first, pad or crop the samples "
+            f"to a common shape, or read them one by one with tl.at(i)"
         )
+
+    def _pack(self) -> np.ndarray:
+        """Lay the samples back to back in one new buffer (once); the flat buffer."""
+        block = self._single_block()
+        if block is not None and block.flags.c_contiguous:
+            return block.reshape(-1)
+        samples = self._sample_arrays()
+        flat = np.concatenate([s.reshape(-1) for s in samples]) if samples else np.empty(
+            0, self._dtype or np.float32)
+        views, offset = [], 0
+        for sample in samples:
+            views.append(flat[offset:offset + sample.size].reshape(sample.shape))
+            offset += sample.size
+        if self.is_dense_tensor() and samples:
+            self._blocks, self._samples = [flat.reshape(len(samples), *samples[0].shape)], None
+        else:
+            self._blocks, self._samples = None, views
+        return flat
 
     # --- DALI's API ------------------------------------------------------------------------
 
     def __len__(self) -> int:
         return self._count
 
-    def layout(self) -> TensorLayout:
-        """Layout of the samples (``""`` if none)."""
+    def layout(self) -> str:
+        """Layout of the samples (``""`` if none), a plain ``str`` as in DALI 2.4."""
         return self._layout
+
+    def set_layout(self, layout: str | None) -> None:
+        """Set the layout of the samples (one letter per sample dimension, or ``""``)."""
+        self._layout = _checked_layout(layout, self._sample_ndim(), "TensorList")
+
+    def ndim(self) -> int:
+        """Number of dimensions of the samples."""
+        ndim = self._sample_ndim()
+        return 0 if ndim is None else ndim
 
     @property
     def dtype(self) -> DALIDataType:
-        """Data type of the elements; calling it (``tl.dtype()``) gives the NumPy format string."""
+        """Data type of the elements (``NO_TYPE`` for an empty list); as in DALI, not callable."""
         return DALIDataType.NO_TYPE if self._dtype is None else _NP_TO_DALI[self._dtype]
 
     def shape(self) -> list[tuple[int, ...]]:
@@ -235,54 +326,51 @@ class TensorListCPU(HostBatch):
 
     def as_tensor(self) -> TensorCPU:
         """Returns a tensor that is a view of this TensorList (``is_dense_tensor()`` must be
-        True); its layout is ``"N"`` + the samples' layout when they have one."""
-        layout = TensorLayout("N" + self._layout) if self._layout else _NO_LAYOUT
-        return TensorCPU._wrap(self._joined("as_tensor"), layout)
+        True); its layout is ``"N"`` + the samples' layout when that names every dimension."""
+        joined = self._joined("as_tensor")
+        return TensorCPU._wrap(joined, _batch_layout(self._layout, joined.ndim))
 
     def as_reshaped_tensor(self, shape: Sequence[int]) -> TensorCPU:
         """Returns a tensor that is a view of this TensorList cast to the given shape.
 
-        The volume of ``shape`` must equal the number of elements in the batch. A view when the
-        batch is one contiguous dense block (after ``as_array``, for instance); otherwise the
-        samples are copied, back to back, into a new buffer.
+        The volume of ``shape`` must equal the number of elements in the batch (whose samples
+        may differ in shape). A view: the samples are first laid back to back in one buffer,
+        once, if they are not already. The layout is ``"N"`` + the samples' layout when that
+        names every dimension of ``shape``.
         """
+        if isinstance(shape, (str, bytes)):
+            shape = None  # type: ignore[assignment]  # a str is a sequence, not of ints
         try:
             new_shape = tuple(operator.index(extent) for extent in shape)
         except TypeError:
-            raise TypeError(f"shape: expected a sequence of ints, got {shape!r}") from None
+            raise TypeError(
+                f"as_reshaped_tensor(): shape must be a sequence of ints, got {shape!r}"
+            ) from None
         total = sum(math.prod(s) for s in self.shape())
         if any(extent < 0 for extent in new_shape) or math.prod(new_shape) != total:
-            raise ValueError(
-                f"shape: {list(new_shape)} has volume {math.prod(new_shape)}, but the batch has "
-                f"{total} elements; the volumes must match"
+            raise RuntimeValueError(
+                f"as_reshaped_tensor(): the requested shape {list(new_shape)} must have the same "
+                f"volume as the batch: requested {math.prod(new_shape)}, expected {total}"
             )
-        if self.is_dense_tensor():
-            flat = self._joined("as_reshaped_tensor").reshape(-1)
-        else:
-            flat = np.concatenate([s.reshape(-1) for s in self._sample_arrays()])
-        layout = self._layout
-        layout = (
-            TensorLayout("N" + layout)
-            if layout and len(layout) + 1 == len(new_shape)
-            else _NO_LAYOUT
-        )
-        return TensorCPU._wrap(flat.reshape(new_shape), layout)
+        flat = self._pack()
+        return TensorCPU._wrap(flat.reshape(new_shape), _batch_layout(self._layout,
+                                                                     len(new_shape)))
 
     def at(self, i: int) -> np.ndarray:
         """Returns tensor at given position in the list (a NumPy view; ``0 <= i < len``)."""
-        index = operator.index(i)
+        index = _index(i, "at()")
         if not 0 <= index < self._count:
-            raise IndexError(
-                f"at: index {i} is out of range for a TensorListCPU of {self._count} samples; "
-                f"expected 0 <= index < {self._count}"
+            raise RuntimeIndexError(
+                f"at(): Index is out-of-range: {i} for a TensorListCPU of {self._count} "
+                f"samples; expected 0 <= index < {self._count}"
             )
         return self._sample_arrays()[index]
 
     def __getitem__(self, i: int) -> TensorCPU:
         """Returns a tensor at given position ``i`` in the list (negative ``i`` counts back)."""
-        index = operator.index(i)
+        index = _index(i, "TensorListCPU index")
         if not -self._count <= index < self._count:
-            raise IndexError(f"TensorListCPU index {i} is out of range for {self._count} samples")
+            raise IndexError(f"TensorListCPU index out of range: {i} for {self._count} samples")
         return TensorCPU._wrap(self._sample_arrays()[index], self._layout)
 
     def __iter__(self) -> Iterator[TensorCPU]:
@@ -296,19 +384,18 @@ class TensorListCPU(HostBatch):
         _copy_to_address(ptr, self._blocks if self._blocks is not None else self._samples or ())
 
     def data_ptr(self) -> int:
-        """Returns the address of the first element of TensorList (which must be dense; it is
-        made contiguous, once, if it is not)."""
-        joined = self._joined("data_ptr")
-        if not joined.flags.c_contiguous:
-            joined = np.ascontiguousarray(joined)
-            self._blocks, self._samples = [joined], None
-        return int(joined.ctypes.data)
+        """Returns the address of the first element of TensorList; the samples are first laid
+        back to back in one buffer, once, if they are not already."""
+        return int(self._pack().ctypes.data)
 
     def as_cpu(self) -> TensorListCPU:
-        """This batch (a dali_lite convenience: code written for GPU outputs runs on CPU ones)."""
+        """This batch (as DALI: code written for GPU outputs runs on CPU ones)."""
         return self
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        if not self.is_dense_tensor():
+            # ValueError, as NumPy raises for the ragged sequence DALI's batch presents.
+            raise ValueError(str(self._not_dense("__array__")))
         return _array_for_numpy(self._joined("__array__"), dtype, copy)
 
     @property
@@ -316,8 +403,8 @@ class TensorListCPU(HostBatch):
         if not self.is_dense_tensor():
             # AttributeError, so probes (getattr with a default) fall back to __array__,
             # which raises the ValueError that explains the problem.
-            raise AttributeError(self._not_dense_message("__array_interface__"))
-        return self._joined("__array_interface__").__array_interface__
+            raise AttributeError(str(self._not_dense("__array_interface__")))
+        return _dense_interface(self._joined("__array_interface__"))
 
     def __dlpack__(
         self,
@@ -329,46 +416,36 @@ class TensorListCPU(HostBatch):
     ) -> Any:
         """Exposes a dense batch as one DLPack tensor of shape ``(N, *sample_shape)``."""
         if not self.is_dense_tensor():
-            raise BufferError(self._not_dense_message("__dlpack__"))
+            raise BufferError(str(self._not_dense("__dlpack__")))
         kwargs = _dlpack_kwargs(
             stream=stream, max_version=max_version, dl_device=dl_device, copy=copy
         )
         return self._joined("__dlpack__").__dlpack__(**kwargs)
 
-    def __dlpack_device__(self) -> tuple[int, int]:
+    def __dlpack_device__(self) -> tuple[DLDeviceType, int]:
         return _CPU_DEVICE
 
     def __str__(self) -> str:
         return self._describe(with_data=True)
 
     def __repr__(self) -> str:
-        # Like DALI, the repr leaves the data out: it may be large, and reprs end up in errors.
+        # As DALI: the repr leaves the data out (it may be large, and reprs end up in errors).
         return self._describe(with_data=False)
 
     def _describe(self, with_data: bool) -> str:
-        indent = " " * 4
-        params = [self._data_text(indent)] if with_data else []
-        params.append(f"dtype={self.dtype}")
-        if self._layout:
-            params.append(f'layout="{self._layout}"')
-        shapes: list[Any] = self.shape()
-        if len(shapes) > 16:  # as DALI: long shape lists show their ends only
-            shapes = [*shapes[:2], "...", *shapes[-2:]]
-        params += [f"num_samples={self._count}", f"shape=[{', '.join(map(str, shapes))}])"]
-        return f"{type(self).__name__}(\n{indent}" + f",\n{indent}".join(params)
+        def samples(indices: list[int]) -> list[np.ndarray]:
+            arrays = self._sample_arrays()
+            return [arrays[i] for i in indices]
 
-    def _data_text(self, indent: str) -> str:
-        samples = self._sample_arrays()
-        if not samples:
-            return "[]"
-        if self.is_dense_tensor():
-            block = self._single_block()
-            whole = block if block is not None else np.stack(samples)  # no caching just to print
-            return np.array2string(whole, prefix=indent, edgeitems=2)
-        # As DALI: summarize long batches of many elements by their first and last samples.
-        crop = len(samples) > 5 and sum(max(s.size, 1) for s in samples) > 1000
-        shown = samples[:2] + samples[-2:] if crop else samples
-        texts = [np.array2string(s, prefix=indent + " ", edgeitems=2) for s in shown]
-        if crop:
-            texts[2:2] = ["..."]
-        return "[" + ("\n" * samples[0].ndim + indent + " ").join(texts) + "]"
+        return tensor_text.format_batch(type(self).__name__, "cpu", self.dtype, self._layout,
+                                         self.shape(), samples if with_data else None)
+
+
+def _index(i: Any, what: str) -> int:
+    """``i`` as an int index; a TypeError naming `what` for floats, slices and the like."""
+    try:
+        return operator.index(i)
+    except TypeError:
+        raise TypeError(
+            f"{what}: the index must be an int, got {type(i).__name__} {i!r}"
+        ) from None

@@ -26,9 +26,18 @@ from typing import Any
 import numpy as np
 
 from dali_lite._src import cuda
-from dali_lite._src.data.tensor_cpu import _NO_LAYOUT, TensorCPU, _address, _checked_layout
+from dali_lite._src.data import tensor_text
+from dali_lite._src.data.tensor_cpu import (
+    _NO_LAYOUT,
+    DLDeviceType,
+    TensorCPU,
+    _address,
+    _batch_layout,
+    _checked_layout,
+)
 from dali_lite._src.data.tensor_list_cpu import TensorListCPU
-from dali_lite._src.types import _NP_TO_DALI, DALIDataType, TensorLayout
+from dali_lite._src.errors import RuntimeIndexError, RuntimeValueError
+from dali_lite._src.types import _NP_TO_DALI, DALIDataType, _DALIDataType, _tensor_dtype_of
 
 __all__ = ["TensorGPU", "TensorListGPU", "is_device_data", "to_device_array"]
 
@@ -67,7 +76,7 @@ class TensorGPU:
     __slots__ = ("__weakref__", "_array", "_layout", "_ready")
     __module__ = "dali_lite.tensors"
 
-    def __init__(self, b: Any, layout: str | None = "", device_id: int = -1) -> None:
+    def __init__(self, b: Any, layout: str | None = None, device_id: int = -1) -> None:
         array = to_device_array(b, "b (the data of TensorGPU)")
         if device_id >= 0 and array.device.id != device_id:
             raise ValueError(f"device_id: the data is on device {array.device.id}, not "
@@ -76,7 +85,7 @@ class TensorGPU:
         self._layout = _checked_layout(layout, array.ndim)
 
     @classmethod
-    def _wrap(cls, array: Any, layout: TensorLayout = _NO_LAYOUT, ready: Any = None) -> TensorGPU:
+    def _wrap(cls, array: Any, layout: str = _NO_LAYOUT, ready: Any = None) -> TensorGPU:
         tensor = cls.__new__(cls)
         tensor._array, tensor._layout, tensor._ready = array, layout, ready
         return tensor
@@ -90,14 +99,23 @@ class TensorGPU:
         """Shape of the tensor."""
         return list(self._array.shape)
 
-    @property
-    def dtype(self) -> DALIDataType:
-        """Data type of the tensor's elements; calling it gives the NumPy format string."""
-        return _NP_TO_DALI[self._array.dtype]
+    def ndim(self) -> int:
+        """Number of dimensions of the tensor."""
+        return int(self._array.ndim)
 
-    def layout(self) -> TensorLayout:
-        """Layout of the tensor (``""`` if none)."""
+    @property
+    def dtype(self) -> _DALIDataType:
+        """Data type of the tensor's elements (equal to a ``DALIDataType`` member); calling it
+        (deprecated, as in DALI) gives the NumPy format string."""
+        return _tensor_dtype_of(_NP_TO_DALI[self._array.dtype])
+
+    def layout(self) -> str:
+        """Layout of the tensor (``""`` if none), a plain ``str`` as in DALI 2.4."""
         return self._layout
+
+    def set_layout(self, layout: str | None) -> None:
+        """Set the layout (one letter per dimension, or ``""`` / None for none)."""
+        self._layout = _checked_layout(layout, self._array.ndim)
 
     @property
     def device_id(self) -> int:
@@ -106,21 +124,25 @@ class TensorGPU:
 
     def squeeze(self, dim: int | None = None) -> bool:
         """Remove single-dimensional entries from the shape of the Tensor (in place); returns
-        whether the shape changed. ``dim``: the one axis to squeeze (its extent must be 1)."""
+        whether the shape changed. ``dim``: the one axis to squeeze; as in DALI (and
+        ``TensorCPU``), nothing changes and False is returned when its extent is not 1."""
         shape = self._array.shape
         if dim is None:
             axes = tuple(i for i, extent in enumerate(shape) if extent == 1)
         else:
             axis = operator.index(dim)
-            if not -len(shape) <= axis < len(shape) or shape[axis] != 1:
-                raise ValueError(f"dim: {dim} is not an axis of extent 1 of shape {shape}")
-            axes = (axis % len(shape),)
+            if not -len(shape) <= axis < len(shape):
+                raise RuntimeValueError(
+                    f"squeeze: axis {dim} is out of bound for a tensor with {len(shape)} "
+                    f"dimensions; expected {-len(shape)} <= dim < {len(shape)}"
+                )
+            axis %= len(shape)
+            axes = (axis,) if shape[axis] == 1 else ()
         if not axes:
             return False
         self._array = self._array.squeeze(axis=axes)
         if self._layout:
-            self._layout = TensorLayout("".join(c for i, c in enumerate(self._layout)
-                                                if i not in axes))
+            self._layout = "".join(c for i, c in enumerate(self._layout) if i not in axes)
         return True
 
     def as_cpu(self) -> TensorCPU:
@@ -163,15 +185,17 @@ class TensorGPU:
             except (TypeError, ValueError):  # a CuPy that refuses -1: its own sync is harmless
                 return self._array.__dlpack__(**kwargs)
 
-    def __dlpack_device__(self) -> tuple[int, int]:
-        return (_KDL_CUDA, self.device_id)
+    def __dlpack_device__(self) -> tuple[DLDeviceType, int]:
+        return (DLDeviceType(_KDL_CUDA), self.device_id)
+
+    def __str__(self) -> str:
+        # As DALI: the data, copied to the host, then the properties.
+        return tensor_text.format_tensor("TensorGPU", "gpu", self.dtype, self._layout,
+                                         self._array.shape, lambda: np.asarray(self.as_cpu()))
 
     def __repr__(self) -> str:
-        layout = f", layout={self._layout}" if self._layout else ""
-        return (f"TensorGPU(dtype={self.dtype}{layout}, shape={self.shape()}, "
-                f"device_id={self.device_id})")
-
-    __str__ = __repr__
+        return tensor_text.format_tensor("TensorGPU", "gpu", self.dtype, self._layout,
+                                         self._array.shape, None)
 
 
 def _copy_to_external(arrays: Sequence[Any], ready: Any, device_id: int, ptr: Any,
@@ -218,7 +242,7 @@ class TensorListGPU:
             if block.ndim == 0:
                 raise ValueError("b: a 0-d array has no batch dimension")
             self._share(TensorListGPU._from_block(block))
-        self._layout = _checked_layout(layout, self._sample_ndim())
+        self._layout = _checked_layout(layout, self._sample_ndim(), "TensorList")
 
     def _share(self, other: TensorListGPU) -> None:
         for name in TensorListGPU.__slots__[1:]:
@@ -230,7 +254,7 @@ class TensorListGPU:
         tl = cls.__new__(cls)
         tl._block, tl._samples, tl._flat, tl._ready = block, samples, flat, ready
         tl._dtype, tl._count, tl._device_id = dtype, count, device_id
-        tl._layout = _checked_layout(layout, tl._sample_ndim())
+        tl._layout = _checked_layout(layout, tl._sample_ndim(), "TensorList")
         return tl
 
     @classmethod
@@ -293,10 +317,10 @@ class TensorListGPU:
         if not self.is_dense_tensor():
             shapes = self.shape()
             other = next(i for i, s in enumerate(shapes) if s != shapes[0])
-            raise ValueError(
-                f"TensorListGPU.{method}: the samples have different shapes (sample 0 has "
-                f"shape {shapes[0]}, sample {other} has {shapes[other]}); read them one by one "
-                "with tl.at(i)"
+            raise RuntimeValueError(
+                f"TensorListGPU.{method}: the batch must be representable as a tensor: it must "
+                f"have uniform shape (sample 0 has shape {shapes[0]}, sample {other} has "
+                f"{shapes[other]}); read the samples one by one with tl.at(i)"
             )
         self._repack()
         return self._block
@@ -318,13 +342,23 @@ class TensorListGPU:
     def __len__(self) -> int:
         return self._count
 
-    def layout(self) -> TensorLayout:
-        """Layout of the samples (``""`` if none)."""
+    def layout(self) -> str:
+        """Layout of the samples (``""`` if none), a plain ``str`` as in DALI 2.4."""
         return self._layout
+
+    def set_layout(self, layout: str | None) -> None:
+        """Set the layout of the samples (one letter per sample dimension, or ``""``)."""
+        self._layout = _checked_layout(layout, self._sample_ndim(), "TensorList")
+
+    def ndim(self) -> int:
+        """Number of dimensions of the samples."""
+        ndim = self._sample_ndim()
+        return 0 if ndim is None else ndim
 
     @property
     def dtype(self) -> DALIDataType:
-        """Data type of the elements; calling it gives the NumPy format string."""
+        """Data type of the elements (``NO_TYPE`` for an empty list); not callable, as in
+        DALI."""
         return DALIDataType.NO_TYPE if self._dtype is None else _NP_TO_DALI[np.dtype(self._dtype)]
 
     def shape(self) -> list[tuple[int, ...]]:
@@ -343,14 +377,15 @@ class TensorListGPU:
         """Returns a tensor at given position in the list (``0 <= i < len``)."""
         index = operator.index(i)
         if not 0 <= index < self._count:
-            raise IndexError(f"at: index {i} is out of range for a TensorListGPU of "
-                             f"{self._count} samples; expected 0 <= index < {self._count}")
+            raise RuntimeIndexError(f"at(): Index is out-of-range: {i} for a TensorListGPU of "
+                                    f"{self._count} samples; expected 0 <= index < "
+                                    f"{self._count}")
         return TensorGPU._wrap(self._sample_arrays()[index], self._layout, self._ready)
 
     def __getitem__(self, i: int) -> TensorGPU:
         index = operator.index(i)
         if not -self._count <= index < self._count:
-            raise IndexError(f"TensorListGPU index {i} is out of range for {self._count} "
+            raise IndexError(f"TensorListGPU index out of range: {i} for {self._count} "
                              "samples")
         return self.at(index % self._count)
 
@@ -372,8 +407,7 @@ class TensorListGPU:
         """Returns a tensor that is a view of this TensorList (``is_dense_tensor()`` must be
         True); its layout is ``"N"`` + the samples' layout when they have one."""
         block = self._joined("as_tensor")
-        layout = TensorLayout("N" + self._layout) if self._layout else _NO_LAYOUT
-        return TensorGPU._wrap(block, layout, self._ready)
+        return TensorGPU._wrap(block, _batch_layout(self._layout, block.ndim), self._ready)
 
     def as_reshaped_tensor(self, shape: Sequence[int]) -> TensorGPU:
         """Returns a tensor that is a view of this TensorList cast to the given shape (the
@@ -381,15 +415,13 @@ class TensorListGPU:
         new_shape = tuple(operator.index(extent) for extent in shape)
         total = sum(math.prod(s) for s in self.shape())
         if any(extent < 0 for extent in new_shape) or math.prod(new_shape) != total:
-            raise ValueError(f"shape: {list(new_shape)} has volume {math.prod(new_shape)}, but "
-                             f"the batch has {total} elements; the volumes must match")
+            raise RuntimeValueError(
+                f"as_reshaped_tensor(): the requested shape {list(new_shape)} must have the same "
+                f"volume as the batch: requested {math.prod(new_shape)}, expected {total}")
         if self._flat is None:
             self._repack()
-        layout = self._layout
-        layout = (TensorLayout("N" + layout) if layout and len(layout) + 1 == len(new_shape)
-                  else _NO_LAYOUT)
         array = self._flat.view(np.dtype(self._dtype)).reshape(new_shape)
-        return TensorGPU._wrap(array, layout, self._ready)
+        return TensorGPU._wrap(array, _batch_layout(self._layout, len(new_shape)), self._ready)
 
     def copy_to_external(self, ptr: Any, cuda_stream: Any = 0, non_blocking: bool = False) -> None:
         """Copy the contents of this TensorList (the samples back to back) to an external
@@ -403,9 +435,15 @@ class TensorListGPU:
             self._repack()
         return int(self._flat.data.ptr)
 
-    def __repr__(self) -> str:
-        layout = f', layout="{self._layout}"' if self._layout else ""
-        return (f"TensorListGPU(dtype={self.dtype}{layout}, num_samples={self._count}, "
-                f"shape={self.shape()}, device_id={self._device_id})")
+    def __str__(self) -> str:
+        # As DALI: the samples, copied to the host, then the properties.
+        def samples(indices: list[int]) -> list[np.ndarray]:
+            host = self.as_cpu()
+            return [host.at(i) for i in indices]
 
-    __str__ = __repr__
+        return tensor_text.format_batch("TensorListGPU", "gpu", self.dtype, self._layout,
+                                        self.shape(), samples)
+
+    def __repr__(self) -> str:
+        return tensor_text.format_batch("TensorListGPU", "gpu", self.dtype, self._layout,
+                                        self.shape(), None)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from dali_lite._src.data.conversions import SampleList, to_batch_samples, to_sample_array
-from dali_lite._src.data.tensor_list_cpu import TensorCPU
+from dali_lite._src.data.tensor_cpu import TensorCPU
 from dali_lite._src.types import _NP_TO_DALI, BatchInfo, SampleInfo
 
 Outputs = list[list[np.ndarray]]
