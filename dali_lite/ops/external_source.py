@@ -256,7 +256,7 @@ class ExternalSource(Operator):
     def setup(self, pipeline: Pipeline) -> None:
         super().setup(pipeline)
         if self.source is not None:
-            self._callback = self.callback_for(pipeline.batch_size)
+            self._callback = self.callback_for(pipeline.max_batch_size)
 
     def reset(self, epoch_idx: int) -> None:
         if self.parallel_source is not None:
