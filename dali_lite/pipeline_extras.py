@@ -38,6 +38,22 @@ class PipelineExtras:
         self.build()
         return {}
 
+    def input_feed_count(self: Pipeline, input_name: str) -> int:
+        """How many batches feed_input must provide before the first run (the prefetch
+        queue's depth, as DALI's); builds the pipeline."""
+        self.build()
+        return self._options.queue_depth
+
+    def output_stream(self: Pipeline) -> Any:
+        """The CUDA stream (a CuPy stream) on which GPU outputs are produced; None for a
+        CPU-only pipeline. Builds the pipeline."""
+        self.build()
+        if self.device_id is None:
+            return None
+        from . import cuda
+
+        return cuda.context_for(self).stream
+
     def checkpoint(self: Pipeline, filename: str | None = None) -> bytes:
         """DALI's checkpoints are not supported by dali_lite."""
         self.build()
