@@ -86,6 +86,15 @@ class OutputCheck:
         self.ndim_origin = ("declared" if ndim is not None
                             else f"implied by layout {self.layout!r}")
 
+    def __getstate__(self) -> dict[str, Any]:
+        # A serialized pipeline carries what was declared, not what earlier runs have seen.
+        state = self.__dict__.copy()
+        if not state["declared"][0]:
+            state["dtype"] = None
+        if not state["declared"][1]:
+            state["ndim"] = None
+        return state
+
     def check(self, samples: Sequence[np.ndarray], layout: str,
               indices: Sequence[int] | None = None) -> str:
         """Raise on a mismatch; return the layout the batch gets.

@@ -390,7 +390,7 @@ def drain_with_run(ctx, pipe, label: str, limit: int = 8) -> None:
 @case(params=[
     {"prefetch_queue_depth": 1}, {"prefetch_queue_depth": 2}, {"prefetch_queue_depth": 3},
     {"prefetch_queue_depth": 2, "exec_async": False, "exec_pipelined": False},
-    {"prefetch_queue_depth": 2, "exec_async": False},
+    {"prefetch_queue_depth": 1, "exec_async": False},
     {"prefetch_queue_depth": {"cpu_size": 3, "gpu_size": 1}},
 ], ids=["depth1", "depth2", "depth3", "sync", "pipelined-sync", "separated"])
 def run_epochs_and_reset(ctx):
@@ -400,6 +400,24 @@ def run_epochs_and_reset(ctx):
         outcome(ctx, f"epoch {epoch} again", pipe.run)
         ctx.record(f"epoch {epoch} empty", pipe.empty())
         pipe.reset()
+
+
+@case(differs="sync-pipelined-deadlock")
+def run_pipelined_without_async(ctx):
+    """exec_pipelined=True, exec_async=False and a queue deeper than 1: DALI 2.4 deadlocks in
+    the second run() (its synchronous executor waits for a free output buffer that only the
+    caller could release). The case does not make that call on DALI: it would never return."""
+    pipe = source_pipe(ctx, 3, prefetch_queue_depth=2, exec_async=False)
+    results: list[Any] = []
+    for i in range(4):
+        if not ctx.is_lite and i == 1:
+            results.append("deadlock")
+            break
+        try:
+            results.append(pipe.run()[0].as_array().ravel().tolist())
+        except StopIteration:
+            results.append("StopIteration")
+    ctx.expect("runs", results, [[1, 1], [2, 2], [3, 3], "StopIteration"])
 
 
 @case(params=[1, 2, 3])
