@@ -12,6 +12,7 @@ Rules (what a user's program could tell apart):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -73,10 +74,8 @@ def run_case(case: Case, root: str, params: Any = None) -> dict[str, Any]:
 
 def _kill_session(child: subprocess.Popen[str]) -> None:
     """Kill whatever the child's session still runs (its workers included)."""
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(child.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _error_matches(reference: dict[str, Any], candidate: dict[str, Any]) -> bool:
