@@ -659,6 +659,16 @@ def deserialize_runs_the_same(ctx):
     outcome(ctx, "run from file", restored.run)
 
 
+@case(differs="serialized-callbacks")
+def deserialized_source_keeps_its_callback(ctx):
+    """DALI serializes the graph but not a Python `source`: the deserialized pipeline fails
+    in its first run. dali_lite carries the callback (cloudpickle) and runs the same."""
+    data = source_pipe(ctx, 2).serialize()
+    restored = ctx.Pipeline.deserialize(data)
+    ctx.expect("first run", lambda: arrays(restored.run()),
+               [np.full((2, 1), 1, np.int32)])
+
+
 @case
 def deserialize_and_build(ctx):
     data = input_pipe(ctx).serialize()
