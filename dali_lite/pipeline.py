@@ -352,9 +352,11 @@ class Pipeline(PipelineExtras):
             "`with pipe:`, or use @pipeline_def"
         )
 
-    @staticmethod
-    def _check_outputs(outputs: Any) -> list[DataNode]:
-        """DALI's rules for pipeline outputs: a tuple or list of DataNodes, or one DataNode."""
+    def _check_outputs(self, outputs: Any) -> list[DataNode]:
+        """DALI's rules for pipeline outputs: a tuple or list of DataNodes (or constants:
+        numbers, lists of numbers, arrays), or one of them."""
+        from .ops.constant import constant_array, constant_node
+
         outputs = list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
         for position, node in enumerate(outputs):
             if isinstance(node, DataNode):
@@ -364,11 +366,15 @@ class Pipeline(PipelineExtras):
                     f"Illegal pipeline output type. The output {position} contains a nested "
                     "`DataNode`. Missing list/tuple expansion (*) is the likely cause."
                 )
-            raise TypeError(
-                f"Illegal output type. The output {position} is a `{type(node)}`. Allowed types "
-                "are ``DataNode`` (the result of an fn.* call); dali_lite does not turn "
-                "constants into pipeline outputs"
-            )
+            value = constant_array(node)
+            if value is None:
+                raise TypeError(
+                    f"Illegal output type. The output {position} is a `{type(node)}`. Allowed "
+                    "types are ``DataNode`` (the result of an fn.* call) and types convertible "
+                    "to `types.Constant` (numerical constants, 1D lists/tuple of numbers and "
+                    "ND arrays)."
+                )
+            outputs[position] = constant_node(value, f"__Constant_{self._next_op_id()}")
         return outputs
 
     def _define(self, define_graph: Callable[[], Any] | None = None) -> None:

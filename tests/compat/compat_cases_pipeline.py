@@ -253,6 +253,20 @@ def set_outputs_refusals(ctx):
     outcome(ctx, "build", pipe.build, words=["Illegal", "output", "1"])
 
 
+@case(params=["int", "float", "bool", "int-list", "float-tuple", "int64-array",
+              "float64-array", "uint8-scalar", "int16-array", "ragged"])
+def set_outputs_constants(ctx):
+    value = {"int": 5, "float": 2.5, "bool": True, "int-list": [1, 2], "float-tuple": (1.5, 2),
+             "int64-array": np.array([1, 2], np.int64),
+             "float64-array": np.array([[1.5]], np.float64), "uint8-scalar": np.uint8(3),
+             "int16-array": np.array(7, np.int16), "ragged": [[1], [2, 3]]}[ctx.params]
+    pipe = ctx.Pipeline(**BASE)
+    with pipe:
+        pipe.set_outputs(ctx.fn.external_source(source=Batches(2)), value)
+    outcome(ctx, "run", pipe.run, words=["output"])
+    outcome(ctx, "run again", pipe.run, words=["output"])
+
+
 @case
 def current_pipeline(ctx):
     P = ctx.Pipeline
