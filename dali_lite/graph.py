@@ -72,7 +72,12 @@ class DataNode:
         return copy_to_cpu(self)
 
     def __repr__(self) -> str:
-        return f"DataNode(name={self.name!r}, device={self.device!r})"
+        # DALI's text, byte for byte but the package name (programs print DataNodes while
+        # they debug a graph); the source is shown as DALI shows its operator instance.
+        source = ("None" if self.source is None
+                  else f"<dali_lite.ops._OperatorInstance object at 0x{id(self.source):x}>")
+        return (f'DataNode(name="{self.name}", device="{self.device}", source="{source}", '
+                f'index="{self.index}")')
 
     def __bool__(self) -> bool:
         # DALI refuses truth-testing a symbolic node; a silent True would hide user bugs.

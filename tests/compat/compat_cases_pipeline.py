@@ -296,6 +296,7 @@ def unnamed_operators_are_numbered_per_pipeline(ctx):
             pipe.set_outputs(a, b, c)
         names.append([a.name, b.name, c.name])
     ctx.record("names", names)
+    ctx.record("data nodes", [a, b])  # by str(), the package name and addresses neutral
     outcome(ctx, "feed by generated name", pipe.feed_input, names[1][0], np.zeros((2, 1)),
             words=["Cannot use `feed_input`", "source"])
 
