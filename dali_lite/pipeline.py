@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import difflib
 import inspect
-import warnings
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -21,6 +20,7 @@ from .executor import Executor, IterationTicket
 from .graph import DataNode, IterationContext, Operator, PipelineScope, topological_order
 from .ops.external_source import ExternalSource
 from .pipeline_extras import PipelineExtras
+from .pipeline_properties import PipelineProperties
 
 __all__ = ["Pipeline", "pipeline_def"]
 
@@ -60,10 +60,7 @@ class _Resources:
                 op.close()
 
 
-_DEPRECATED_BATCH_SIZE = "batch_size is deprecated, please use max_batch_size instead"
-
-
-class Pipeline(PipelineExtras):
+class Pipeline(PipelineProperties, PipelineExtras):
     """Pipeline class encapsulates all data required to define and run a dali_lite pipeline.
 
     Arguments and defaults follow `nvidia.dali.pipeline.Pipeline` (DALI 2.4): `batch_size`,
@@ -147,149 +144,6 @@ class Pipeline(PipelineExtras):
         self._last_outputs: Any = None
         self._shared_outputs: list[Any] = []
         self._built_in_scope_depth: int | None = None
-
-    # ------------------------------------------------------------------ properties
-    @property
-    def batch_size(self) -> int | None:
-        """Batch size (deprecated in DALI in favour of max_batch_size, and so here)."""
-        with warnings.catch_warnings():
-            warnings.simplefilter("default", append=True)
-            warnings.warn(_DEPRECATED_BATCH_SIZE, Warning, stacklevel=2)
-        return self._options.batch_size
-
-    @property
-    def max_batch_size(self) -> int | None:
-        """Maximum batch size."""
-        return self._options.batch_size
-
-    @property
-    def num_threads(self) -> int | None:
-        """Number of CPU threads used by the pipeline."""
-        return self._options.num_threads
-
-    @property
-    def device_id(self) -> int | None:
-        """Id of the GPU used by the pipeline (None for a CPU-only pipeline or when unset)."""
-        return self._options.device_id
-
-    @property
-    def seed(self) -> int | None:
-        """Random seed used in the pipeline, or None if the seed is not fixed."""
-        return self._options.seed
-
-    @property
-    def exec_pipelined(self) -> bool:
-        """If true, the pipelined execution model is used."""
-        return self._options.exec_pipelined
-
-    @property
-    def exec_async(self) -> bool:
-        """If true, asynchronous execution is used."""
-        return self._options.exec_async
-
-    @property
-    def exec_dynamic(self) -> bool | None:
-        """If true, the dynamic executor is used (DALI's default model)."""
-        return self._options.exec_dynamic
-
-    @property
-    def exec_separated(self) -> bool:
-        """If True, there are separate prefetch queues for CPU and GPU stages."""
-        return self._options.exec_separated
-
-    @property
-    def cpu_queue_size(self) -> int:
-        """The number of iterations processed ahead by the CPU stage."""
-        return self._options.queue_sizes[0]
-
-    @property
-    def gpu_queue_size(self) -> int:
-        """The number of iterations processed ahead by the GPU stage."""
-        return self._options.queue_sizes[1]
-
-    @property
-    def prefetch_queue_depth(self) -> int | dict[str, int]:
-        """Depth (or depths) of the prefetch queue, as given to the constructor."""
-        return self._options.prefetch_queue_depth
-
-    @property
-    def set_affinity(self) -> bool:
-        """If True, worker threads are bound to CPU cores (no effect in dali_lite)."""
-        return self._options.set_affinity
-
-    @property
-    def max_streams(self) -> int:
-        """Deprecated, unused; returns -1."""
-        return -1
-
-    @property
-    def default_cuda_stream_priority(self) -> int:
-        """Deprecated; always 0."""
-        return 0
-
-    @property
-    def enable_memory_stats(self) -> bool:
-        """If True, memory usage statistics are gathered."""
-        return self._options.enable_memory_stats
-
-    @property
-    def py_num_workers(self) -> int:
-        """The number of Python worker processes used by parallel external_source."""
-        return self._options.py_num_workers
-
-    @property
-    def py_start_method(self) -> str:
-        """How Python worker processes are started ("fork" or "spawn")."""
-        return self._options.py_start_method
-
-    @property
-    def stream_policy(self) -> Any:
-        """Stream policy for the pipeline (None: the default)."""
-        return self._options.stream_policy
-
-    @property
-    def concurrency(self) -> Any:
-        """Operator concurrency for the pipeline (None: the default)."""
-        return self._options.concurrency
-
-    @property
-    def is_restored_from_checkpoint(self) -> bool:
-        """If True, this pipeline was restored from a checkpoint (never, in dali_lite)."""
-        return False
-
-    @property
-    def num_outputs(self) -> int:
-        """Number of pipeline outputs (builds the pipeline)."""
-        self.build()
-        return len(self._outputs_defined())
-
-    def output_dtype(self) -> list[Any]:
-        """Data types expected at the outputs (None where not declared); builds the pipeline."""
-        self.build()
-        return self._output_descriptions()[0]
-
-    def output_ndim(self) -> list[Any]:
-        """Numbers of dimensions expected at the outputs (None where not declared)."""
-        self.build()
-        return self._output_descriptions()[1]
-
-    def _output_descriptions(self) -> tuple[list[Any], list[Any]]:
-        count = len(self._outputs_defined())
-        described = []
-        for value in (self._options.output_dtype, self._options.output_ndim):
-            values = list(value) if isinstance(value, (list, tuple)) else [value] * count
-            described.append(values)
-        if not len(described[0]) == len(described[1]) == count:
-            raise RuntimeError(
-                f"Lengths of provided output descriptions do not match. \n"
-                f"Expected num_outputs={count}.\nReceived:\noutput_dtype={described[0]}"
-                f"\noutput_ndim={described[1]}"
-            )
-        return described[0], described[1]
-
-    @property
-    def _exec_async(self) -> bool:
-        return self._options.exec_async
 
     # ------------------------------------------------------------------ graph definition
     @staticmethod
