@@ -1,24 +1,25 @@
-"""The pipeline's constructor arguments, checked once and kept together.
+"""The pipeline's constructor arguments, checked and kept together.
 
-Validation happens here, at construction, so a wrong argument is reported where it was written,
-with the argument's name, what was given and what is expected.
+DALI checks its arguments at two moments, and a program can tell them apart (a pipeline made
+only to be serialized never builds): the constructor refuses what is malformed in itself
+(`prefetch_queue_depth` of the wrong type, separated queues without `exec_async`, a pickler with
+"fork"), while `build()` refuses what a running pipeline cannot use (no batch size, fewer than
+one thread, an empty prefetch queue). `PipelineOptions.from_arguments` does the first part and
+`PipelineOptions.check_buildable` the second, each with DALI's exception class and words, plus
+the argument's name, what was given and what is expected.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields
+import warnings
+from dataclasses import dataclass
 from typing import Any
 
+from dali_lite._src.errors import RuntimeTypeError
+
 _START_METHODS = ("fork", "spawn")
-
-
-def _int(value: Any, name: str, minimum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int; got {type(value).__name__} {value!r}")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}; got {value}")
-    return value
+_QUEUE_KEYS = ("cpu_size", "gpu_size")
 
 
 def check_timeout(value: Any, argument: str) -> float | None:
@@ -32,74 +33,147 @@ def check_timeout(value: Any, argument: str) -> float | None:
     return value
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_prefetch_queue_depth(depth: Any, exec_async: bool) -> None:
+    # DALI tests `type(x) is int` / `type(x) is dict`: a bool, a float or a tuple is refused.
+    if type(depth) is dict:
+        for key in _QUEUE_KEYS:
+            if key not in depth:
+                # DALI indexes the dict and lets the KeyError out; ours says what is expected.
+                raise KeyError(f"{key!r}: prefetch_queue_depth as a dict must be "
+                               f'{{"cpu_size": int, "gpu_size": int}}; got {depth!r}')
+        if not exec_async:
+            raise ValueError("`exec_async` must not evaluate to `False` when using separated "
+                             "queues (prefetch_queue_depth given as a dict)")
+    elif type(depth) is not int:
+        raise TypeError("Expected prefetch_queue_depth to be either int or Dict[int, int] "
+                        f'({{"cpu_size": int, "gpu_size": int}}); got {type(depth).__name__} '
+                        f"{depth!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class PipelineOptions:
-    batch_size: int
-    num_threads: int
-    device_id: int | None
-    seed: int
+    """The constructor's arguments as DALI keeps them (None where not given)."""
+
+    batch_size: Any
+    num_threads: Any
+    device_id: Any
+    seed: Any
     exec_pipelined: bool
-    prefetch_queue_depth: int | dict[str, int]
+    prefetch_queue_depth: Any
     exec_async: bool
     bytes_per_sample: int
     set_affinity: bool
-    max_streams: int
-    default_cuda_stream_priority: int
-    py_num_workers: int
+    enable_memory_stats: bool
+    enable_checkpointing: bool
+    checkpoint: Any
+    py_num_workers: Any
     py_start_method: str
     py_callback_pickler: Any
+    output_dtype: Any
+    output_ndim: Any
+    output_layout: Any
+    exec_dynamic: bool | None
+    stream_policy: Any
+    concurrency: Any
     py_timeout: float | None
-    enable_conditionals: bool
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_arguments(cls, **arguments: Any) -> PipelineOptions:
-        _int(arguments["batch_size"], "batch_size", -1)
-        _int(arguments["num_threads"], "num_threads", -1)
-        device_id = arguments["device_id"]
-        if device_id is not None:
-            _int(device_id, "device_id", -1)
-        _int(arguments["seed"], "seed")
-        _int(arguments["py_num_workers"], "py_num_workers", 0)
-        depth = arguments["prefetch_queue_depth"]
-        if isinstance(depth, dict):
-            unknown = set(depth) - {"cpu_size", "gpu_size"}
-            if unknown or len(depth) != 2:
-                raise ValueError(
-                    'prefetch_queue_depth as a dict must be {"cpu_size": int, "gpu_size": int}; '
-                    f"got {depth!r}"
-                )
-            for key, value in depth.items():
-                _int(value, f"prefetch_queue_depth[{key!r}]", 1)
-            if not arguments["exec_pipelined"] and not arguments["exec_async"]:
-                raise ValueError(
-                    "separate queues (prefetch_queue_depth as a dict) are not supported when "
-                    "both exec_async and exec_pipelined are False"
-                )
-        else:
-            _int(depth, "prefetch_queue_depth", 1)
+        """Check what DALI's constructor checks; warn where DALI warns."""
+        if arguments.pop("max_streams", None) is not None:
+            warnings.warn("The `max_streams` is deprecated and has no effect.", Warning,
+                          stacklevel=3)
+        if arguments.pop("default_cuda_stream_priority", None) is not None:
+            warnings.warn("The `default_cuda_stream_priority` is deprecated and has no effect.",
+                          Warning, stacklevel=3)
+        experimental = arguments.pop("experimental_exec_dynamic", None)
+        if experimental is not None:
+            warnings.warn("experimental_exec_dynamic is deprecated, please use exec_dynamic "
+                          "instead", Warning, stacklevel=3)
+            arguments["exec_dynamic"] = experimental
+        seed = arguments["seed"]
+        if seed is not None and seed < 0:
+            warnings.warn("The use of negative seed to use automatic seed asignment is "
+                          "deprecated. Use `None` instead.", stacklevel=3)
+            arguments["seed"] = None
+        if arguments["py_callback_pickler"] is not None and arguments["py_start_method"] == "fork":
+            raise ValueError(
+                "``py_callback_pickler`` should not be set when 'fork' start method is used "
+                "(forked workers inherit the callbacks without pickling); remove it or use "
+                "py_start_method='spawn'"
+            )
         method = arguments["py_start_method"]
         if method not in _START_METHODS:
             raise ValueError(f"py_start_method must be 'fork' or 'spawn'; got {method!r}")
-        if arguments["py_callback_pickler"] is not None and method == "fork":
-            raise ValueError(
-                "py_callback_pickler is used only with py_start_method='spawn' (forked workers "
-                "inherit the callbacks without pickling); remove it or use 'spawn'"
-            )
+        _check_prefetch_queue_depth(arguments["prefetch_queue_depth"], arguments["exec_async"])
         check_timeout(arguments["py_timeout"], "py_timeout")
-        if arguments["enable_conditionals"]:
-            raise NotImplementedError("enable_conditionals=True is not supported by dali_lite")
-        names = {f.name for f in fields(cls)}
-        return cls(**{key: value for key, value in arguments.items() if key in names})
+        if (arguments["exec_dynamic"] is None and arguments["exec_pipelined"]
+                and arguments["exec_async"]
+                and type(arguments["prefetch_queue_depth"]) is not dict):
+            arguments["exec_dynamic"] = True
+        return cls(**arguments)
+
+    def check_buildable(self) -> None:
+        """Refuse, as DALI's `build()` does, what a running pipeline cannot use."""
+        threads = self.num_threads
+        if not _is_int(threads):
+            # DALI compares `num_threads < 1` and lets Python's TypeError out.
+            raise TypeError(f"num_threads must be set to a positive int to build the pipeline; "
+                            f"got {type(threads).__name__} {threads!r}")
+        if threads < 1:
+            raise ValueError(f"Pipeline created with `num_threads` < 1 can only be used for "
+                             f"serialization; got num_threads={threads}")
+        size = self.batch_size
+        if size is None:
+            raise ValueError("The batch size must be set: pass batch_size (a positive int) to "
+                             "the pipeline")
+        if not _is_int(size):
+            raise RuntimeTypeError(f"max_batch_size (batch_size) must be a positive int; got "
+                                   f"{type(size).__name__} {size!r}")
+        if size < 1:
+            raise ValueError(f"Invalid batch size: {size}. Please set a positive integer.")
+        for depth in self.queue_sizes:
+            if depth < 1:
+                raise ValueError(f"The prefetch queue depth must be greater than 0; got "
+                                 f"prefetch_queue_depth={self.prefetch_queue_depth!r}")
+
+    @property
+    def exec_separated(self) -> bool:
+        return type(self.prefetch_queue_depth) is dict
+
+    @property
+    def queue_sizes(self) -> tuple[int, int]:
+        """(CPU queue size, GPU queue size), as DALI's cpu_queue_size / gpu_queue_size."""
+        depth = self.prefetch_queue_depth
+        if type(depth) is dict:
+            return depth["cpu_size"], depth["gpu_size"]
+        return depth, depth
 
     @property
     def queue_depth(self) -> int:
-        """Iterations computed ahead of the caller (CPU queue size for split queues)."""
+        """Iterations scheduled by the first schedule_run() (DALI's prefetch count)."""
         if not self.exec_pipelined:
             return 1
-        depth = self.prefetch_queue_depth
-        return depth["cpu_size"] if isinstance(depth, dict) else depth
+        cpu, gpu = self.queue_sizes
+        return max(cpu, gpu) if self.exec_separated else cpu
+
+    @property
+    def pipeline_inputs_possible(self) -> bool:
+        """Whether run(**inputs) may be used: only without prefetching ahead (DALI's rule)."""
+        if not self.exec_pipelined:
+            return True
+        return all(size <= 1 for size in self.queue_sizes)
+
+    @property
+    def default_cuda_stream_priority(self) -> int:
+        """Deprecated in DALI and without effect; always 0."""
+        return 0
 
     @property
     def resolved_num_threads(self) -> int:
-        return self.num_threads if self.num_threads > 0 else (os.cpu_count() or 1)
+        threads = self.num_threads
+        return threads if _is_int(threads) and threads > 0 else (os.cpu_count() or 1)

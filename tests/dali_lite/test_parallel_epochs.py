@@ -132,14 +132,18 @@ def test_epoch_idx_seen_by_callbacks_grows_by_one_per_reset(start_method: str) -
             outputs = pipe.run()
             assert meta_rows(outputs[1]) == expected_meta(batch_size, 0, epoch)  # SampleInfo
             assert meta_rows(outputs[3]) == expected_meta(batch_size, 0, epoch)  # BatchInfo
-            pipe.reset()  # mid-epoch: the rest of the epoch is skipped
+            pipe.reset()  # mid-epoch: nothing happens (as DALI's reset)
+            assert len(epoch_metas(pipe)) == 1  # the rest of the epoch
+            pipe.reset()
     finally:
         pipe.close()
 
 
 @pytest.mark.parametrize(("start_method", "consumed"),
                          [("fork", 1), ("fork", 2), ("fork", 5), ("spawn", 2)])
-def test_reset_mid_epoch_discards_prefetched_batches(start_method: str, consumed: int) -> None:
+def test_reset_mid_epoch_keeps_the_prefetched_batches(start_method: str, consumed: int) -> None:
+    # As DALI's: reset() before the end of the data does nothing; the workers' prefetched
+    # batches are served in order, and reset() after the end starts the next epoch.
     batch_size = 2
     pipe = meta_pipeline(start_method, batch_size, 20 * batch_size, source_depth=4,
                          pipe_depth=3, batch_source_iterations=20)
@@ -147,29 +151,31 @@ def test_reset_mid_epoch_discards_prefetched_batches(start_method: str, consumed
         for iteration in range(consumed):
             assert meta_rows(pipe.run()[1]) == expected_meta(batch_size, iteration, 0)
         pipe.reset()
-        for iteration in range(4):
+        for iteration in range(consumed, consumed + 4):
             outputs = pipe.run()
-            assert meta_rows(outputs[1]) == expected_meta(batch_size, iteration, 1)
-            assert meta_rows(outputs[3]) == expected_meta(batch_size, iteration, 1)
+            assert meta_rows(outputs[1]) == expected_meta(batch_size, iteration, 0)
+            assert meta_rows(outputs[3]) == expected_meta(batch_size, iteration, 0)
+        assert len(epoch_metas(pipe)) == 20 - consumed - 4
         pipe.reset()
-        pipe.reset()  # two resets in a row skip an epoch, as the epoch counter says
-        assert meta_rows(pipe.run()[1]) == expected_meta(batch_size, 0, 3)
+        pipe.reset()  # the second one is before the end of epoch 1: nothing
+        assert meta_rows(pipe.run()[1]) == expected_meta(batch_size, 0, 1)
     finally:
         pipe.close()
 
 
 def test_reset_while_workers_are_still_computing_the_old_epoch() -> None:
-    # Slow samples: at reset() the prefetched batches of epoch 0 are still being computed;
-    # their late results must be thrown away, not served as epoch 1.
+    # Slow samples: at reset() (after the last batch, before StopIteration was seen: the
+    # pipeline met the end while prefetching) the workers still compute batches past the end
+    # of epoch 0; their late results must be thrown away, not served as epoch 1.
     batch_size = 4
-    slow = PerSampleSource(TINY, length=100 * batch_size, with_meta=True, delay_s=0.01)
+    slow = PerSampleSource(TINY, length=2 * batch_size, with_meta=True, delay_s=0.01)
     pipe = pipeline(lambda: fn.external_source(slow, num_outputs=2, parallel=True,
                                                prefetch_queue_depth=3),
                     batch_size, py_num_workers=2, prefetch_queue_depth=2)
     try:
         with deadline(30):
             for epoch in range(4):
-                for iteration in range(1 + epoch % 3):
+                for iteration in range(2):
                     assert meta_rows(pipe.run()[1]) == expected_meta(batch_size, iteration,
                                                                      epoch)
                 pipe.reset()
@@ -195,19 +201,21 @@ def test_reset_while_the_executor_thread_is_preempted_restarts_cleanly(
 ) -> None:
     # The iteration discarded by reset() may reach the parallel source after reset() returned;
     # it must not take the new epoch's batches.
+    # An epoch of one batch and two iterations prefetched: the second meets the end, so
+    # reset() (which must wait for it) starts the next epoch; the first stays to be served.
     preempt_executor(monkeypatch)
     batch_size = 2
-    pipe = meta_pipeline("fork", batch_size, 100, workers=1, pipe_depth=2)
-    pipe.enable_api_check(False)
+    pipe = meta_pipeline("fork", batch_size, batch_size, workers=1, pipe_depth=2)
     try:
         with deadline(30):
             pipe.build()
-            for epoch in range(1, 10, 2):  # two resets per round
+            for epoch in range(1, 6):
                 pipe.schedule_run()
                 time.sleep(0.005)  # the executor thread takes iteration 0 meanwhile
                 pipe.reset()
-                assert meta_rows(pipe.run()[1]) == expected_meta(batch_size, 0, epoch)
-                pipe.reset()
+                outputs = pipe.share_outputs()
+                assert meta_rows(outputs[1]) == expected_meta(batch_size, 0, epoch - 1)
+                pipe.release_outputs()
     finally:
         pipe.close()
 
@@ -219,15 +227,16 @@ def test_no_callback_of_the_discarded_epoch_runs_after_reset_returns(
     preempt_executor(monkeypatch)
     log = CallLog()
     pipe = pipeline(lambda: [fn.external_source(log, batch=False),
-                             fn.external_source(PerSampleSource(TINY), parallel=True)],
+                             fn.external_source(PerSampleSource(TINY, length=2), parallel=True)],
                     2, py_num_workers=1)
     try:
         with deadline(30):
             pipe.build()
             for epoch in range(1, 6):
-                pipe.schedule_run()
+                pipe.schedule_run()  # iteration 0, and iteration 1 meets the end
                 time.sleep(0.005)  # the executor thread takes iteration 0 meanwhile
                 pipe.reset()
+                pipe.share_outputs()
                 returned = len(log.calls)
                 time.sleep(0.05)
                 late = [call for call in log.calls[returned:] if call[0] < epoch]

@@ -235,9 +235,9 @@ def test_a_failed_batch_does_not_corrupt_the_next_ones(start_method: str) -> Non
                 pipe.run()
             for iteration in range(2, 8):
                 assert meta_rows(pipe.run()[0]) == expected_meta(BATCH, iteration, 0)
-            pipe.reset()
-            for iteration in range(4):
-                assert meta_rows(pipe.run()[0]) == expected_meta(BATCH, iteration, 1)
+            pipe.reset()  # before the end of the data: nothing happens (as DALI's reset)
+            for iteration in range(8, 12):
+                assert meta_rows(pipe.run()[0]) == expected_meta(BATCH, iteration, 0)
     finally:
         pipe.close()
 

@@ -322,8 +322,8 @@ def test_spawn_per_sample_uniform_and_varying_match_serial() -> None:
 def test_generator_function_under_spawn_matches_serial() -> None:
     def make(parallel: bool) -> Any:
         source = iterator_source("generator function", 4, 3)
-        return pipeline(lambda: [fn.external_source(source, num_outputs=2, batch=True,
-                                                    cycle="raise", parallel=parallel),
+        return pipeline(lambda: [*fn.external_source(source, num_outputs=2, batch=True,
+                                                     cycle="raise", parallel=parallel),
                                  fn.external_source(generate_default_batches, batch=True,
                                                     cycle="quiet", parallel=parallel)],
                         4, py_num_workers=2, py_start_method="spawn")

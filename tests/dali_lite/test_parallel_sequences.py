@@ -11,6 +11,7 @@ reused while they are held.
 from __future__ import annotations
 
 import random
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,41 +68,45 @@ def hold(outputs: Any, what: str) -> Held:
 
 @dataclass
 class Model:
+    """DALI's run protocol: the first schedule of an epoch prefetches `queue_depth`
+    iterations, later ones one each; scheduling past the last batch is the producer's end,
+    after which nothing more is scheduled; reset() acts only after that end and keeps what
+    was scheduled before it (served before the next epoch)."""
+
     config: Config
     queue_depth: int
     epoch: int = 0
-    next_iteration: int = 0
-    scheduled: int = 0  # scheduled and not yet taken
-    prefetched: bool = False
-    ended: bool = False
+    produced: int = 0  # iterations of `epoch` scheduled
+    producer_ended: bool = False
+    first_iter: bool = True
+    queue: deque[tuple[int, int]] = field(default_factory=deque)  # scheduled, not taken
     built: bool = False  # reset() of a pipeline that was never built does nothing
     held: list[Held] = field(default_factory=list)
     shared: list[Held] = field(default_factory=list)
 
     def schedule(self) -> None:
         self.built = True
-        if self.ended:
-            return
-        self.scheduled += 1 if self.prefetched else self.queue_depth
-        self.prefetched = True
+        count = self.queue_depth if self.first_iter else (0 if self.producer_ended else 1)
+        self.first_iter = False
+        for _ in range(count):
+            if self.producer_ended:
+                return
+            if self.produced < self.config.iterations:
+                self.queue.append((self.epoch, self.produced))
+                self.produced += 1
+            else:
+                self.producer_ended = True
 
     def take(self) -> tuple[int, int] | None:
         """(epoch, iteration) of the batch the next take must return; None for StopIteration."""
-        if self.ended:
-            return None
-        self.scheduled -= 1
-        if self.next_iteration >= self.config.iterations:
-            self.ended, self.scheduled = True, 0
-            return None
-        self.next_iteration += 1
-        return self.epoch, self.next_iteration - 1
+        return self.queue.popleft() if self.queue else None
 
     def reset(self) -> None:
-        if not self.built:
-            return
-        self.epoch += 1
-        self.next_iteration = self.scheduled = 0
-        self.prefetched = self.ended = False
+        if self.built and self.producer_ended:
+            self.epoch += 1
+            self.produced = 0
+            self.producer_ended = False
+            self.first_iter = True
 
 
 def make_pipe(config: Config) -> Any:
@@ -156,8 +161,6 @@ def run_sequence(config: Config, ops: list[str], check_api: bool = True) -> None
                     pipe.schedule_run()
                     model.schedule()
                 elif op == "share_outputs":
-                    if model.scheduled == 0 and not model.ended:
-                        continue  # nothing scheduled: DALI would block forever
                     model.built = True
                     outputs = take_or_none(pipe.share_outputs)
                     check_take(model, outputs, what)

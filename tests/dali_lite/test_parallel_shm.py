@@ -128,8 +128,8 @@ def test_slots_are_reused_when_another_source_fails_every_other_iteration() -> N
     # that batch will never be read, and its slots must go back to the pool all the same.
     def define() -> list[Any]:
         return [fn.external_source(FailOddIterations(), parallel=True, name="failing"),
-                fn.external_source(PerSampleSource(with_meta=True), num_outputs=2,
-                                   parallel=True)]
+                *fn.external_source(PerSampleSource(with_meta=True), num_outputs=2,
+                                    parallel=True)]
 
     pipe = pipeline(define, 4, py_num_workers=2)
     slots = []

@@ -51,32 +51,26 @@ def test_import_paths_match_dali() -> None:
 
 
 def test_constructor_defaults_and_properties() -> None:
+    # DALI 2.4's defaults are None (compat case pipeline.constructor_defaults).
     pipe = Pipeline()
-    assert (pipe.batch_size, pipe.num_threads, pipe.device_id) == (-1, -1, -1)
+    assert (pipe.max_batch_size, pipe.num_threads, pipe.device_id, pipe.seed) == (None,) * 4
     assert pipe.exec_pipelined and pipe.exec_async and pipe.prefetch_queue_depth == 2
     pipe = Pipeline(batch_size=3, num_threads=2, device_id=None)
-    assert (pipe.batch_size, pipe.num_threads, pipe.device_id) == (3, 2, None)
+    assert (pipe.max_batch_size, pipe.num_threads, pipe.device_id) == (3, 2, None)
+    with pytest.warns(Warning, match="max_batch_size"):
+        assert pipe.batch_size == 3
 
 
 @pytest.mark.parametrize(
     ("kwargs", "error", "words"),
     [
-        ({"batch_size": "8"}, TypeError, "batch_size"),
-        ({"batch_size": -5}, ValueError, "batch_size"),
-        ({"prefetch_queue_depth": 0}, ValueError, "prefetch_queue_depth"),
-        ({"prefetch_queue_depth": {"cpu_size": 2}}, ValueError, "cpu_size"),
+        ({"prefetch_queue_depth": 2.5}, TypeError, "prefetch_queue_depth"),
+        ({"prefetch_queue_depth": {"cpu_size": 2}}, KeyError, "gpu_size"),
         ({"py_start_method": "forkserver"}, ValueError, "py_start_method"),
         ({"py_callback_pickler": object()}, ValueError, "spawn"),
-        ({"py_num_workers": -1}, ValueError, "py_num_workers"),
-        (
-            {
-                "exec_async": False,
-                "exec_pipelined": False,
-                "prefetch_queue_depth": {"cpu_size": 2, "gpu_size": 2},
-            },
-            ValueError,
-            "separate",
-        ),
+        ({"exec_async": False, "prefetch_queue_depth": {"cpu_size": 2, "gpu_size": 2}},
+         ValueError, "separated queues"),
+        ({"batch_sise": 2}, TypeError, "did you mean 'batch_size'"),
     ],
 )
 def test_bad_constructor_arguments_are_named(kwargs, error, words) -> None:
@@ -84,11 +78,22 @@ def test_bad_constructor_arguments_are_named(kwargs, error, words) -> None:
         Pipeline(**kwargs)
 
 
-def test_build_needs_a_positive_batch_size() -> None:
-    pipe = Pipeline(device_id=None)
+# DALI checks these when the pipeline is built (compat case pipeline.build_refusals).
+@pytest.mark.parametrize(
+    ("kwargs", "error", "words"),
+    [
+        ({"batch_size": "8"}, TypeError, "batch_size"),
+        ({"batch_size": -5}, ValueError, "Invalid batch size"),
+        ({"batch_size": None}, ValueError, "batch size must be set"),
+        ({"num_threads": None}, TypeError, "num_threads"),
+        ({"prefetch_queue_depth": 0}, ValueError, "prefetch queue depth"),
+    ],
+)
+def test_build_refuses_what_cannot_run(kwargs, error, words) -> None:
+    pipe = Pipeline(**{"batch_size": 2, "num_threads": 1, "device_id": None, **kwargs})
     with pipe:
         pipe.set_outputs(fn.external_source(lambda: np.zeros(2)))
-    with pytest.raises(ValueError, match="batch_size"):
+    with pytest.raises(error, match=words):
         pipe.build()
 
 
@@ -112,7 +117,7 @@ def test_define_graph_subclass() -> None:
 
 def test_no_graph_is_a_clear_error() -> None:
     with pytest.raises(NotImplementedError, match="define_graph"):
-        Pipeline(batch_size=1, device_id=None).build()
+        Pipeline(batch_size=1, num_threads=1, device_id=None).build()
 
 
 def test_current_pipeline_in_scope() -> None:
@@ -130,7 +135,7 @@ def test_pipeline_def_accepts_constructor_kwargs_at_call() -> None:
         return data
 
     pipe = my_pipe(10, num_threads=1, device_id=None, prefetch_queue_depth=1)
-    assert pipe.batch_size == 2 and pipe.prefetch_queue_depth == 1
+    assert pipe.max_batch_size == 2 and pipe.prefetch_queue_depth == 1
     pipe.build()
     assert pipe.run()[0].as_array().ravel().tolist() == [0, 0]
     assert pipe.run()[0].as_array().ravel().tolist() == [10, 10]
@@ -139,7 +144,7 @@ def test_pipeline_def_accepts_constructor_kwargs_at_call() -> None:
     def bare():
         return fn.external_source(lambda: np.zeros((2, 1)))
 
-    pipe = bare(batch_size=2, device_id=None)
+    pipe = bare(batch_size=2, num_threads=1, device_id=None)
     pipe.build()
     assert pipe.run()[0].as_array().shape == (2, 1)
 
@@ -169,15 +174,17 @@ def test_epochs_and_reset(exec_async: bool, exec_pipelined: bool, depth: int) ->
         pipe.reset()
 
 
-def test_reset_mid_epoch_starts_the_next_epoch() -> None:
+def test_reset_mid_epoch_does_nothing() -> None:
+    # As DALI's (compat case pipeline.reset_before_the_end_does_nothing): reset() acts only
+    # once the end of the data was reached.
     pipe = make_pipe(limit=100, batch_size=2)
     pipe.build()
     pipe.run()
     pipe.run()
     pipe.reset()
     (out,) = pipe.run()
-    assert out.as_array()[:, 0].tolist() == [0, 1]
-    assert out.as_array()[:, 1].tolist() == [1, 1]
+    assert out.as_array()[:, 0].tolist() == [4, 5]
+    assert out.as_array()[:, 1].tolist() == [0, 0]
 
 
 def test_schedule_run_share_release() -> None:
@@ -258,7 +265,7 @@ def test_outputs_of_run_stay_valid_until_next_run() -> None:
 def test_epoch_size_and_close() -> None:
     pipe = make_pipe()
     assert pipe.epoch_size() == {}
-    with pytest.raises(KeyError, match="reader"):
+    with pytest.raises(RuntimeError, match="not found"):  # as DALI's
         pipe.epoch_size("reader")
     pipe.build()
     pipe.close()
@@ -297,21 +304,30 @@ def test_run_keyword_inputs_feed_named_sources() -> None:
     calls=st.lists(st.sampled_from(["run", "reset"]), min_size=1, max_size=12),
 )
 def test_random_run_reset_sequences_never_repeat_or_reorder(batch_size, depth, calls) -> None:
-    pipe = make_pipe(limit=7 * batch_size, batch_size=batch_size, prefetch_queue_depth=depth)
+    # reset() acts only once the data reached its end (as DALI's); batches then continue
+    # where they were or start the next epoch at 0, never repeat, skip or go back.
+    length = 7 * batch_size
+    pipe = make_pipe(limit=length, batch_size=batch_size, prefetch_queue_depth=depth)
     pipe.build()
-    expected_next, epoch = 0, 0
+    last: tuple[int, int] | None = None  # (epoch, first sample) of the last batch
     for call in calls:
         if call == "reset":
             pipe.reset()
-            expected_next, epoch = 0, epoch + 1
             continue
         try:
             (out,) = pipe.run()
         except StopIteration:
-            assert expected_next == 7 * batch_size
+            assert last is not None and last[1] == length - batch_size
             continue
         values = out.as_array()
-        assert values[:, 0].tolist() == list(range(expected_next, expected_next + batch_size))
+        epoch, first = int(values[0, 1]), int(values[0, 0])
+        assert values[:, 0].tolist() == list(range(first, first + batch_size))
         assert set(values[:, 1].tolist()) == {epoch}
-        expected_next += batch_size
+        if last is None:
+            assert (epoch, first) == (0, 0)
+        elif epoch == last[0]:
+            assert first == last[1] + batch_size
+        else:
+            assert (epoch, first) == (last[0] + 1, 0)
+        last = (epoch, first)
     pipe.close()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gc
 import weakref
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,13 +70,37 @@ class Config:
 
 @dataclass
 class Model:
-    epoch: int = 0
-    next_batch: int = 0
-    end: bool = False
-    prefetched: bool = False
-    scheduled: int = 0
+    """DALI's run protocol: the first schedule of an epoch prefetches `depth` iterations,
+    later ones one each; scheduling past the last batch marks the producer's end (DALI's
+    `_last_iter`), after which nothing more is scheduled; reset() acts only after that end
+    and keeps the batches already scheduled (they come before the next epoch's)."""
+
+    epoch: int = 0  # the producer's epoch
+    produced: int = 0  # batches of `epoch` scheduled so far
+    producer_ended: bool = False
+    first_iter: bool = True
+    queue: deque[tuple[int, int]] = field(default_factory=deque)  # (epoch, batch) scheduled
     built: bool = False
     held: list[tuple[Any, np.ndarray]] = field(default_factory=list)
+
+    def schedule(self, depth: int, batches: int) -> None:
+        count = depth if self.first_iter else (0 if self.producer_ended else 1)
+        self.first_iter = False
+        for _ in range(count):
+            if self.producer_ended:
+                return
+            if self.produced < batches:
+                self.queue.append((self.epoch, self.produced))
+                self.produced += 1
+            else:
+                self.producer_ended = True
+
+    def reset(self) -> None:
+        if self.built and self.producer_ended:
+            self.epoch += 1
+            self.produced = 0
+            self.producer_ended = False
+            self.first_iter = True
 
 
 def build(config: Config) -> Any:
@@ -125,10 +150,10 @@ class PipelineMachine(RuleBasedStateMachine):
         self._new_pipeline()
 
     # ---------------------------------------------------------------- the model's batches
-    def _check(self, outputs: Any) -> None:
+    def _check(self, outputs: Any, epoch: int, index: int) -> None:
         batch = outputs[0].as_array()
-        first = self.model.next_batch * self.config.batch_size
-        expected = np.array([[first + i, self.model.epoch]
+        first = index * self.config.batch_size
+        expected = np.array([[first + i, epoch]
                              for i in range(self.config.batch_size)], np.int64)
         np.testing.assert_array_equal(batch, expected)
         self.model.held.append((batch, expected.copy()))
@@ -136,31 +161,29 @@ class PipelineMachine(RuleBasedStateMachine):
             value = int(outputs[1].as_array().ravel()[0])
             assert value > self.fed_seen, f"fed batch {value} after {self.fed_seen}"
             self.fed_seen = value
-        self.model.next_batch += 1
 
     def _take(self, take: Any) -> None:
         self.model.built = True  # run() and share_outputs() build an unbuilt pipeline
-        if self.model.end or self.model.next_batch == self.config.batches:
+        if not self.model.queue:
             try:
                 take()
             except StopIteration:
-                self.model.end, self.model.scheduled = True, 0
                 return
-            raise AssertionError("expected StopIteration at the end of the epoch")
+            raise AssertionError("expected StopIteration: nothing is scheduled")
         try:
             outputs = take()
         except NoDataFedError:
             assert self.config.fed
             self.starved = True
             return
-        self.model.scheduled = max(0, self.model.scheduled - 1)
-        self._check(outputs)
+        self._check(outputs, *self.model.queue.popleft())
 
     # ---------------------------------------------------------------- rules
     @precondition(lambda self: not self.config.scheduled_api and not self.starved and (
         not self.config.fed or self.fed_total - self.fed_seen > self.config.depth + 2))
     @rule()
     def run(self) -> None:
+        self.model.schedule(self.config.depth, self.config.batches)
         self._take(self.pipe.run)
 
     @precondition(lambda self: self.config.scheduled_api)
@@ -168,12 +191,9 @@ class PipelineMachine(RuleBasedStateMachine):
     def schedule_run(self) -> None:
         self.pipe.schedule_run()
         self.model.built = True
-        if not self.model.end:
-            self.model.scheduled += 1 if self.model.prefetched else self.config.depth
-            self.model.prefetched = True
+        self.model.schedule(self.config.depth, self.config.batches)
 
-    @precondition(lambda self: self.config.scheduled_api and (
-        self.model.scheduled > 0 or self.model.end))
+    @precondition(lambda self: self.config.scheduled_api)
     @rule()
     def share_outputs(self) -> None:
         self._take(self.pipe.share_outputs)
@@ -195,8 +215,7 @@ class PipelineMachine(RuleBasedStateMachine):
     @rule()
     def reset(self) -> None:
         self.pipe.reset()
-        if self.model.built:  # before build() there is no epoch to end: a no-op
-            self.model = Model(epoch=self.model.epoch + 1, built=True, held=self.model.held)
+        self.model.reset()  # before build(), or before the end, a no-op
 
     @rule()
     def build_again(self) -> None:

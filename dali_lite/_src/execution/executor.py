@@ -100,6 +100,30 @@ class Executor:
             self._tickets.popleft()
             return ticket
 
+    def tickets(self) -> list[IterationTicket]:
+        """The submitted iterations not yet taken, oldest first."""
+        with self._lock:
+            return list(self._tickets)
+
+    def wait_done(self, ticket: IterationTicket) -> bool:
+        """Wait until `ticket` is computed; False (at once) if the iteration being computed
+        waits for fed data that nobody has provided, so that waiting could last forever."""
+        with self._lock:
+            while not ticket.done:
+                if (self._running is not None and self.starvation is not None
+                        and self.starvation() is not None):
+                    return False
+                self._lock.wait(_POLL_INTERVAL_S)
+            return True
+
+    def discard_from(self, first: IterationTicket) -> None:
+        """Drop `first` and every iteration submitted after it (all computed already)."""
+        with self._lock:
+            while self._tickets and self._tickets[-1] is not first:
+                self._tickets.pop().cancelled = True
+            if self._tickets:
+                self._tickets.pop().cancelled = True
+
     def discard_all(self) -> None:
         """Drop every submitted iteration; wait for the one being computed to finish."""
         with self._lock:

@@ -88,14 +88,30 @@ class DataNode:
         return _transfer("cpu")(self)
 
     def __repr__(self) -> str:
-        return f"DataNode(name={self.name!r}, device={self.device!r})"
+        # DALI's text, byte for byte but the package name (programs print DataNodes while
+        # they debug a graph); the source is shown as DALI shows its operator instance.
+        source = ("None" if self.source is None
+                  else f"<dali_lite.ops._OperatorInstance object at 0x{id(self.source):x}>")
+        return (f'DataNode(name="{self.name}", device="{self.device}", source="{source}", '
+                f'index="{self.index}")')
 
     def __bool__(self) -> bool:
         # DALI refuses truth-testing a symbolic node; a silent True would hide user bugs.
-        raise TypeError(
-            f"DataNode {self.name!r} has no truth value while the graph is being defined; "
-            "it stands for a batch that exists only when the pipeline runs"
+        # DALI's words first (its class and essential words are what programs may match).
+        message = (
+            '"DataNode" was used in conditional context - it might have been used in truth '
+            "evaluation for `if` statement, logical expression or cast to a boolean. "
+            f"DataNode {self.name!r} stands for a batch that exists only when the pipeline runs"
         )
+        current = PipelineScope.current()
+        if current is not None and current._conditionals_enabled:
+            message += ("; dali_lite does not support conditional execution "
+                        "(enable_conditionals=True): branch in an fn.python_function instead")
+        else:
+            message += ("; to use conditional execution via `if` statements DALI needs "
+                        "`enable_conditionals=True` in `@pipeline_def`, which dali_lite does "
+                        "not support")
+        raise TypeError(message)
 
 
 class Operator:
@@ -124,13 +140,20 @@ class Operator:
         self.inputs = list(inputs)
         self.device = device
         self.preserve = preserve
-        self.name = name if name is not None else f"__{self.schema_name}_{self.id}"
+        current = PipelineScope.current()
+        if name is not None:
+            self.name = name
+        elif current is not None:
+            # As DALI: unnamed operators are numbered per pipeline, so the names a program
+            # sees (in feed_input, in errors) do not depend on what other pipelines defined.
+            self.name = f"__{self.schema_name}_{current._next_op_id()}"
+        else:
+            self.name = f"__{self.schema_name}_detached_{self.id}"
         self.outputs = [
             DataNode(self.name if num_outputs == 1 else f"{self.name}[{i}]", device, self, i)
             for i in range(num_outputs)
         ]
         self._init_runtime()
-        current = PipelineScope.current()
         if current is not None:
             current._register_operator(self)
 

@@ -95,6 +95,15 @@ class OutputCheck:
         self.ndim_origin = ("declared" if ndim is not None
                             else f"implied by layout {self.layout!r}")
 
+    def __getstate__(self) -> dict[str, Any]:
+        # A serialized pipeline carries what was declared, not what earlier runs have seen.
+        state = self.__dict__.copy()
+        if not state["declared"][0]:
+            state["dtype"] = None
+        if not state["declared"][1]:
+            state["ndim"] = None
+        return state
+
     def check(self, samples: Sequence[np.ndarray], layout: str,
               indices: Sequence[int] | None = None) -> str:
         """Raise on a mismatch; return the layout the batch gets.
@@ -301,7 +310,7 @@ class ExternalSource(Operator):
     def setup(self, pipeline: Pipeline) -> None:
         super().setup(pipeline)
         if self.source is not None:
-            self._callback = self.callback_for(pipeline.batch_size)
+            self._callback = self.callback_for(pipeline.max_batch_size)
 
     def reset(self, epoch_idx: int) -> None:
         if self.parallel_source is not None:

@@ -1,4 +1,10 @@
-"""`pipeline_def`: turning a graph-defining function into a pipeline factory, as DALI's."""
+"""`pipeline_def`: turning a graph-defining function into a pipeline factory, as DALI's.
+
+Keyword arguments of a call go to the function when it names them, else to the `Pipeline`
+constructor; decorator arguments are the constructor's defaults. What neither takes is an error
+(DALI's is an AssertionError that says "double-check the argument": ours is a TypeError that is
+also an AssertionError, so code written for either keeps working).
+"""
 
 from __future__ import annotations
 
@@ -7,34 +13,81 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from dali_lite._src.pipeline.pipeline import Pipeline
+from dali_lite._src.pipeline.pipeline import (
+    Pipeline,
+    _constructor_parameters,
+    unexpected_argument_message,
+)
+
+# Keyword arguments the factory itself takes (and drops unless the function names them).
+_FACTORY_ARGUMENTS = ("enable_conditionals", "debug")
 
 
-def pipeline_def(fn: Callable[..., Any] | None = None, **pipeline_kwargs: Any) -> Any:
+class UnknownArgumentError(TypeError, AssertionError):
+    """A keyword argument that neither the graph function nor the Pipeline constructor takes.
+
+    A TypeError, as Python reports unknown arguments; also an AssertionError, the class DALI
+    2.4 raises for it."""
+
+
+def _split_arguments(func: Callable[..., Any], kwargs: dict[str, Any]
+                     ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(constructor arguments, function arguments) of a call, by DALI's rules."""
+    spec = inspect.getfullargspec(func)
+    own = set(spec.args) | set(spec.kwonlyargs)
+    if spec.varkw is not None:
+        raise TypeError(f"Using variadic keyword argument `**{spec.varkw}` in a  graph-defining "
+                        "function is not allowed: it would take the Pipeline constructor's "
+                        "arguments too")
+    constructor = set(_constructor_parameters())
+    ctor_args: dict[str, Any] = {}
+    fn_args: dict[str, Any] = {}
+    for name, value in kwargs.items():
+        if name in _FACTORY_ARGUMENTS and name not in own:
+            continue
+        if name in own:
+            fn_args[name] = value
+            if name in constructor:
+                # DALI prints this warning (to stdout); a program's output stays the same.
+                print(f"Warning: the argument `{name}` shadows a Pipeline constructor "
+                      "argument of the same name.")
+        elif name in constructor:
+            ctor_args[name] = value
+        else:
+            known = sorted(own | constructor)
+            raise UnknownArgumentError(
+                unexpected_argument_message(f"{func.__name__}()", {name: value}, known)
+                + f" (neither {func.__name__}() nor the Pipeline constructor takes it). "
+                f"Please double-check the `{name}` argument."
+            )
+    return ctor_args, fn_args
+
+
+def pipeline_def(fn: Callable[..., Any] | None = None, *, enable_conditionals: bool = False,
+                 **pipeline_kwargs: Any) -> Any:
     """Decorator that turns a graph-defining function into a pipeline factory.
 
     The decorated function accepts the `Pipeline` constructor's keyword arguments as well as
-    its own; `@pipeline_def(batch_size=8)` sets defaults for them.
+    its own; `@pipeline_def(batch_size=8)` sets defaults for them. With
+    `enable_conditionals=True` the graph may not yet branch on data (`if` on a DataNode):
+    dali_lite has no conditional execution, and says so where such an `if` is written.
     """
-    if pipeline_kwargs.get("enable_conditionals"):
-        raise NotImplementedError("enable_conditionals=True is not supported by dali_lite")
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Pipeline]:
-        own_parameters = set(inspect.signature(func).parameters)
-        ctor_parameters = set(inspect.signature(Pipeline.__init__).parameters) - {"self",
-                                                                                 "kwargs"}
-
         @functools.wraps(func)
         def create_pipeline(*args: Any, **kwargs: Any) -> Pipeline:
-            ctor_kwargs = dict(pipeline_kwargs)
-            for key in list(kwargs):
-                if key in ctor_parameters and key not in own_parameters:
-                    ctor_kwargs[key] = kwargs.pop(key)
-            pipe = Pipeline(**ctor_kwargs)
+            conditionals = kwargs.get("enable_conditionals", enable_conditionals)
+            ctor_args, fn_args = _split_arguments(func, kwargs)
+            pipe = Pipeline(**{**pipeline_kwargs, **ctor_args})
+            pipe._conditionals_enabled = bool(conditionals)
             with pipe:
-                outputs = func(*args, **kwargs)
-                pipe.set_outputs(*(outputs if isinstance(outputs, (tuple, list))
-                                   else (outputs,)))
+                outputs = func(*args, **fn_args)
+                if isinstance(outputs, tuple):
+                    pipe.set_outputs(*outputs)
+                elif outputs is None:
+                    pipe.set_outputs()
+                else:
+                    pipe.set_outputs(outputs)
             return pipe
 
         create_pipeline._is_pipeline_def = True  # type: ignore[attr-defined]

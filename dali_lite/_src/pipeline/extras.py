@@ -4,9 +4,11 @@ statistics and epoch sizes. Kept apart from `pipeline.py`, which owns the run pr
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from dali_lite._src import cuda
 from dali_lite._src.pipeline.dot import graph_to_dot
 
 if TYPE_CHECKING:
@@ -17,10 +19,49 @@ class PipelineExtras:
     """Mixed into `Pipeline`; relies on its `_define`, `_operators`, `_resources`."""
 
     def epoch_size(self: Pipeline, name: str | None = None) -> dict[str, int] | int:
-        """Epoch size of readers; dali_lite has no readers, so the dictionary is empty."""
+        """Epoch size of readers (builds the pipeline). dali_lite has no readers: the
+        dictionary is empty, and a name is not found (RuntimeError, as DALI's)."""
+        self.build()
         if name is None:
             return {}
-        raise KeyError(f"no reader named {name!r}: dali_lite pipelines have no readers")
+        raise RuntimeError(f"Operator {name!r} not found or does not expose valid metadata: "
+                           "dali_lite pipelines have no readers")
+
+    def reader_meta(self: Pipeline, name: str | None = None) -> dict[str, Any]:
+        """Metadata of readers (builds the pipeline); dali_lite has none."""
+        self.build()
+        if name is None:
+            return {}
+        raise RuntimeError(f"Operator {name!r} not found or does not expose valid metadata: "
+                           "dali_lite pipelines have no readers")
+
+    def executor_statistics(self: Pipeline) -> dict[str, Any]:
+        """Per-operator memory statistics of DALI's executor; dali_lite keeps none (empty, as
+        DALI's default executor gives)."""
+        self.build()
+        return {}
+
+    def input_feed_count(self: Pipeline, input_name: str) -> int:
+        """How many batches feed_input must provide before the first run (the prefetch
+        queue's depth, as DALI's); builds the pipeline."""
+        self.build()
+        return self._options.queue_depth
+
+    def output_stream(self: Pipeline) -> Any:
+        """The CUDA stream (a CuPy stream) on which GPU outputs are produced; None for a
+        CPU-only pipeline. Builds the pipeline."""
+        self.build()
+        if self.device_id is None:
+            return None
+        return cuda.context_for(self).stream
+
+    def checkpoint(self: Pipeline, filename: str | None = None) -> bytes:
+        """DALI's checkpoints are not supported by dali_lite."""
+        self.build()
+        if not self._options.enable_checkpointing:
+            raise RuntimeError("Cannot save the checkpoint. The `enable_checkpointing` was not "
+                               "specified when creating the pipeline")
+        raise NotImplementedError("dali_lite does not support DALI's pipeline checkpoints")
 
     def external_source_shm_statistics(self: Pipeline) -> dict[str, Any]:
         """DALI's `capacities` and `per_sample_capacities` of every shared-memory slot, plus
@@ -37,9 +78,16 @@ class PipelineExtras:
         # Loaded on first use: serialization brings cloudpickle, which most pipelines never need.
         from dali_lite._src.pipeline.serialization import serialize_pipeline
 
-        if define_graph is not None:
-            self.define_graph = define_graph  # type: ignore[method-assign]
-        self._define()
+        if define_graph is not None and not callable(define_graph):
+            hint = (" Didn't you want to write `.serialize(filename=...)`?"
+                    if isinstance(define_graph, str) else "")
+            raise TypeError(f"Provided `define_graph` argument is not callable; got "
+                            f"{type(define_graph).__name__}.{hint}")
+        if define_graph is not None and self._set_outputs_called:
+            raise RuntimeError("Duplicate graph definition - `define_graph` argument should "
+                               "not be specified when graph was defined with a call to "
+                               "`set_outputs`.")
+        self._define(define_graph)
         data = serialize_pipeline(self)
         if filename is not None:
             with open(filename, "wb") as file:
@@ -57,25 +105,36 @@ class PipelineExtras:
     @classmethod
     def deserialize(cls, serialized_pipeline: bytes | str | None = None,
                     filename: str | os.PathLike[str] | None = None, **kwargs: Any) -> Pipeline:
-        """A new pipeline from `serialize()` output (bytes, or a file); kwargs override the
-        stored constructor arguments."""
+        """A new, built pipeline from `serialize()` output (bytes, or a file); kwargs override
+        the stored constructor arguments."""
         # Loaded on first use: serialization brings cloudpickle, which most pipelines never need.
         from dali_lite._src.pipeline.serialization import deserialize_pipeline
 
         if (serialized_pipeline is None) == (filename is None):
-            raise ValueError("pass exactly one of serialized_pipeline and filename")
+            raise ValueError("serialized_pipeline and filename arguments are mutually "
+                             "exclusive. Precisely one of them should be defined.")
         if filename is not None:
             with open(filename, "rb") as file:
                 serialized_pipeline = file.read()
-        return deserialize_pipeline(cls, serialized_pipeline or b"", kwargs)
+        pipe = deserialize_pipeline(cls, serialized_pipeline or b"", kwargs)
+        pipe.build()  # DALI returns the deserialized pipeline built
+        return pipe
 
-    def save_graph_to_dot_file(self: Pipeline, filename: str, show_tensors: bool = False,
-                               show_ids: bool = False, use_colors: bool = False) -> None:
-        """Saves the pipeline graph to a Graphviz DOT file."""
+    def save_graph_to_dot_file(self: Pipeline, filename: str, *, show_tensors: bool = False,
+                               show_ids: bool | None = None, use_colors: bool = False) -> None:
+        """Saves the pipeline graph to a Graphviz DOT file (builds the pipeline, as DALI).
 
-        self._define()
+        `show_ids` is deprecated in DALI (it warns); here it still adds operator ids."""
+
+        self.build()
+        if show_ids is not None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("default")
+                warnings.warn('The argument "show_ids" is deprecated because it no longer has '
+                              "any effect.\nIt will be removed from future releases.",
+                              DeprecationWarning, stacklevel=2)
         text = graph_to_dot(self._operators, self._outputs_defined(), show_tensors=show_tensors,
-                            show_ids=show_ids, use_colors=use_colors)
+                            show_ids=bool(show_ids), use_colors=use_colors)
         with open(filename, "w", encoding="utf-8") as file:
             file.write(text)
 

@@ -10,6 +10,8 @@ defaults, the run/schedule_run/share_outputs/release_outputs protocol, epochs an
 from __future__ import annotations
 
 import contextlib
+import difflib
+import inspect
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -22,13 +24,16 @@ from dali_lite._src.graph.nodes import (
     topological_order,
 )
 from dali_lite._src.graph.scope import PipelineScope
+from dali_lite._src.ops.constant import constant_array, constant_node
 from dali_lite._src.ops.external_source import ExternalSource, NoDataFedError, UnknownInputError
 from dali_lite._src.options import PipelineOptions
 from dali_lite._src.pipeline.extras import PipelineExtras
 
 __all__ = ["Pipeline"]
+from dali_lite._src.pipeline.properties import PipelineProperties
 
-_BASIC_API, _SCHEDULED_API = "run()", "schedule_run()/share_outputs()/release_outputs()"
+# DALI names the two APIs by its enum `types.PipelineAPIType`; its messages show these names.
+BASIC, SCHEDULED = "PipelineAPIType.BASIC", "PipelineAPIType.SCHEDULED"
 
 
 def _weakly(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -63,118 +68,112 @@ class _Resources:
                 op.close()
 
 
-class Pipeline(PipelineExtras):
+class Pipeline(PipelineProperties, PipelineExtras):
     """Pipeline class encapsulates all data required to define and run a dali_lite pipeline.
 
-    Arguments and defaults follow `nvidia.dali.pipeline.Pipeline`; `py_num_workers`,
-    `py_start_method` and `py_callback_pickler` configure the worker pool of parallel
-    external sources, and `device_id=None` makes a CPU-only pipeline.
+    Arguments and defaults follow `nvidia.dali.pipeline.Pipeline` (DALI 2.4): `batch_size`,
+    `num_threads`, `device_id` and `seed` default to None and are checked when the pipeline
+    is built; `py_num_workers`, `py_start_method` and `py_callback_pickler` configure the
+    worker pool of parallel external sources; `device_id=None` makes a CPU-only pipeline.
+    `py_timeout` (dali_lite only) bounds how long a parallel source's batch may take.
     """
 
     def __init__(
         self,
-        batch_size: int = -1,
-        num_threads: int = -1,
-        device_id: int | None = -1,
-        seed: int = -1,
+        batch_size: int | None = None,
+        num_threads: int | None = None,
+        device_id: int | None = None,
+        seed: int | None = None,
         exec_pipelined: bool = True,
         prefetch_queue_depth: int | dict[str, int] = 2,
         exec_async: bool = True,
         bytes_per_sample: int = 0,
         set_affinity: bool = False,
-        max_streams: int = -1,
-        default_cuda_stream_priority: int = 0,
+        max_streams: int | None = None,
+        default_cuda_stream_priority: int | None = None,
         *,
         enable_memory_stats: bool = False,
+        enable_checkpointing: bool = False,
+        checkpoint: Any = None,
         py_num_workers: int = 1,
         py_start_method: str = "fork",
         py_callback_pickler: Any = None,
-        py_timeout: float | None = None,
         output_dtype: Any = None,
         output_ndim: Any = None,
-        enable_conditionals: bool = False,
-        **kwargs: Any,
+        output_layout: Any = None,
+        exec_dynamic: bool | None = None,
+        experimental_exec_dynamic: bool | None = None,
+        stream_policy: Any = None,
+        concurrency: Any = None,
+        py_timeout: float | None = None,
+        **unknown: Any,
     ) -> None:
+        # The pipeline's own state first: a constructor that raises leaves an object that
+        # __exit__/close/finalizers may still touch.
+        self._resources = _Resources()
+        self._finalizer = weakref.finalize(self, self._resources.close)
+        self._closed = False
+        self._built = False
+        if unknown:
+            raise TypeError(unexpected_argument_message("Pipeline.__init__()", unknown,
+                                                        _constructor_parameters()))
         self._options = PipelineOptions.from_arguments(
             batch_size=batch_size, num_threads=num_threads, device_id=device_id, seed=seed,
             exec_pipelined=exec_pipelined, prefetch_queue_depth=prefetch_queue_depth,
             exec_async=exec_async, bytes_per_sample=bytes_per_sample, set_affinity=set_affinity,
             max_streams=max_streams, default_cuda_stream_priority=default_cuda_stream_priority,
-            py_num_workers=py_num_workers, py_start_method=py_start_method,
-            py_callback_pickler=py_callback_pickler, py_timeout=py_timeout,
-            enable_conditionals=enable_conditionals, extra=kwargs,
+            enable_memory_stats=enable_memory_stats, enable_checkpointing=enable_checkpointing,
+            checkpoint=checkpoint, py_num_workers=py_num_workers,
+            py_start_method=py_start_method, py_callback_pickler=py_callback_pickler,
+            output_dtype=output_dtype, output_ndim=output_ndim, output_layout=output_layout,
+            exec_dynamic=exec_dynamic, experimental_exec_dynamic=experimental_exec_dynamic,
+            stream_policy=stream_policy, concurrency=concurrency, py_timeout=py_timeout,
         )
         self._registered: list[Operator] = []
+        self._sinks: list[DataNode] = []
         self._graph_outputs: list[DataNode] | None = None
+        self._set_outputs_called: tuple[Any, ...] | None = None
         self._operators: list[Operator] = []
-        self._built = False
-        self._closed = False
-        self._resources = _Resources()
-        self._finalizer = weakref.finalize(self, self._resources.close)
-        self._api_check = True
+        self._next_op_index = 0
+        self._conditionals_enabled = False
+        # The run protocol, as DALI's: the API in use (set by the first checked call), whether
+        # the next schedule_run() fills the prefetch queue, whether the producer side reached
+        # the end of the epoch (DALI's `_last_iter`), and whether the consumer has seen it.
+        self._skip_api_check = False
         self._api_type: str | None = None
-        self._prefetched = False
+        self._first_iter = True
+        self._last_iter = False
         self._end_reached = False
         self._epoch_idx = 0
+        self._ended_epoch: int | None = None  # set by the executor's thread
         self._next_iteration = 0
         self._last_outputs: Any = None
         self._shared_outputs: list[Any] = []
         self._built_in_scope_depth: int | None = None
 
-    # ------------------------------------------------------------------ properties
-    @property
-    def batch_size(self) -> int:
-        """Batch size."""
-        return self._options.batch_size
-
-    @property
-    def num_threads(self) -> int:
-        """Number of CPU threads used by the pipeline."""
-        return self._options.num_threads
-
-    @property
-    def device_id(self) -> int | None:
-        """Id of the GPU used by the pipeline (None for a CPU-only pipeline)."""
-        return self._options.device_id
-
-    @property
-    def seed(self) -> int:
-        return self._options.seed
-
-    @property
-    def exec_pipelined(self) -> bool:
-        return self._options.exec_pipelined
-
-    @property
-    def exec_async(self) -> bool:
-        return self._options.exec_async
-
-    @property
-    def prefetch_queue_depth(self) -> int | dict[str, int]:
-        return self._options.prefetch_queue_depth
-
-    @property
-    def py_num_workers(self) -> int:
-        return self._options.py_num_workers
-
-    @property
-    def py_start_method(self) -> str:
-        return self._options.py_start_method
-
-    @property
-    def _exec_async(self) -> bool:
-        return self._options.exec_async
-
     # ------------------------------------------------------------------ graph definition
     @staticmethod
     def current() -> Pipeline | None:
-        """The pipeline whose graph is being defined in this thread, if any."""
+        """The pipeline set as current (`with pipe:`, push_current) in this thread, if any."""
         stack = PipelineScope.stack()
         return stack[-1] if stack else None
 
-    def __enter__(self) -> Pipeline:
+    @staticmethod
+    def push_current(pipeline: Pipeline) -> Pipeline | None:
+        """Set `pipeline` as current; returns the previous current pipeline (see pop_current)."""
+        previous = Pipeline.current()
+        PipelineScope.stack().append(pipeline)
+        return previous
+
+    @staticmethod
+    def pop_current() -> None:
+        """Restore the previous current pipeline. Complementary to push_current."""
         stack = PipelineScope.stack()
-        stack.append(self)
+        if stack:
+            stack.pop()
+
+    def __enter__(self) -> Pipeline:
+        Pipeline.push_current(self)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -191,9 +190,20 @@ class Pipeline(PipelineExtras):
             raise RuntimeError("cannot add operators to a pipeline that is already built")
         self._registered.append(op)
 
-    def set_outputs(self, *outputs: DataNode) -> None:
-        """Set the outputs of the pipeline (inside `with pipe:`)."""
-        self._graph_outputs = self._check_outputs(outputs)
+    def _next_op_id(self) -> int:
+        """The index in the name of the next operator defined in this pipeline (DALI names
+        unnamed operators `__<Schema>_<index>`, counting per pipeline)."""
+        index = self._next_op_index
+        self._next_op_index += 1
+        return index
+
+    def add_sink(self, edge: DataNode) -> None:
+        """Mark `edge` as a data sink: its operator runs even if no output depends on it."""
+        self._sinks.append(edge)
+
+    def set_outputs(self, *output_data_nodes: Any) -> None:
+        """Set the outputs of the pipeline (an alternative to overriding define_graph)."""
+        self._set_outputs_called = output_data_nodes
 
     def define_graph(self) -> Sequence[DataNode] | DataNode:
         """Defined by the user to construct the graph of operations; returns its outputs."""
@@ -202,42 +212,51 @@ class Pipeline(PipelineExtras):
             "`with pipe:`, or use @pipeline_def"
         )
 
-    @staticmethod
-    def _check_outputs(outputs: Any) -> list[DataNode]:
-        if isinstance(outputs, DataNode):
-            outputs = (outputs,)
-        flat: list[DataNode] = []
+    def _check_outputs(self, outputs: Any) -> list[DataNode]:
+        """DALI's rules for pipeline outputs: a tuple or list of DataNodes (or constants:
+        numbers, lists of numbers, arrays), or one of them."""
+        outputs = list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
         for position, node in enumerate(outputs):
-            if isinstance(node, (list, tuple)):
-                flat.extend(Pipeline._check_outputs(node))
+            if isinstance(node, DataNode):
                 continue
-            if not isinstance(node, DataNode):
+            if isinstance(node, (list, tuple)) and _contains_data_node(node):
                 raise TypeError(
-                    f"pipeline output {position} must be a DataNode (the result of an fn.* "
-                    f"call); got {type(node).__name__}"
+                    f"Illegal pipeline output type. The output {position} contains a nested "
+                    "`DataNode`. Missing list/tuple expansion (*) is the likely cause."
                 )
-            flat.append(node)
-        return flat
+            value = constant_array(node)
+            if value is None:
+                raise TypeError(
+                    f"Illegal output type. The output {position} is a `{type(node)}`. Allowed "
+                    "types are ``DataNode`` (the result of an fn.* call) and types convertible "
+                    "to `types.Constant` (numerical constants, 1D lists/tuple of numbers and "
+                    "ND arrays)."
+                )
+            outputs[position] = constant_node(value, f"__Constant_{self._next_op_id()}")
+        return outputs
 
-    def _define(self) -> None:
+    def _define(self, define_graph: Callable[[], Any] | None = None) -> None:
         if self._graph_outputs is None:
-            with self:
-                self._graph_outputs = self._check_outputs(self.define_graph())
+            if self._set_outputs_called:
+                outputs: Any = self._set_outputs_called
+            else:
+                with self:
+                    outputs = (define_graph or self.define_graph)()
+            self._graph_outputs = self._check_outputs(outputs)
         if not self._operators:
             extra = [op for op in self._registered if op.always_runs or op.preserve]
+            extra += [edge.source for edge in self._sinks if edge.source is not None]
             self._operators = topological_order(self._graph_outputs, extra)
 
     # ------------------------------------------------------------------ build
     def build(self) -> None:
-        """Build the pipeline: define the graph, set up operators, start Python workers."""
+        """Build the pipeline: define the graph, set up operators, start Python workers.
+
+        Optional: running the pipeline (or feeding it) builds it first."""
         if self._built:
             return
         self._check_open()
-        if self._options.batch_size < 1:
-            raise ValueError(
-                f"batch_size must be a positive int to build the pipeline; got "
-                f"{self._options.batch_size}"
-            )
+        self._options.check_buildable()
         self._define()
         for op in self._operators:
             op.setup(self)
@@ -272,14 +291,22 @@ class Pipeline(PipelineExtras):
 
     # ------------------------------------------------------------------ running
     def _compute(self, ticket: IterationTicket) -> tuple[Any, ...]:
+        # Once an iteration of an epoch met the end of the data, later ones of the same epoch
+        # end too, without calling the sources again: DALI stops calling them at the end.
+        if self._ended_epoch == ticket.epoch_idx:
+            raise StopIteration
         executor = self._resources.executor
         ctx = IterationContext(ticket.iteration, ticket.epoch_idx, self._options.batch_size,
                                lambda: executor is None or executor.is_cancelled(ticket))
         values: dict[tuple[int, int], Any] = {}
-        for op in self._operators:
-            inputs = [values[(node.source.id, node.index)] for node in op.inputs]
-            for index, batch in enumerate(op.run(ctx, inputs)):
-                values[(op.id, index)] = batch
+        try:
+            for op in self._operators:
+                inputs = [values[(node.source.id, node.index)] for node in op.inputs]
+                for index, batch in enumerate(op.run(ctx, inputs)):
+                    values[(op.id, index)] = batch
+        except StopIteration:
+            self._ended_epoch = ticket.epoch_idx
+            raise
         return tuple(values[(node.source.id, node.index)] for node in self._outputs_defined())
 
     def _starvation(self) -> BaseException | None:
@@ -295,36 +322,55 @@ class Pipeline(PipelineExtras):
 
     @contextlib.contextmanager
     def _api(self, api: str) -> Iterator[None]:
-        if self._api_check and self._api_type not in (None, api):
-            raise RuntimeError(
-                f"Mixing pipeline API type: this pipeline is used through {self._api_type} "
-                f"and cannot also be used through {api}; call enable_api_check(False) to "
-                "allow it"
-            )
-        self._api_type = api
-        yield
+        """DALI's API check: the first checked call fixes the API (run() or the scheduled
+        calls); a call of the other one raises. Calls made inside are not checked again."""
+        if not self._skip_api_check:
+            if self._api_type is None:
+                self._api_type = api
+            if api != self._api_type:
+                raise RuntimeError(
+                    f"Mixing pipeline API type. Currently used: {self._api_type}, but trying "
+                    f"to use {api}. run() cannot be mixed with schedule_run()/share_outputs()/"
+                    "release_outputs()/outputs() on one pipeline; call enable_api_check(False) "
+                    "to allow it"
+                )
+        previous, self._skip_api_check = self._skip_api_check, True
+        try:
+            yield
+        finally:
+            self._skip_api_check = previous
 
-    def _schedule(self) -> None:
-        self._check_built()
-        if self._end_reached:
-            return
-        count = self._options.queue_depth if not self._prefetched else 1
-        self._prefetched = True
+    def _submit(self, count: int) -> None:
+        """Schedule up to `count` iterations, each after iter_setup() (as DALI, which stops
+        scheduling when iter_setup raises StopIteration)."""
         executor = self._executor()
         for _ in range(count):
-            self.iter_setup()
+            try:
+                self.iter_setup()
+            except StopIteration:
+                self._last_iter = True
+                return
             executor.submit(IterationTicket(self._next_iteration, self._epoch_idx))
             self._next_iteration += 1
 
+    def _schedule(self) -> None:
+        self._check_built()
+        if self._first_iter and self._options.exec_pipelined:
+            self._first_iter = False
+            self._submit(self._options.queue_depth)
+        elif not self._last_iter and not self._end_reached:
+            self._first_iter = False
+            self._submit(1)
+
     def _take(self) -> tuple[Any, ...]:
         self._check_built()
-        if self._end_reached:
-            raise StopIteration
         executor = self._executor()
+        if self._end_reached or not executor.in_flight:
+            raise StopIteration
         ticket = executor.take()
         if ticket.error is not None:
             if isinstance(ticket.error, StopIteration):
-                self._end_reached = True
+                self._end_reached = self._last_iter = True
                 executor.discard_all()
                 raise StopIteration
             raise ticket.error
@@ -332,24 +378,28 @@ class Pipeline(PipelineExtras):
 
     def schedule_run(self) -> None:
         """Run the pipeline without returning the resulting buffers (see share_outputs)."""
-        with self._api(_SCHEDULED_API):
+        self.build()
+        with self._api(SCHEDULED):
             self._schedule()
 
     def share_outputs(self) -> tuple[Any, ...]:
-        """The outputs of the oldest scheduled iteration, valid until release_outputs()."""
-        with self._api(_SCHEDULED_API):
+        """The outputs of the oldest scheduled iteration, valid until release_outputs().
+
+        Raises StopIteration when nothing is scheduled (at the end of the data)."""
+        with self._api(SCHEDULED):
             outputs = self._take()
             self._shared_outputs.append(outputs)
             return outputs
 
     def release_outputs(self) -> None:
         """Release buffers returned by share_outputs calls."""
-        with self._api(_SCHEDULED_API):
+        with self._api(SCHEDULED):
+            self.build()
             self._shared_outputs.clear()
 
     def outputs(self) -> tuple[Any, ...]:
         """The outputs of the oldest scheduled iteration; releases the previous ones."""
-        with self._api(_SCHEDULED_API if self._api_type != _BASIC_API else _BASIC_API):
+        with self._api(SCHEDULED):
             self._last_outputs = None
             self._shared_outputs.clear()
             self._last_outputs = self._take()
@@ -358,27 +408,48 @@ class Pipeline(PipelineExtras):
     def run(self, **pipeline_inputs: Any) -> tuple[Any, ...]:
         """Run the pipeline and return the result (prefetching ahead when pipelined).
 
-        Keyword arguments, if any, are fed to the external sources of those names first.
+        Keyword arguments, if any, are fed to the external sources of those names first; that
+        needs prefetch_queue_depth=1 or exec_pipelined=False, as in DALI.
         """
-        with self._api(_BASIC_API):
-            for name, data in pipeline_inputs.items():
-                self.feed_input(name, data)
-            self._schedule()
-            self._last_outputs = None
-            self._last_outputs = self._take()
-            return self._last_outputs
+        if pipeline_inputs and not self._options.pipeline_inputs_possible:
+            raise RuntimeError(
+                "When using pipeline_inputs named arguments (run(name=data)), either "
+                "`prefetch_queue_depth` in Pipeline constructor shall be set to 1 (for both "
+                "devices) or `exec_pipelined` shall be set to False. Received: "
+                f"prefetch_queue_depth={self._options.prefetch_queue_depth}, "
+                f"exec_pipelined={self._options.exec_pipelined}. Set them so, or feed the "
+                "data with feed_input() or a `source` of fn.external_source."
+            )
+        self.build()
+        for name, data in pipeline_inputs.items():
+            self.feed_input(name, data)
+        with self._api(BASIC):
+            self.schedule_run()
+            return self.outputs()
 
     def iter_setup(self) -> None:
         """Override to do per-iteration setup, such as feeding data with feed_input."""
 
     def feed_input(self, data_node: str | DataNode, data: Any, layout: str | None = None,
                    cuda_stream: Any = None, use_copy_kernel: bool = False) -> None:
-        """Bind data (a batch) to the external_source named `data_node` for a next iteration."""
-        self._check_open()
-        self._define()
-        name = data_node.name if isinstance(data_node, DataNode) else data_node
+        """Bind data (a batch) to the external_source named `data_node` for a next iteration.
+
+        Builds the pipeline first, as DALI does."""
+        self.build()
+        if isinstance(data_node, str):
+            name = data_node
+        elif isinstance(data_node, DataNode):
+            name = data_node.name
+        else:
+            raise TypeError(f"feed_input expects the name of an external_source or its "
+                            f"DataNode; got {type(data_node).__name__}")
         for op in self._operators:
             if isinstance(op, ExternalSource) and name in (op.display_name, op.name):
+                if op.source is not None:
+                    raise RuntimeError(
+                        f"Cannot use `feed_input` on the external source '{name}' with a "
+                        "`source` argument specified: it reads its data from the source"
+                    )
                 if op.device == "gpu":
                     op.feed(data, layout, self._options.batch_size, cuda_stream=cuda_stream,
                             use_copy_kernel=use_copy_kernel)
@@ -386,33 +457,57 @@ class Pipeline(PipelineExtras):
                     op.feed(data, layout, self._options.batch_size)
                 return
         names = sorted(op.display_name for op in self._operators
-                       if isinstance(op, ExternalSource))
-        raise UnknownInputError(f"Could not find an input operator with name {name!r}: no "
-                                f"external_source named {name!r} in the pipeline; its "
-                                f"external sources are {names}")
+                       if isinstance(op, ExternalSource) and op.source is None)
+        raise UnknownInputError(f'Could not find an input operator with name "{name}"; the '
+                                f"pipeline's inputs are {names}")
 
     def reset(self) -> None:
-        """Reset the pipeline iterator: discard prefetched work and start the next epoch."""
+        """Resets the pipeline iterator: if the data reached its end, start the next epoch.
+
+        As DALI's: before the end, it does nothing. "The end" is the producer's: once an
+        iteration met the end of the data, batches computed before it stay to be consumed.
+        """
         if not self._built:
             return
-        self._executor().discard_all()
+        executor = self._executor()
+        if not self._last_iter and not self._end_reached:
+            # Learn whether a scheduled iteration met the end (DALI knows it at schedule time).
+            for ticket in executor.tickets():
+                if not executor.wait_done(ticket):
+                    break
+                if isinstance(ticket.error, StopIteration):
+                    self._last_iter = True
+                    break
+        if not self._last_iter and not self._end_reached:
+            return
+        for ticket in executor.tickets():
+            if executor.wait_done(ticket) and isinstance(ticket.error, StopIteration):
+                executor.discard_from(ticket)
+                break
+        self._first_iter = True
+        self._last_iter = self._end_reached = False
         self._epoch_idx += 1
+        self._ended_epoch = None
         self._next_iteration = 0
-        self._end_reached = False
-        self._prefetched = False
-        self._last_outputs = None
-        self._shared_outputs.clear()
         for op in self._operators:
             op.reset(self._epoch_idx)
 
     def empty(self) -> bool:
-        """True when no scheduled iteration is waiting to be consumed."""
+        """If there is any work scheduled in the pipeline but not yet consumed (DALI's words:
+        True when there is none). An iteration that met the end of the data is no work."""
         executor = self._resources.executor
-        return executor is None or executor.in_flight == 0
+        if executor is None or self._end_reached:
+            return True
+        tickets = executor.tickets()
+        if not tickets:
+            return True
+        if not executor.wait_done(tickets[0]):
+            return False
+        return isinstance(tickets[0].error, StopIteration)
 
     def enable_api_check(self, enable: bool) -> None:
         """Allows to enable or disable API check in the runtime."""
-        self._api_check = bool(enable)
+        self._skip_api_check = not enable
 
     # ------------------------------------------------------------------ shutdown
     def close(self) -> None:
@@ -442,3 +537,26 @@ class Pipeline(PipelineExtras):
         self._check_open()
         if not self._built:
             self.build()
+
+
+def _contains_data_node(container: list[Any] | tuple[Any, ...]) -> bool:
+    return any(isinstance(item, DataNode)
+               or (isinstance(item, (list, tuple)) and _contains_data_node(item))
+               for item in container)
+
+
+def _constructor_parameters() -> list[str]:
+    parameters = inspect.signature(Pipeline.__init__).parameters
+    return [name for name, p in parameters.items()
+            if name != "self" and p.kind is not inspect.Parameter.VAR_KEYWORD]
+
+
+def unexpected_argument_message(callee: str, unknown: dict[str, Any],
+                                known: Sequence[str]) -> str:
+    """Python's own words for an unknown keyword argument, with a "did you mean" hint."""
+    name = next(iter(unknown))
+    message = f"{callee} got an unexpected keyword argument '{name}'"
+    close = difflib.get_close_matches(name, known, n=1)
+    if close:
+        message += f"; did you mean '{close[0]}'?"
+    return message

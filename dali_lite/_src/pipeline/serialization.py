@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 MAGIC = b"DALI_LITE_PIPELINE\n"
 VERSION = 1
-_NOT_SERIALIZED = ("py_callback_pickler", "extra")
+_NOT_SERIALIZED = ("py_callback_pickler", "checkpoint")
 
 
 class UnpicklableCallback:
@@ -99,8 +99,10 @@ def load_into(pipe: Pipeline, data: bytes | str) -> None:
     if pipe._built:
         raise RuntimeError("deserialize_and_build() needs a pipeline that is not built yet")
     stored = payload["options"]
+    # As DALI's deserialize_and_build: what the pipeline was given wins; what it was not
+    # given (None) comes from the serialized one.
     replacements = {key: stored[key] for key in ("batch_size", "num_threads", "device_id")
-                    if getattr(pipe._options, key) == -1 and key in stored}
+                    if getattr(pipe._options, key) is None and key in stored}
     if replacements:
         pipe._options = dataclasses.replace(pipe._options, **replacements)
     operators: list[Operator] = payload["operators"]
