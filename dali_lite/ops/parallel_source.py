@@ -34,6 +34,7 @@ process's work per batch does not grow with the number of samples.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import itertools
 import math
 from collections import deque
@@ -54,7 +55,7 @@ from workers import (
     WorkerPool,
 )
 
-from ..errors import add_context
+from ..errors import RuntimeValueError, add_context
 from ..graph import IterationContext
 from ..types import BatchInfo
 from .sample_range import SampleRange
@@ -65,20 +66,45 @@ if TYPE_CHECKING:
     from .external_source import ExternalSource
 
 _COLLECT_INTERVAL_S = 0.1
+#: DALI's smallest slot (`min_initial_chunk_size`) and the page its capacities are rounded to.
+_MIN_SLOT_BYTES = 1 << 20
+_SLOT_ALIGNMENT_BYTES = 4096
 
 
 class IterationCancelled(Exception):
     """The iteration waiting for workers was discarded by reset() or shutdown."""
 
 
+def _align_up(nbytes: int, alignment: int) -> int:
+    return -(-nbytes // alignment) * alignment
+
+
+def _tasks_per_batch(minibatches: int, num_workers: int, depth: int) -> int:
+    """How many tasks a per-sample batch is split into: the fewest that keep every worker busy
+    with `depth` batches in flight (`ceil(workers / depth)`), rounded up to a divisor of the
+    number of DALI mini-batches, so that each task covers whole, equal mini-batches."""
+    wanted = max(1, math.ceil(num_workers / depth))
+    return next(t for t in range(wanted, minibatches + 1) if minibatches % t == 0)
+
+
+class SlotState(enum.Enum):
+    FREE = "free"
+    TASK = "task"  # given to a task whose result is not read yet (or will be discarded)
+    LEASED = "leased"  # read: arrays the program may hold point into it
+
+
 @dataclass(slots=True, eq=False)
 class Slot:
-    """A shared-memory segment that one worker writes task results into, again and again."""
+    """A shared-memory segment that the tasks of one group (a run of consecutive DALI
+    mini-batches of a batch) write their results into, batch after batch."""
 
     segment_id: int
-    worker: int
+    group: int
+    #: DALI mini-batches this slot stands for: the statistics list it as that many slots.
+    minibatches: int
     segment: SharedSegment
-    samples: int
+    state: SlotState = SlotState.FREE
+    worker: int | None = None  # the worker that last wrote it
     usage: SegmentUsage = field(default_factory=SegmentUsage)
 
 
@@ -110,7 +136,7 @@ class ParallelSource:
 
     def __init__(self, group: ParallelSourceGroup, op: ExternalSource, callback: Any,
                  callback_index: int, batch_size: int, num_workers: int,
-                 dedicated_worker: int | None) -> None:
+                 dedicated_worker: int | None, keep_alive: int) -> None:
         self.group = group
         self.op = op
         self.name = op.display_name
@@ -118,80 +144,146 @@ class ParallelSource:
         self.batch_size = batch_size
         self.num_workers = num_workers
         self.dedicated_worker = dedicated_worker
+        self.is_iterator = isinstance(callback, IteratorCall)
         self.per_sample = isinstance(callback, PerSampleCall)
         self.depth = op.prefetch_queue_depth
-        # Slices per per-sample batch: enough tasks in flight for every worker (see above).
-        self.tasks_per_batch = max(1, min(batch_size, math.ceil(num_workers / self.depth)))
         self.hint = op.bytes_per_sample_hint
+        # DALI's geometry (its ShmChunkManager): `keep_alive + depth` batches in the ring, a
+        # per-sample batch split into one mini-batch per worker, every slot sized for a
+        # mini-batch (at least 1 MiB, in whole pages). The statistics report exactly these.
+        self.positions = keep_alive + self.depth
+        self.minibatches = num_workers if self.per_sample else 1
+        self.minibatch_size = math.ceil(batch_size / self.minibatches)
+        self.slot_capacity = _align_up(
+            max(_MIN_SLOT_BYTES, self.minibatch_size * self.hint) if self.hint
+            else _MIN_SLOT_BYTES, _SLOT_ALIGNMENT_BYTES)
+        # A task covers whole mini-batches: the fewest tasks that keep the workers busy, so
+        # that with depth >= workers a dense batch is one block in one slot.
+        self.tasks_per_batch = (_tasks_per_batch(self.minibatches, num_workers, self.depth)
+                                if self.per_sample else 1)
+        per_task = self.minibatches // self.tasks_per_batch
+        sizes = [batch_size // self.minibatches + (i < batch_size % self.minibatches)
+                 for i in range(self.minibatches)]
+        self.task_ranges: list[tuple[int, int]] = []  # (first sample in batch, samples)
+        start = 0
+        for t in range(self.tasks_per_batch):
+            count = sum(sizes[t * per_task:(t + 1) * per_task])
+            self.task_ranges.append((start, count))
+            start += count
+        self.slot_minibatches = per_task
         # The source's own py_timeout, or else the pipeline's (None: no deadline).
         self.timeout_s = (op.py_timeout if op.py_timeout is not None
                           else group.options.py_timeout)
         self.slots: list[Slot] = []
-        self.free: dict[int, deque[Slot]] = {w: deque() for w in range(num_workers)}
+        self.free: dict[int, deque[Slot]] = {g: deque() for g in range(self.tasks_per_batch)}
         self.released: deque[Slot] = deque()  # filled by lease finalizers, from any thread
         self.scheduled: dict[int, ScheduledBatch] = {}
         self.next_iteration = 0
+        self.last_fetched = -1
         self.epoch_idx = 0
+        self.raised_stop = False  # this source ended the current epoch itself
 
     # ------------------------------------------------------------------ slots
-    def _acquire_slot(self, worker: int, samples: int) -> Slot:
+    def create_slots(self) -> None:
+        """Create every slot of the ring now (DALI creates them when its workers start)."""
+        for _ in range(self.positions):
+            for group in range(self.tasks_per_batch):
+                self._new_slot(group)
+
+    def _new_slot(self, group: int) -> Slot:
+        # The worker reserves the pages when it first writes (shm.codec.write): creating a
+        # slot costs microseconds, and a slot never written costs no memory.
+        segment = SharedSegment.create(self.slot_capacity * self.slot_minibatches,
+                                       reserve=False)
+        slot = Slot(self.group.new_segment_id(), group, self.slot_minibatches, segment)
+        self.slots.append(slot)
+        self.free[group].append(slot)
+        return slot
+
+    def _drain_released(self) -> None:
         while self.released:
             slot = self.released.popleft()
-            self.free[slot.worker].append(slot)
-        free = self.free[worker]
-        for _ in range(len(free)):
-            slot = free.popleft()
-            if slot.samples == samples:
+            slot.state = SlotState.FREE
+            self.free[slot.group].append(slot)
+
+    def _take_slot(self, group: int, must: bool, ctx: IterationContext | None) -> Slot | None:
+        """A free slot of `group`. Prefetching (`must` false) takes only a free one. The
+        iteration being computed waits for one that a task still holds (a batch reset()
+        discarded), and past that gets a new slot: every slot is then held by arrays the
+        program keeps, longer than DALI would keep them valid."""
+        while True:
+            self._drain_released()
+            free = self.free[group]
+            if free:
+                slot = free.popleft()
+                slot.state = SlotState.TASK
                 return slot
-            free.append(slot)
-        # Only a slot sized for as many samples is reused: one sized for fewer would have to
-        # grow although the hint was big enough. A source has at most two slice sizes.
-        capacity = self.hint * samples if self.hint else 0
-        # The worker reserves the pages when it first writes (shm.codec.write): creating the
-        # slot here costs microseconds instead of a page reservation on the critical path.
-        segment = SharedSegment.create(capacity, reserve=False)
-        slot = Slot(self.group.new_segment_id(), worker, segment, samples)
-        self.slots.append(slot)
-        return slot
+            if not must:
+                return None
+            if not any(s.state is SlotState.TASK for s in self.slots if s.group == group):
+                slot = self._new_slot(group)
+                self.free[group].remove(slot)
+                slot.state = SlotState.TASK
+                return slot
+            if ctx is not None and ctx.is_cancelled():
+                raise IterationCancelled
+            self.group.pump(_COLLECT_INTERVAL_S)
 
     def _release(self, slot: Slot) -> None:
         self.released.append(slot)
 
     # ------------------------------------------------------------------ scheduling
-    def _schedule(self, iteration: int) -> None:
+    def _try_schedule(self, iteration: int, must: bool, ctx: IterationContext | None) -> bool:
+        ranges = ([(g, r) for g, r in enumerate(self.task_ranges) if r[1] > 0]
+                  if self.per_sample else [(0, (0, self.batch_size))])
+        if not must:
+            self._drain_released()
+            if any(not self.free[g] for g, _ in ranges):
+                return False  # no slot yet: scheduled later, when one is released
         batch = ScheduledBatch(iteration, self.epoch_idx)
         first = iteration * self.batch_size
         if self.per_sample:
-            chunk = math.ceil(self.batch_size / self.tasks_per_batch)
             # Consecutive tasks go to consecutive workers; when every batch covers all of
-            # them, the start rotates so that uneven slices even out over iterations.
+            # them, the start rotates so that uneven loads even out over iterations.
             rotation = iteration * self.tasks_per_batch
             if self.tasks_per_batch % self.num_workers == 0:
                 rotation += iteration
-            for position, start in enumerate(range(0, self.batch_size, chunk)):
-                stop = min(self.batch_size, start + chunk)
+            for position, (group, (start, count)) in enumerate(ranges):
+                slot = self._take_slot(group, must, ctx)
+                if slot is None:
+                    raise RuntimeError("internal error: a slot checked free is not")
                 worker = (position + rotation) % self.num_workers
-                args = SampleRange(first + start, start, stop - start, iteration,
-                                   self.epoch_idx)
-                self._submit(batch, position, worker, args, stop - start, first + start)
+                args = SampleRange(first + start, start, count, iteration, self.epoch_idx)
+                self._submit(batch, position, worker, args, slot, first + start)
         else:
             worker = (self.dedicated_worker if self.dedicated_worker is not None
                       else iteration % self.num_workers)
-            self._submit(batch, 0, worker, [BatchInfo(iteration, self.epoch_idx)],
-                         self.batch_size, first)
+            slot = self._take_slot(0, must, ctx)
+            if slot is None:
+                raise RuntimeError("internal error: a slot checked free is not")
+            self._submit(batch, 0, worker, [BatchInfo(iteration, self.epoch_idx)], slot, first)
         self.scheduled[iteration] = batch
+        return True
 
-    def _schedule_through(self, last_iteration: int) -> None:
+    def _schedule_through(self, last_iteration: int, must_through: int = -1,
+                          ctx: IterationContext | None = None) -> None:
         while self.next_iteration <= last_iteration:
-            self._schedule(self.next_iteration)
+            if not self._try_schedule(self.next_iteration,
+                                      self.next_iteration <= must_through, ctx):
+                return
             self.next_iteration += 1
 
     def _submit(self, batch: ScheduledBatch, position: int, worker: int, args: Sequence[Any],
-                samples: int, first_sample: int) -> None:
-        slot = self._acquire_slot(worker, samples)
+                slot: Slot, first_sample: int) -> None:
         task = Task(self, batch, position, worker, slot, first_sample)
-        task_id = self.group.pool.submit(worker, self.callback_index, args, slot.segment_id,
-                                         slot.segment, timeout_s=self.timeout_s)
+        slot.worker = worker
+        try:
+            task_id = self.group.pool.submit(worker, self.callback_index, args,
+                                             slot.segment_id, slot.segment,
+                                             timeout_s=self.timeout_s)
+        except BaseException:
+            self._release(slot)
+            raise
         self.group.tasks[task_id] = task
         batch.tasks.append(task)
 
@@ -212,27 +304,39 @@ class ParallelSource:
             # Discarded by reset() (perhaps before it even started): it must not schedule or
             # take a batch that belongs to the epoch reset() begins.
             raise IterationCancelled
+        if self.group.epoch_ended_before(ctx.epoch_idx, ctx.iteration):
+            # Another parallel source ended the epoch at an earlier iteration: this one (run
+            # ahead by the executor) must not consume a batch that DALI would keep for the
+            # next epoch.
+            raise StopIteration
         if ctx.iteration < self.next_iteration and ctx.iteration not in self.scheduled:
             raise RuntimeError(f"parallel source {self.name!r}: iteration {ctx.iteration} was "
                                "already consumed")
-        self._schedule_through(ctx.iteration + self.depth - 1)
+        self._schedule_through(ctx.iteration + self.depth - 1, ctx.iteration, ctx)
         # Iterations come in order: an earlier one still here was skipped (another operator
         # of that iteration raised first) and will never be read; free its slots.
         for skipped in [i for i in self.scheduled if i < ctx.iteration]:
             self._abandon(self.scheduled.pop(skipped))
         batch = self.scheduled.pop(ctx.iteration)
+        self.last_fetched = ctx.iteration
         try:
             while not batch.complete:
                 if ctx.is_cancelled():
                     raise IterationCancelled
                 self.group.pump(_COLLECT_INTERVAL_S)
+                # A slot released meanwhile lets a deferred prefetch go.
+                self._schedule_through(ctx.iteration + self.depth - 1)
         except BaseException:
             self._abandon(batch)
             raise
         failure = next((t for t in batch.tasks if isinstance(t.result, TaskFailed)), None)
         if failure is not None:
             self._abandon(batch)
-            raise self._rebuild(failure, ctx)
+            error = self._rebuild(failure, ctx)
+            if isinstance(error, StopIteration):
+                self.raised_stop = True
+                self.group.note_end_of_epoch(ctx.epoch_idx, ctx.iteration)
+            raise error
         # This batch has left the prefetch buffer: refill the buffer now, before reading,
         # rather than when the next iteration starts (see "Prefetching" above).
         self._schedule_through(ctx.iteration + self.depth)
@@ -246,6 +350,7 @@ class ParallelSource:
                 raise TypeError("internal error: reading a task that did not succeed")
             layout = result.layout
             slot = task.slot
+            slot.state = SlotState.LEASED
             lease = slot.segment.lease(layout.used_nbytes,
                                        on_release=lambda s=slot: self._release(s))
             runs = codec.read_runs(lease, layout.meta_offset, layout.meta_nbytes)
@@ -280,30 +385,67 @@ class ParallelSource:
         return error
 
     def reset(self, epoch_idx: int) -> None:
-        for batch in self.scheduled.values():
-            self._abandon(batch)
-        self.scheduled.clear()
-        self.next_iteration = 0
+        """Start epoch `epoch_idx`, as DALI does: a callable source starts over; an iterable or
+        generator function that did not end the epoch itself goes on where it is, keeping
+        the batches it prefetched past the iteration that ended the epoch (DALI consumes
+        every source's batch of that iteration and resets only the sources that ended)."""
+        ended_at = self.group.end_of_epoch(self.epoch_idx)
+        if self.is_iterator and not self.raised_stop:
+            consumed = self.last_fetched if ended_at is None else ended_at
+            kept: dict[int, ScheduledBatch] = {}
+            for iteration, batch in sorted(self.scheduled.items()):
+                if iteration <= consumed:
+                    self._abandon(batch)
+                else:
+                    batch.iteration = iteration - consumed - 1
+                    kept[batch.iteration] = batch
+            self.scheduled = kept
+            self.next_iteration = max(0, self.next_iteration - consumed - 1)
+        else:
+            for batch in self.scheduled.values():
+                self._abandon(batch)
+            self.scheduled.clear()
+            self.next_iteration = 0
+        self.last_fetched = -1
+        self.raised_stop = False
         self.epoch_idx = epoch_idx
 
     # ------------------------------------------------------------------ statistics
+    def shm_statistics(self) -> tuple[list[int], list[int]]:
+        """DALI's `capacities` and `per_sample_capacities` of this source: one entry per DALI
+        slot (mini-batch of a ring position); a slot of ours that serves k mini-batches
+        counts as k slots of a k-th of its capacity each."""
+        capacities: list[int] = []
+        per_sample: list[int] = []
+        for slot in self.slots:
+            share = slot.segment.capacity // slot.minibatches
+            capacities.extend([share] * slot.minibatches)
+            per_sample.extend([share // self.minibatch_size] * slot.minibatches)
+        return capacities, per_sample
+
     def statistics(self) -> dict[str, Any]:
+        """The per-source view: every slot's bytes, by the worker that last wrote it."""
         workers: dict[int, dict[str, int]] = {}
+
+        def blank() -> dict[str, int]:
+            return {"slots": 0, "capacity_bytes": 0, "used_bytes": 0, "high_water_bytes": 0,
+                    "resizes": 0}
+
+        total = blank()
         for slot in self.slots:
             snap = slot.usage.snapshot(slot.segment.capacity)
-            entry = workers.setdefault(slot.worker, {"slots": 0, "capacity_bytes": 0,
-                                                     "used_bytes": 0, "high_water_bytes": 0,
-                                                     "resizes": 0})
-            entry["slots"] += 1
-            entry["capacity_bytes"] += snap.capacity
-            entry["used_bytes"] += snap.used_nbytes
-            entry["high_water_bytes"] = max(entry["high_water_bytes"], snap.high_water_nbytes)
-            entry["resizes"] += snap.resizes
-        total = {key: sum(w[key] for w in workers.values())
-                 for key in ("slots", "capacity_bytes", "used_bytes", "resizes")}
-        total["high_water_bytes"] = max((w["high_water_bytes"] for w in workers.values()),
-                                        default=0)
-        return {"bytes_per_sample_hint": self.hint, "total": total, "workers": workers}
+            entries = [total]
+            if slot.worker is not None:
+                entries.append(workers.setdefault(slot.worker, blank()))
+            for entry in entries:
+                entry["slots"] += 1
+                entry["capacity_bytes"] += snap.capacity
+                entry["used_bytes"] += snap.used_nbytes
+                entry["high_water_bytes"] = max(entry["high_water_bytes"],
+                                                snap.high_water_nbytes)
+                entry["resizes"] += snap.resizes
+        return {"bytes_per_sample_hint": self.hint, "total": total,
+                "workers": dict(sorted(workers.items()))}
 
 
 class ParallelSourceGroup:
@@ -317,9 +459,26 @@ class ParallelSourceGroup:
         self.sources: list[ParallelSource] = []
         self._segment_ids = itertools.count()
         self._closed = False
+        # (epoch, iteration) of the first StopIteration a parallel source raised this epoch.
+        self._end_of_epoch: tuple[int, int] | None = None
 
     def new_segment_id(self) -> int:
         return next(self._segment_ids)
+
+    def note_end_of_epoch(self, epoch_idx: int, iteration: int) -> None:
+        """A source raised StopIteration for `iteration`: the epoch ends there."""
+        end = self._end_of_epoch
+        if end is None or end[0] != epoch_idx or iteration < end[1]:
+            self._end_of_epoch = (epoch_idx, iteration)
+
+    def end_of_epoch(self, epoch_idx: int) -> int | None:
+        """The iteration at which epoch `epoch_idx` ended, if a parallel source ended it."""
+        end = self._end_of_epoch
+        return end[1] if end is not None and end[0] == epoch_idx else None
+
+    def epoch_ended_before(self, epoch_idx: int, iteration: int) -> bool:
+        ended_at = self.end_of_epoch(epoch_idx)
+        return ended_at is not None and iteration > ended_at
 
     def _check(self) -> None:
         if self.options.batch_size < 1:
@@ -328,10 +487,14 @@ class ParallelSourceGroup:
                 "parallel external_source needs the pipeline's batch_size (a positive int) "
                 f"before its workers start; got batch_size={self.options.batch_size}"
             )
-        if self.options.py_num_workers < 1:
-            raise ValueError(
-                "parallel external_source needs py_num_workers >= 1 in the Pipeline "
-                f"constructor; got py_num_workers={self.options.py_num_workers}"
+        workers = self.options.py_num_workers
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            # DALI raises RuntimeError here, at build() (or start_py_workers()).
+            raise RuntimeValueError(
+                "The pipeline contains `fn.external_source` with `parallel` argument specified "
+                f"to True. However, the `py_num_workers` was set to `{workers}`: a parallel "
+                "external_source needs a pool of Python workers. Pass py_num_workers=<a "
+                "positive int> to the Pipeline, or set parallel=False."
             )
         for op in self.ops:
             kind, name = op.kind, op.display_name
@@ -365,13 +528,19 @@ class ParallelSourceGroup:
         self.pool = WorkerPool(callbacks, num_workers, self.options.py_start_method,
                                pickler=self.options.py_callback_pickler)
         dedicated = itertools.cycle(range(num_workers))
+        depth = self.options.prefetch_queue_depth
+        # DALI keeps the pipeline's prefetch queue's worth of batches alive beside each
+        # source's own queue (`keep_alive_queue_size`): its CPU queue for split queues.
+        keep_alive = depth["cpu_size"] if isinstance(depth, dict) else depth
         for index, (op, callback) in enumerate(zip(self.ops, callbacks)):
             worker = next(dedicated) if isinstance(callback, IteratorCall) else None
             source = ParallelSource(self, op, callback, index, self.options.batch_size,
-                                    num_workers, worker)
+                                    num_workers, worker, keep_alive)
             op.parallel_source = source
             self.sources.append(source)
         try:
+            for source in self.sources:
+                source.create_slots()
             self.pool.start()
         except CallbackPicklingError as error:
             # The pool names a callback by its index and internal wrapper; say whose it is.
@@ -402,12 +571,14 @@ class ParallelSourceGroup:
                 task.source.on_result(task, result)
 
     def statistics(self) -> dict[str, Any]:
+        """DALI's keys (each slot listed once, source after source; DALI 2.4 lists the slots
+        of all sources once per source) and the per-source view."""
         capacities: list[int] = []
         per_sample: list[int] = []
         for source in self.sources:
-            for slot in source.slots:
-                capacities.append(slot.segment.capacity)
-                per_sample.append(slot.segment.capacity // max(1, slot.samples))
+            source_capacities, source_per_sample = source.shm_statistics()
+            capacities.extend(source_capacities)
+            per_sample.extend(source_per_sample)
         return {
             "capacities": capacities,
             "per_sample_capacities": per_sample,

@@ -310,14 +310,10 @@ class IteratorCall(_SourceCall):
         except StopIteration:
             if self.cycle != "quiet":
                 raise
+        # An iterable that cannot start over (an iterator: iter() returns itself) ends here,
+        # and keeps ending: DALI raises StopIteration in this case too, call after call.
         self._iterator = self._fresh_iterator()
-        try:
-            return next(self._iterator)
-        except StopIteration:
-            raise ValueError(
-                f"source {self.source_name!r} is empty: with cycle='quiet' it must yield at "
-                "least one item per pass"
-            ) from None
+        return next(self._iterator)
 
     def __call__(self, info: BatchInfo) -> Outputs:
         if self._ended_epoch is not None:
