@@ -37,6 +37,8 @@ import dataclasses
 import enum
 import itertools
 import math
+import os
+import threading
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -232,6 +234,16 @@ class ParallelSource:
     def _release(self, slot: Slot) -> None:
         self.released.append(slot)
 
+    def _release_and_refill(self, slot: Slot) -> None:
+        """A lease's end (any thread, at any point): free the slot and let a prefetch that
+        waited for it go now, so the workers do not idle until the next iteration."""
+        self.released.append(slot)
+        self.group.schedule_deferred()
+
+    def schedule_deferred(self) -> None:
+        """Schedule the prefetches that waited for a slot; with the group's lock held."""
+        self._schedule_through(self.last_fetched + self.depth)
+
     # ------------------------------------------------------------------ scheduling
     def _try_schedule(self, iteration: int, must: bool, ctx: IterationContext | None) -> bool:
         ranges = ([(g, r) for g, r in enumerate(self.task_ranges) if r[1] > 0]
@@ -300,6 +312,14 @@ class ParallelSource:
     def fetch(self, ctx: IterationContext) -> list[list[np.ndarray]]:
         """The batch of `ctx.iteration` as outputs x blocks: `(n, *shape)` arrays whose rows,
         block after block, are the batch's samples in order."""
+        try:
+            with self.group.lock:
+                return self._fetch(ctx)
+        finally:
+            # A lease that ended while the lock was held could not schedule its refill.
+            self.group.schedule_deferred()
+
+    def _fetch(self, ctx: IterationContext) -> list[list[np.ndarray]]:
         if ctx.is_cancelled():
             # Discarded by reset() (perhaps before it even started): it must not schedule or
             # take a batch that belongs to the epoch reset() begins.
@@ -352,7 +372,7 @@ class ParallelSource:
             slot = task.slot
             slot.state = SlotState.LEASED
             lease = slot.segment.lease(layout.used_nbytes,
-                                       on_release=lambda s=slot: self._release(s))
+                                       on_release=lambda s=slot: self._release_and_refill(s))
             runs = codec.read_runs(lease, layout.meta_offset, layout.meta_nbytes)
             del lease
             if not outputs:
@@ -389,6 +409,10 @@ class ParallelSource:
         generator function that did not end the epoch itself goes on where it is, keeping
         the batches it prefetched past the iteration that ended the epoch (DALI consumes
         every source's batch of that iteration and resets only the sources that ended)."""
+        with self.group.lock:
+            self._reset(epoch_idx)
+
+    def _reset(self, epoch_idx: int) -> None:
         ended_at = self.group.end_of_epoch(self.epoch_idx)
         if self.is_iterator and not self.raised_stop:
             consumed = self.last_fetched if ended_at is None else ended_at
@@ -459,11 +483,33 @@ class ParallelSourceGroup:
         self.sources: list[ParallelSource] = []
         self._segment_ids = itertools.count()
         self._closed = False
+        self._owner_pid = os.getpid()
+        # Guards the sources' scheduling state: the executor's thread fetches, reset() comes
+        # from the program's thread, and a lease may end (and refill) in any thread. Never
+        # waited for by a lease's end (see schedule_deferred), so it need not be reentrant.
+        self.lock = threading.Lock()
         # (epoch, iteration) of the first StopIteration a parallel source raised this epoch.
         self._end_of_epoch: tuple[int, int] | None = None
 
     def new_segment_id(self) -> int:
         return next(self._segment_ids)
+
+    def schedule_deferred(self) -> None:
+        """Let every source schedule the prefetches that waited for a released slot, unless
+        another thread (or this one, further up) is scheduling: it will see the slot."""
+        if self._closed or self.pool is None or os.getpid() != self._owner_pid:
+            return
+        if not self.lock.acquire(blocking=False):
+            return
+        try:
+            for source in self.sources:
+                if source.released:
+                    source.schedule_deferred()
+        except Exception:  # a lease's end must not raise
+            # A dead worker or a closed pool: the next fetch reports it, where it can.
+            pass
+        finally:
+            self.lock.release()
 
     def note_end_of_epoch(self, epoch_idx: int, iteration: int) -> None:
         """A source raised StopIteration for `iteration`: the epoch ends there."""
@@ -492,9 +538,9 @@ class ParallelSourceGroup:
             # DALI raises RuntimeError here, at build() (or start_py_workers()).
             raise RuntimeValueError(
                 "The pipeline contains `fn.external_source` with `parallel` argument specified "
-                f"to True. However, the `py_num_workers` was set to `{workers}`: a parallel "
-                "external_source needs a pool of Python workers. Pass py_num_workers=<a "
-                "positive int> to the Pipeline, or set parallel=False."
+                "to True, which needs a pool of Python workers: py_num_workers >= 1 in the "
+                f"Pipeline constructor; got py_num_workers={workers!r}. Pass a positive int, "
+                "or set parallel=False."
             )
         for op in self.ops:
             kind, name = op.kind, op.display_name
