@@ -211,6 +211,10 @@ class ExternalSource(Operator):
                     "(no source, data given with feed_input); remove the source or repeat_last"
                 )
             self.kind = classify_source(source, f"source of external_source {display!r}")
+            if self.parallel:
+                from .parallel_source import check_parallel_source
+
+                check_parallel_source(self.kind, self.batch, display)
             if self.kind is SourceKind.GENERATOR and self.cycle != "no":
                 raise TypeError(
                     "Cannot cycle through a generator: pass the generator function itself as "

@@ -472,6 +472,29 @@ class ParallelSource:
                 "workers": dict(sorted(workers.items()))}
 
 
+def check_parallel_source(kind: SourceKind | None, batch: bool, name: str) -> None:
+    """Refuse a source that workers cannot run (DALI refuses these when the graph is defined,
+    with a TypeError)."""
+    if kind is SourceKind.CALLABLE_NO_ARG:
+        raise TypeError(
+            f"parallel external_source {name!r}: the source callable takes no argument, so "
+            "workers could not tell which sample or batch to produce; a callable in parallel "
+            "mode must accept exactly one argument: a SampleInfo (batch=False) or the "
+            "iteration/BatchInfo (batch=True)"
+        )
+    if kind is SourceKind.GENERATOR:
+        raise TypeError(
+            f"parallel external_source {name!r}: a generator object cannot be sent to a "
+            "worker process; pass the generator function itself"
+        )
+    if not batch and kind in (SourceKind.ITERABLE, SourceKind.GENERATOR_FUNCTION):
+        raise TypeError(
+            f"parallel external_source {name!r}: an iterable or generator function must "
+            "produce whole batches in parallel mode; it must be run in a batch mode: set "
+            "batch=True"
+        )
+
+
 class ParallelSourceGroup:
     """The worker pool of one pipeline and the parallel sources that share it."""
 
@@ -543,23 +566,7 @@ class ParallelSourceGroup:
                 "or set parallel=False."
             )
         for op in self.ops:
-            kind, name = op.kind, op.display_name
-            if kind is SourceKind.CALLABLE_NO_ARG:
-                raise TypeError(
-                    f"parallel external_source {name!r}: the source callable takes no "
-                    "argument, so workers could not tell which sample or batch to produce; "
-                    "accept a SampleInfo (batch=False) or the iteration/BatchInfo (batch=True)"
-                )
-            if kind is SourceKind.GENERATOR:
-                raise TypeError(
-                    f"parallel external_source {name!r}: a generator object cannot be sent to "
-                    "a worker process; pass the generator function itself"
-                )
-            if not op.batch and kind in (SourceKind.ITERABLE, SourceKind.GENERATOR_FUNCTION):
-                raise TypeError(
-                    f"parallel external_source {name!r}: an iterable or generator function "
-                    "must produce whole batches in parallel mode; set batch=True"
-                )
+            check_parallel_source(op.kind, op.batch, op.display_name)
 
     def start(self) -> None:
         from ..cuda import refuse_fork_after_cuda

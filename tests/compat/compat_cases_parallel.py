@@ -479,7 +479,7 @@ def per_batch_too_many_samples(ctx):
                                                     batch_info=True, parallel=True),
                  batch_size=3)
     pipe.build()
-    ctx.attempt("run", pipe.run, words=["batch size"])
+    ctx.attempt("run", pipe.run, words=["batch_size"])
 
 
 # ---------------------------------------------------------------------- refusals
@@ -666,24 +666,25 @@ def scheduled_api(ctx):
 
 
 @case
-def not_pipelined(ctx):
+def not_asynchronous(ctx):
     pipe = _pipe(ctx, lambda fn: fn.external_source(sample_info_fields, batch=False,
                                                     parallel=True),
-                 batch_size=4, exec_pipelined=False, exec_async=False)
+                 batch_size=4, exec_async=False)
     pipe.build()
     _epoch(ctx, pipe, "epoch 0")
     pipe.reset()
     _epoch(ctx, pipe, "epoch 1")
 
 
-@case
-def reset_in_the_middle_of_an_epoch(ctx):
+@case(differs="parallel-not-pipelined")
+def not_pipelined(ctx):
+    # DALI 2.4 fails its first run here (an AssertionError: "No task has been scheduled").
     pipe = _pipe(ctx, lambda fn: fn.external_source(sample_info_fields, batch=False,
-                                                    parallel=True), batch_size=3)
+                                                    parallel=True),
+                 batch_size=4, exec_pipelined=False, exec_async=False)
     pipe.build()
-    ctx.record("first", pipe.run()[0].as_array())
-    pipe.reset()
-    _epoch(ctx, pipe, "after reset")
+    expected = np.array([[i, i, 0, 0] for i in range(4)], dtype=np.int32)
+    ctx.expect("first batch", lambda: pipe.run()[0].as_array(), expected)
 
 
 @case
