@@ -4,17 +4,34 @@
 `ParallelSource` of each parallel external_source. A `ParallelSource` keeps up to its
 `prefetch_queue_depth` batches scheduled, turns a batch into worker tasks (a per-sample
 source's batch is split into contiguous slices; a per-batch callable is one task; an iterator
-lives on a dedicated worker), and gives every task a shared-memory slot of the worker that runs
-it. Results are read as numpy views straight out of the slot; a slot goes back to its free list
-only when the last array pointing into it is garbage-collected (a lease from
-`shm.SharedSegment.lease`), so no output a user may still hold is ever overwritten.
+lives on a dedicated worker), and gives every task a shared-memory slot of its source (any
+worker may write it; see `parallel_slots`). Results are read as numpy views straight out of
+the slot; a slot goes back to its free list only when the last array pointing into it is
+garbage-collected (a lease from `shm.SharedSegment.lease`), so no output a user may still
+hold is ever overwritten.
 
-How many slices a per-sample batch gets: just enough that the tasks in flight keep every worker
-busy, `ceil(num_workers / prefetch_queue_depth)`. With a depth of at least the number of
-workers a batch is one task, written by one worker into one slot, so that a dense batch is a
-single block that `as_array()` returns without a copy, and the main process handles one task
-and one reply per batch; the workers still run in parallel, on different batches. With a
-smaller depth (DALI's default is 1) the batch is split so that all workers share it.
+Slots, as DALI has them: when the workers start, each source creates the slots of DALI's ring
+(its `ShmChunkManager`): (the pipeline's prefetch depth + the source's) batches, each split
+into mini-batches, one per worker for a per-sample source and one otherwise, every slot sized
+for a mini-batch (`bytes_per_sample_hint` per sample, at least 1 MiB, in whole pages). Their
+number then stays fixed, so `external_source_shm_statistics()` reports what DALI reports,
+from build() on. A prefetch that finds no free slot waits for one (a batch the program still
+holds); the lease's end schedules it at once. Only the batch an iteration needs gets a new
+slot, when every slot is held by outputs the program keeps past DALI's validity.
+
+How many tasks a per-sample batch gets: just enough that the tasks in flight keep every worker
+busy, `ceil(num_workers / prefetch_queue_depth)`, rounded up to a divisor of the mini-batches,
+so that a task covers whole mini-batches and writes one file that stands for their slots.
+With a depth of at least the number of workers a batch is one task, written by one worker
+into one slot, so that a dense batch is a single block that `as_array()` returns without a
+copy, and the main process handles one task and one reply per batch; the workers still run in
+parallel, on different batches. With a smaller depth (DALI's default is 1) the batch is split
+so that all workers share it.
+
+Epochs, as DALI has them: reset() starts a callable source over, while an iterable or a
+generator function that did not end the epoch itself goes on where it is, keeping what it
+prefetched past the iteration that ended the epoch (DALI consumes every parallel source's batch
+of that iteration and resets only the sources that raised StopIteration).
 
 Prefetching: a source keeps `prefetch_queue_depth` batches scheduled ahead of the batch the
 pipeline has taken, DALI's "batches computed in advance and stored in the internal buffer".
@@ -34,19 +51,17 @@ process's work per batch does not grow with the number of samples.
 from __future__ import annotations
 
 import dataclasses
-import enum
 import itertools
 import math
 import os
 import threading
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from shm import SegmentUsage, SharedSegment, codec
+from shm import codec
 from workers import (
     CallbackPicklingError,
     RemoteError,
@@ -60,6 +75,7 @@ from workers import (
 from ..errors import RuntimeValueError, add_context
 from ..graph import IterationContext
 from ..types import BatchInfo
+from .parallel_slots import Slot, SlotRing, SlotState, tasks_per_batch
 from .sample_range import SampleRange
 from .source_callbacks import IteratorCall, PerSampleCall, SourceKind
 
@@ -68,46 +84,8 @@ if TYPE_CHECKING:
     from .external_source import ExternalSource
 
 _COLLECT_INTERVAL_S = 0.1
-#: DALI's smallest slot (`min_initial_chunk_size`) and the page its capacities are rounded to.
-_MIN_SLOT_BYTES = 1 << 20
-_SLOT_ALIGNMENT_BYTES = 4096
-
-
 class IterationCancelled(Exception):
     """The iteration waiting for workers was discarded by reset() or shutdown."""
-
-
-def _align_up(nbytes: int, alignment: int) -> int:
-    return -(-nbytes // alignment) * alignment
-
-
-def _tasks_per_batch(minibatches: int, num_workers: int, depth: int) -> int:
-    """How many tasks a per-sample batch is split into: the fewest that keep every worker busy
-    with `depth` batches in flight (`ceil(workers / depth)`), rounded up to a divisor of the
-    number of DALI mini-batches, so that each task covers whole, equal mini-batches."""
-    wanted = max(1, math.ceil(num_workers / depth))
-    return next(t for t in range(wanted, minibatches + 1) if minibatches % t == 0)
-
-
-class SlotState(enum.Enum):
-    FREE = "free"
-    TASK = "task"  # given to a task whose result is not read yet (or will be discarded)
-    LEASED = "leased"  # read: arrays the program may hold point into it
-
-
-@dataclass(slots=True, eq=False)
-class Slot:
-    """A shared-memory segment that the tasks of one group (a run of consecutive DALI
-    mini-batches of a batch) write their results into, batch after batch."""
-
-    segment_id: int
-    group: int
-    #: DALI mini-batches this slot stands for: the statistics list it as that many slots.
-    minibatches: int
-    segment: SharedSegment
-    state: SlotState = SlotState.FREE
-    worker: int | None = None  # the worker that last wrote it
-    usage: SegmentUsage = field(default_factory=SegmentUsage)
 
 
 @dataclass(slots=True, eq=False)
@@ -155,13 +133,10 @@ class ParallelSource:
         # mini-batch (at least 1 MiB, in whole pages). The statistics report exactly these.
         self.positions = keep_alive + self.depth
         self.minibatches = num_workers if self.per_sample else 1
-        self.minibatch_size = math.ceil(batch_size / self.minibatches)
-        self.slot_capacity = _align_up(
-            max(_MIN_SLOT_BYTES, self.minibatch_size * self.hint) if self.hint
-            else _MIN_SLOT_BYTES, _SLOT_ALIGNMENT_BYTES)
+        minibatch_size = math.ceil(batch_size / self.minibatches)
         # A task covers whole mini-batches: the fewest tasks that keep the workers busy, so
         # that with depth >= workers a dense batch is one block in one slot.
-        self.tasks_per_batch = (_tasks_per_batch(self.minibatches, num_workers, self.depth)
+        self.tasks_per_batch = (tasks_per_batch(self.minibatches, num_workers, self.depth)
                                 if self.per_sample else 1)
         per_task = self.minibatches // self.tasks_per_batch
         sizes = [batch_size // self.minibatches + (i < batch_size % self.minibatches)
@@ -172,13 +147,11 @@ class ParallelSource:
             count = sum(sizes[t * per_task:(t + 1) * per_task])
             self.task_ranges.append((start, count))
             start += count
-        self.slot_minibatches = per_task
+        self.ring = SlotRing(group.new_segment_id, self.tasks_per_batch, per_task,
+                             minibatch_size, self.hint)
         # The source's own py_timeout, or else the pipeline's (None: no deadline).
         self.timeout_s = (op.py_timeout if op.py_timeout is not None
                           else group.options.py_timeout)
-        self.slots: list[Slot] = []
-        self.free: dict[int, deque[Slot]] = {g: deque() for g in range(self.tasks_per_batch)}
-        self.released: deque[Slot] = deque()  # filled by lease finalizers, from any thread
         self.scheduled: dict[int, ScheduledBatch] = {}
         self.next_iteration = 0
         self.last_fetched = -1
@@ -188,25 +161,7 @@ class ParallelSource:
     # ------------------------------------------------------------------ slots
     def create_slots(self) -> None:
         """Create every slot of the ring now (DALI creates them when its workers start)."""
-        for _ in range(self.positions):
-            for group in range(self.tasks_per_batch):
-                self._new_slot(group)
-
-    def _new_slot(self, group: int) -> Slot:
-        # The worker reserves the pages when it first writes (shm.codec.write): creating a
-        # slot costs microseconds, and a slot never written costs no memory.
-        segment = SharedSegment.create(self.slot_capacity * self.slot_minibatches,
-                                       reserve=False)
-        slot = Slot(self.group.new_segment_id(), group, self.slot_minibatches, segment)
-        self.slots.append(slot)
-        self.free[group].append(slot)
-        return slot
-
-    def _drain_released(self) -> None:
-        while self.released:
-            slot = self.released.popleft()
-            slot.state = SlotState.FREE
-            self.free[slot.group].append(slot)
+        self.ring.create(self.positions)
 
     def _take_slot(self, group: int, must: bool, ctx: IterationContext | None) -> Slot | None:
         """A free slot of `group`. Prefetching (`must` false) takes only a free one. The
@@ -214,30 +169,24 @@ class ParallelSource:
         discarded), and past that gets a new slot: every slot is then held by arrays the
         program keeps, longer than DALI would keep them valid."""
         while True:
-            self._drain_released()
-            free = self.free[group]
-            if free:
-                slot = free.popleft()
-                slot.state = SlotState.TASK
+            slot = self.ring.take_free(group)
+            if slot is not None:
                 return slot
             if not must:
                 return None
-            if not any(s.state is SlotState.TASK for s in self.slots if s.group == group):
-                slot = self._new_slot(group)
-                self.free[group].remove(slot)
-                slot.state = SlotState.TASK
-                return slot
+            if not self.ring.any_with_task(group):
+                return self.ring.take_new(group)
             if ctx is not None and ctx.is_cancelled():
                 raise IterationCancelled
             self.group.pump(_COLLECT_INTERVAL_S)
 
     def _release(self, slot: Slot) -> None:
-        self.released.append(slot)
+        self.ring.release(slot)
 
     def _release_and_refill(self, slot: Slot) -> None:
         """A lease's end (any thread, at any point): free the slot and let a prefetch that
         waited for it go now, so the workers do not idle until the next iteration."""
-        self.released.append(slot)
+        self.ring.release(slot)
         self.group.schedule_deferred()
 
     def schedule_deferred(self) -> None:
@@ -248,10 +197,8 @@ class ParallelSource:
     def _try_schedule(self, iteration: int, must: bool, ctx: IterationContext | None) -> bool:
         ranges = ([(g, r) for g, r in enumerate(self.task_ranges) if r[1] > 0]
                   if self.per_sample else [(0, (0, self.batch_size))])
-        if not must:
-            self._drain_released()
-            if any(not self.free[g] for g, _ in ranges):
-                return False  # no slot yet: scheduled later, when one is released
+        if not must and not all(self.ring.has_free(g) for g, _ in ranges):
+            return False  # no slot yet: scheduled later, when one is released
         batch = ScheduledBatch(iteration, self.epoch_idx)
         first = iteration * self.batch_size
         if self.per_sample:
@@ -436,40 +383,12 @@ class ParallelSource:
 
     # ------------------------------------------------------------------ statistics
     def shm_statistics(self) -> tuple[list[int], list[int]]:
-        """DALI's `capacities` and `per_sample_capacities` of this source: one entry per DALI
-        slot (mini-batch of a ring position); a slot of ours that serves k mini-batches
-        counts as k slots of a k-th of its capacity each."""
-        capacities: list[int] = []
-        per_sample: list[int] = []
-        for slot in self.slots:
-            share = slot.segment.capacity // slot.minibatches
-            capacities.extend([share] * slot.minibatches)
-            per_sample.extend([share // self.minibatch_size] * slot.minibatches)
-        return capacities, per_sample
+        """DALI's `capacities` and `per_sample_capacities` of this source."""
+        return self.ring.shm_statistics()
 
     def statistics(self) -> dict[str, Any]:
         """The per-source view: every slot's bytes, by the worker that last wrote it."""
-        workers: dict[int, dict[str, int]] = {}
-
-        def blank() -> dict[str, int]:
-            return {"slots": 0, "capacity_bytes": 0, "used_bytes": 0, "high_water_bytes": 0,
-                    "resizes": 0}
-
-        total = blank()
-        for slot in self.slots:
-            snap = slot.usage.snapshot(slot.segment.capacity)
-            entries = [total]
-            if slot.worker is not None:
-                entries.append(workers.setdefault(slot.worker, blank()))
-            for entry in entries:
-                entry["slots"] += 1
-                entry["capacity_bytes"] += snap.capacity
-                entry["used_bytes"] += snap.used_nbytes
-                entry["high_water_bytes"] = max(entry["high_water_bytes"],
-                                                snap.high_water_nbytes)
-                entry["resizes"] += snap.resizes
-        return {"bytes_per_sample_hint": self.hint, "total": total,
-                "workers": dict(sorted(workers.items()))}
+        return {"bytes_per_sample_hint": self.hint, **self.ring.usage()}
 
 
 def check_parallel_source(kind: SourceKind | None, batch: bool, name: str) -> None:
@@ -526,7 +445,7 @@ class ParallelSourceGroup:
             return
         try:
             for source in self.sources:
-                if source.released:
+                if source.ring.released:
                     source.schedule_deferred()
         except Exception:  # a lease's end must not raise
             # A dead worker or a closed pool: the next fetch reports it, where it can.
@@ -645,5 +564,4 @@ class ParallelSourceGroup:
         if self.pool is not None:
             self.pool.close()
         for source in self.sources:
-            for slot in source.slots:
-                slot.segment.close()
+            source.ring.close()

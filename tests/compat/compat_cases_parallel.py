@@ -218,6 +218,23 @@ def _shows(exc, line):
     return line in str(exc) or line in "".join(traceback.format_exception(exc))
 
 
+def _workers_gone(within_s):
+    """Whether this process's worker processes end within `within_s` seconds (multiprocessing's
+    resource tracker, which spawn starts once and keeps, does not count)."""
+    from multiprocessing import resource_tracker
+
+    import psutil
+
+    tracker = getattr(resource_tracker._resource_tracker, "_pid", None)
+    deadline = time.monotonic() + within_s
+    while True:
+        alive = [c for c in psutil.Process().children(recursive=True)
+                 if c.pid != tracker and c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+        if not alive or time.monotonic() >= deadline:
+            return not alive
+        time.sleep(0.05)
+
+
 def _stats(ctx, pipe, label):
     """DALI's keys of the shm statistics (dali_lite's extra per_source view left out)."""
     stats = pipe.external_source_shm_statistics()
@@ -532,7 +549,12 @@ def dropped_after_a_callback_error(ctx):
                                                     parallel=True), method=ctx.params)
     pipe.build()
     ctx.record("raised", isinstance(_first_error(pipe), Exception))
-    del pipe
+    gc.disable()  # no collection may help: only dropping the last reference counts
+    try:
+        del pipe
+        ctx.record("workers gone without a garbage collection", _workers_gone(5.0))
+    finally:
+        gc.enable()
 
 
 @case(params=FORK_SPAWN, timeout_s=90)
@@ -572,7 +594,7 @@ def shm_statistics_count_stays_fixed(ctx):
     pipe.build()
     counts = [len(pipe.external_source_shm_statistics()["capacities"])]
     for _ in range(8):
-        (out,) = pipe.run()
+        (_out,) = pipe.run()  # held until the next run(), as a program's loop does
         counts.append(len(pipe.external_source_shm_statistics()["capacities"]))
     ctx.record("slot counts", counts)
 
