@@ -694,8 +694,6 @@ def not_asynchronous(ctx):
                  batch_size=4, exec_async=False)
     pipe.build()
     _epoch(ctx, pipe, "epoch 0")
-    pipe.reset()
-    _epoch(ctx, pipe, "epoch 1")
 
 
 @case(differs="parallel-not-pipelined")
