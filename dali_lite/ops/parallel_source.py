@@ -397,8 +397,8 @@ def check_parallel_source(kind: SourceKind | None, batch: bool, name: str) -> No
     if kind is SourceKind.CALLABLE_NO_ARG:
         raise TypeError(
             f"parallel external_source {name!r}: the source callable takes no argument, so "
-            "workers could not tell which sample or batch to produce; a callable in parallel "
-            "mode must accept exactly one argument: a SampleInfo (batch=False) or the "
+            "workers could not tell which sample or batch to produce (in parallel mode it must "
+            "accept exactly one argument); accept a SampleInfo (batch=False) or the "
             "iteration/BatchInfo (batch=True)"
         )
     if kind is SourceKind.GENERATOR:
