@@ -334,6 +334,10 @@ def iterable_cycle_modes(ctx):
                  batch_size=2)
     pipe.build()
     _epoch(ctx, pipe, "epoch 0", limit=7)
+    if ctx.params == "quiet":
+        # The epoch never ends; reset() now would be a reset in the middle of an epoch,
+        # which DALI ignores (the pipeline's business, not the source's).
+        return
     pipe.reset()
     _epoch(ctx, pipe, "epoch 1", limit=4)
 
