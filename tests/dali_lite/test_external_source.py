@@ -120,10 +120,11 @@ def test_cycle_errors() -> None:
         fn.external_source(gen(), cycle="quiet")
     with pytest.raises(ValueError, match="Invalid value 'sometimes' for the argument `cycle`"):
         fn.external_source([1], cycle="sometimes")
-    # An empty pass ends the data, as in DALI (compat: serial.cycle_over_an_iterator_...).
+    # An empty (or one-shot) source with cycle="quiet" ends, and keeps ending, as in DALI.
     pipe = build(lambda: fn.external_source([], cycle="quiet"))
-    with pytest.raises(StopIteration):
-        pipe.run()
+    for _ in range(2):
+        with pytest.raises(StopIteration):
+            pipe.run()
     # DALI refuses any cycle value with a callable (compat: serial.cycle_with_a_callable).
     with pytest.raises(ValueError, match="only be specified if `source` is iterable"):
         fn.external_source(lambda: 0, cycle=False)

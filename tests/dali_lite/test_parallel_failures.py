@@ -439,8 +439,9 @@ def test_pickler_keyword_arguments_reach_dumps_and_loads() -> None:
 def test_exhausted_shared_memory_is_a_python_error_naming_the_bytes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv(SHM_LIMIT_ENV, str(256 << 10))
-    pipe = failing_pipe(BigSample(4 << 20, big_from=BATCH), workers=1)
+    # Room for the slots build() creates (3 of DALI's 1 MiB), not for 16 MiB samples.
+    monkeypatch.setenv(SHM_LIMIT_ENV, str(4 << 20))
+    pipe = failing_pipe(BigSample(16 << 20, big_from=BATCH), workers=1)
     try:
         with deadline(30):
             pipe.run()

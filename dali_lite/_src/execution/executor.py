@@ -189,3 +189,7 @@ class Executor:
             ticket.done = True
             self._running = None
             self._lock.notify_all()
+        # clear_frames() cannot clear this frame (it is running), and the error's traceback
+        # holds it: its locals naming the error (or the ticket that holds it) would make a
+        # cycle that keeps a dropped pipeline, and its workers, alive until a collection.
+        del outputs, error, ticket

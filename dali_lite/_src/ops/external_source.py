@@ -265,6 +265,11 @@ class ExternalSource(Operator):
                     f"The argument `cycle` can only be specified if `source` is iterable; the "
                     f"source of external_source {display!r} is a callable (cycle={cycle!r})"
                 )
+            if self.parallel:
+                # The parallel side (workers, shm) loads only for parallel sources.
+                from dali_lite._src.ops.parallel_source import check_parallel_source
+
+                check_parallel_source(self.kind, self.batch, display)
             if self.kind is SourceKind.GENERATOR and self.cycle != "no":
                 raise TypeError(
                     "Cannot cycle through a generator: pass the generator function itself as "

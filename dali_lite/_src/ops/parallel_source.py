@@ -4,17 +4,34 @@
 `ParallelSource` of each parallel external_source. A `ParallelSource` keeps up to its
 `prefetch_queue_depth` batches scheduled, turns a batch into worker tasks (a per-sample
 source's batch is split into contiguous slices; a per-batch callable is one task; an iterator
-lives on a dedicated worker), and gives every task a shared-memory slot of the worker that runs
-it. Results are read as numpy views straight out of the slot; a slot goes back to its free list
-only when the last array pointing into it is garbage-collected (a lease from
-`shm.SharedSegment.lease`), so no output a user may still hold is ever overwritten.
+lives on a dedicated worker), and gives every task a shared-memory slot of its source (any
+worker may write it; see `parallel_slots`). Results are read as numpy views straight out of
+the slot; a slot goes back to its free list only when the last array pointing into it is
+garbage-collected (a lease from `shm.SharedSegment.lease`), so no output a user may still
+hold is ever overwritten.
 
-How many slices a per-sample batch gets: just enough that the tasks in flight keep every worker
-busy, `ceil(num_workers / prefetch_queue_depth)`. With a depth of at least the number of
-workers a batch is one task, written by one worker into one slot, so that a dense batch is a
-single block that `as_array()` returns without a copy, and the main process handles one task
-and one reply per batch; the workers still run in parallel, on different batches. With a
-smaller depth (DALI's default is 1) the batch is split so that all workers share it.
+Slots, as DALI has them: when the workers start, each source creates the slots of DALI's ring
+(its `ShmChunkManager`): (the pipeline's prefetch depth + the source's) batches, each split
+into mini-batches, one per worker for a per-sample source and one otherwise, every slot sized
+for a mini-batch (`bytes_per_sample_hint` per sample, at least 1 MiB, in whole pages). Their
+number then stays fixed, so `external_source_shm_statistics()` reports what DALI reports,
+from build() on. A prefetch that finds no free slot waits for one (a batch the program still
+holds); the lease's end schedules it at once. Only the batch an iteration needs gets a new
+slot, when every slot is held by outputs the program keeps past DALI's validity.
+
+How many tasks a per-sample batch gets: just enough that the tasks in flight keep every worker
+busy, `ceil(num_workers / prefetch_queue_depth)`, rounded up to a divisor of the mini-batches,
+so that a task covers whole mini-batches and writes one file that stands for their slots.
+With a depth of at least the number of workers a batch is one task, written by one worker
+into one slot, so that a dense batch is a single block that `as_array()` returns without a
+copy, and the main process handles one task and one reply per batch; the workers still run in
+parallel, on different batches. With a smaller depth (DALI's default is 1) the batch is split
+so that all workers share it.
+
+Epochs, as DALI has them: reset() starts a callable source over, while an iterable or a
+generator function that did not end the epoch itself goes on where it is, keeping what it
+prefetched past the iteration that ended the epoch (DALI consumes every parallel source's batch
+of that iteration and resets only the sources that raised StopIteration).
 
 Prefetching: a source keeps `prefetch_queue_depth` batches scheduled ahead of the batch the
 pipeline has taken, DALI's "batches computed in advance and stored in the internal buffer".
@@ -36,7 +53,8 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections import deque
+import os
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -44,12 +62,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dali_lite._src.cuda import refuse_fork_after_cuda
-from dali_lite._src.errors import add_context
+from dali_lite._src.errors import RuntimeValueError, add_context
 from dali_lite._src.graph.nodes import IterationContext
+from dali_lite._src.ops.parallel_slots import Slot, SlotRing, SlotState, tasks_per_batch
 from dali_lite._src.ops.sample_range import SampleRange
 from dali_lite._src.ops.source_callbacks import IteratorCall, PerSampleCall, SourceKind
 from dali_lite._src.types import BatchInfo
-from shm import SegmentUsage, SharedSegment, codec
+from shm import codec
 from workers import (
     CallbackPicklingError,
     RemoteError,
@@ -65,21 +84,8 @@ if TYPE_CHECKING:
     from dali_lite._src.options import PipelineOptions
 
 _COLLECT_INTERVAL_S = 0.1
-
-
 class IterationCancelled(Exception):
     """The iteration waiting for workers was discarded by reset() or shutdown."""
-
-
-@dataclass(slots=True, eq=False)
-class Slot:
-    """A shared-memory segment that one worker writes task results into, again and again."""
-
-    segment_id: int
-    worker: int
-    segment: SharedSegment
-    samples: int
-    usage: SegmentUsage = field(default_factory=SegmentUsage)
 
 
 @dataclass(slots=True, eq=False)
@@ -110,7 +116,7 @@ class ParallelSource:
 
     def __init__(self, group: ParallelSourceGroup, op: ExternalSource, callback: Any,
                  callback_index: int, batch_size: int, num_workers: int,
-                 dedicated_worker: int | None) -> None:
+                 dedicated_worker: int | None, keep_alive: int) -> None:
         self.group = group
         self.op = op
         self.name = op.display_name
@@ -118,80 +124,125 @@ class ParallelSource:
         self.batch_size = batch_size
         self.num_workers = num_workers
         self.dedicated_worker = dedicated_worker
+        self.is_iterator = isinstance(callback, IteratorCall)
         self.per_sample = isinstance(callback, PerSampleCall)
         self.depth = op.prefetch_queue_depth
-        # Slices per per-sample batch: enough tasks in flight for every worker (see above).
-        self.tasks_per_batch = max(1, min(batch_size, math.ceil(num_workers / self.depth)))
         self.hint = op.bytes_per_sample_hint
+        # DALI's geometry (its ShmChunkManager): `keep_alive + depth` batches in the ring, a
+        # per-sample batch split into one mini-batch per worker, every slot sized for a
+        # mini-batch (at least 1 MiB, in whole pages). The statistics report exactly these.
+        self.positions = keep_alive + self.depth
+        self.minibatches = num_workers if self.per_sample else 1
+        minibatch_size = math.ceil(batch_size / self.minibatches)
+        # A task covers whole mini-batches: the fewest tasks that keep the workers busy, so
+        # that with depth >= workers a dense batch is one block in one slot.
+        self.tasks_per_batch = (tasks_per_batch(self.minibatches, num_workers, self.depth)
+                                if self.per_sample else 1)
+        per_task = self.minibatches // self.tasks_per_batch
+        sizes = [batch_size // self.minibatches + (i < batch_size % self.minibatches)
+                 for i in range(self.minibatches)]
+        self.task_ranges: list[tuple[int, int]] = []  # (first sample in batch, samples)
+        start = 0
+        for t in range(self.tasks_per_batch):
+            count = sum(sizes[t * per_task:(t + 1) * per_task])
+            self.task_ranges.append((start, count))
+            start += count
+        self.ring = SlotRing(group.new_segment_id, self.tasks_per_batch, per_task,
+                             minibatch_size, self.hint)
         # The source's own py_timeout, or else the pipeline's (None: no deadline).
         self.timeout_s = (op.py_timeout if op.py_timeout is not None
                           else group.options.py_timeout)
-        self.slots: list[Slot] = []
-        self.free: dict[int, deque[Slot]] = {w: deque() for w in range(num_workers)}
-        self.released: deque[Slot] = deque()  # filled by lease finalizers, from any thread
         self.scheduled: dict[int, ScheduledBatch] = {}
         self.next_iteration = 0
+        self.last_fetched = -1
         self.epoch_idx = 0
+        self.raised_stop = False  # this source ended the current epoch itself
 
     # ------------------------------------------------------------------ slots
-    def _acquire_slot(self, worker: int, samples: int) -> Slot:
-        while self.released:
-            slot = self.released.popleft()
-            self.free[slot.worker].append(slot)
-        free = self.free[worker]
-        for _ in range(len(free)):
-            slot = free.popleft()
-            if slot.samples == samples:
+    def create_slots(self) -> None:
+        """Create every slot of the ring now (DALI creates them when its workers start)."""
+        self.ring.create(self.positions)
+
+    def _take_slot(self, group: int, must: bool, ctx: IterationContext | None) -> Slot | None:
+        """A free slot of `group`. Prefetching (`must` false) takes only a free one. The
+        iteration being computed waits for one that a task still holds (a batch reset()
+        discarded), and past that gets a new slot: every slot is then held by arrays the
+        program keeps, longer than DALI would keep them valid."""
+        while True:
+            slot = self.ring.take_free(group)
+            if slot is not None:
                 return slot
-            free.append(slot)
-        # Only a slot sized for as many samples is reused: one sized for fewer would have to
-        # grow although the hint was big enough. A source has at most two slice sizes.
-        capacity = self.hint * samples if self.hint else 0
-        # The worker reserves the pages when it first writes (shm.codec.write): creating the
-        # slot here costs microseconds instead of a page reservation on the critical path.
-        segment = SharedSegment.create(capacity, reserve=False)
-        slot = Slot(self.group.new_segment_id(), worker, segment, samples)
-        self.slots.append(slot)
-        return slot
+            if not must:
+                return None
+            if not self.ring.any_with_task(group):
+                return self.ring.take_new(group)
+            if ctx is not None and ctx.is_cancelled():
+                raise IterationCancelled
+            self.group.pump(_COLLECT_INTERVAL_S)
 
     def _release(self, slot: Slot) -> None:
-        self.released.append(slot)
+        self.ring.release(slot)
+
+    def _release_and_refill(self, slot: Slot) -> None:
+        """A lease's end (any thread, at any point): free the slot and let a prefetch that
+        waited for it go now, so the workers do not idle until the next iteration."""
+        self.ring.release(slot)
+        self.group.schedule_deferred()
+
+    def schedule_deferred(self) -> None:
+        """Schedule the prefetches that waited for a slot; with the group's lock held."""
+        self._schedule_through(self.last_fetched + self.depth)
 
     # ------------------------------------------------------------------ scheduling
-    def _schedule(self, iteration: int) -> None:
+    def _try_schedule(self, iteration: int, must: bool, ctx: IterationContext | None) -> bool:
+        ranges = ([(g, r) for g, r in enumerate(self.task_ranges) if r[1] > 0]
+                  if self.per_sample else [(0, (0, self.batch_size))])
+        if not must and not all(self.ring.has_free(g) for g, _ in ranges):
+            return False  # no slot yet: scheduled later, when one is released
         batch = ScheduledBatch(iteration, self.epoch_idx)
         first = iteration * self.batch_size
         if self.per_sample:
-            chunk = math.ceil(self.batch_size / self.tasks_per_batch)
             # Consecutive tasks go to consecutive workers; when every batch covers all of
-            # them, the start rotates so that uneven slices even out over iterations.
+            # them, the start rotates so that uneven loads even out over iterations.
             rotation = iteration * self.tasks_per_batch
             if self.tasks_per_batch % self.num_workers == 0:
                 rotation += iteration
-            for position, start in enumerate(range(0, self.batch_size, chunk)):
-                stop = min(self.batch_size, start + chunk)
+            for position, (group, (start, count)) in enumerate(ranges):
+                slot = self._take_slot(group, must, ctx)
+                if slot is None:
+                    raise RuntimeError("internal error: a slot checked free is not")
                 worker = (position + rotation) % self.num_workers
-                args = SampleRange(first + start, start, stop - start, iteration,
-                                   self.epoch_idx)
-                self._submit(batch, position, worker, args, stop - start, first + start)
+                args = SampleRange(first + start, start, count, iteration, self.epoch_idx)
+                self._submit(batch, position, worker, args, slot, first + start)
         else:
             worker = (self.dedicated_worker if self.dedicated_worker is not None
                       else iteration % self.num_workers)
-            self._submit(batch, 0, worker, [BatchInfo(iteration, self.epoch_idx)],
-                         self.batch_size, first)
+            slot = self._take_slot(0, must, ctx)
+            if slot is None:
+                raise RuntimeError("internal error: a slot checked free is not")
+            self._submit(batch, 0, worker, [BatchInfo(iteration, self.epoch_idx)], slot, first)
         self.scheduled[iteration] = batch
+        return True
 
-    def _schedule_through(self, last_iteration: int) -> None:
+    def _schedule_through(self, last_iteration: int, must_through: int = -1,
+                          ctx: IterationContext | None = None) -> None:
         while self.next_iteration <= last_iteration:
-            self._schedule(self.next_iteration)
+            if not self._try_schedule(self.next_iteration,
+                                      self.next_iteration <= must_through, ctx):
+                return
             self.next_iteration += 1
 
     def _submit(self, batch: ScheduledBatch, position: int, worker: int, args: Sequence[Any],
-                samples: int, first_sample: int) -> None:
-        slot = self._acquire_slot(worker, samples)
+                slot: Slot, first_sample: int) -> None:
         task = Task(self, batch, position, worker, slot, first_sample)
-        task_id = self.group.pool.submit(worker, self.callback_index, args, slot.segment_id,
-                                         slot.segment, timeout_s=self.timeout_s)
+        slot.worker = worker
+        try:
+            task_id = self.group.pool.submit(worker, self.callback_index, args,
+                                             slot.segment_id, slot.segment,
+                                             timeout_s=self.timeout_s)
+        except BaseException:
+            self._release(slot)
+            raise
         self.group.tasks[task_id] = task
         batch.tasks.append(task)
 
@@ -208,31 +259,51 @@ class ParallelSource:
     def fetch(self, ctx: IterationContext) -> list[list[np.ndarray]]:
         """The batch of `ctx.iteration` as outputs x blocks: `(n, *shape)` arrays whose rows,
         block after block, are the batch's samples in order."""
+        try:
+            with self.group.lock:
+                return self._fetch(ctx)
+        finally:
+            # A lease that ended while the lock was held could not schedule its refill.
+            self.group.schedule_deferred()
+
+    def _fetch(self, ctx: IterationContext) -> list[list[np.ndarray]]:
         if ctx.is_cancelled():
             # Discarded by reset() (perhaps before it even started): it must not schedule or
             # take a batch that belongs to the epoch reset() begins.
             raise IterationCancelled
+        if self.group.epoch_ended_before(ctx.epoch_idx, ctx.iteration):
+            # Another parallel source ended the epoch at an earlier iteration: this one (run
+            # ahead by the executor) must not consume a batch that DALI would keep for the
+            # next epoch.
+            raise StopIteration
         if ctx.iteration < self.next_iteration and ctx.iteration not in self.scheduled:
             raise RuntimeError(f"parallel source {self.name!r}: iteration {ctx.iteration} was "
                                "already consumed")
-        self._schedule_through(ctx.iteration + self.depth - 1)
+        self._schedule_through(ctx.iteration + self.depth - 1, ctx.iteration, ctx)
         # Iterations come in order: an earlier one still here was skipped (another operator
         # of that iteration raised first) and will never be read; free its slots.
         for skipped in [i for i in self.scheduled if i < ctx.iteration]:
             self._abandon(self.scheduled.pop(skipped))
         batch = self.scheduled.pop(ctx.iteration)
+        self.last_fetched = ctx.iteration
         try:
             while not batch.complete:
                 if ctx.is_cancelled():
                     raise IterationCancelled
                 self.group.pump(_COLLECT_INTERVAL_S)
+                # A slot released meanwhile lets a deferred prefetch go.
+                self._schedule_through(ctx.iteration + self.depth - 1)
         except BaseException:
             self._abandon(batch)
             raise
         failure = next((t for t in batch.tasks if isinstance(t.result, TaskFailed)), None)
         if failure is not None:
             self._abandon(batch)
-            raise self._rebuild(failure, ctx)
+            error = self._rebuild(failure, ctx)
+            if isinstance(error, StopIteration):
+                self.raised_stop = True
+                self.group.note_end_of_epoch(ctx.epoch_idx, ctx.iteration)
+            raise error
         # This batch has left the prefetch buffer: refill the buffer now, before reading,
         # rather than when the next iteration starts (see "Prefetching" above).
         self._schedule_through(ctx.iteration + self.depth)
@@ -246,8 +317,9 @@ class ParallelSource:
                 raise TypeError("internal error: reading a task that did not succeed")
             layout = result.layout
             slot = task.slot
+            slot.state = SlotState.LEASED
             lease = slot.segment.lease(layout.used_nbytes,
-                                       on_release=lambda s=slot: self._release(s))
+                                       on_release=lambda s=slot: self._release_and_refill(s))
             runs = codec.read_runs(lease, layout.meta_offset, layout.meta_nbytes)
             del lease
             if not outputs:
@@ -280,30 +352,66 @@ class ParallelSource:
         return error
 
     def reset(self, epoch_idx: int) -> None:
-        for batch in self.scheduled.values():
-            self._abandon(batch)
-        self.scheduled.clear()
-        self.next_iteration = 0
+        """Start epoch `epoch_idx`, as DALI does: a callable source starts over; an iterable or
+        generator function that did not end the epoch itself goes on where it is, keeping
+        the batches it prefetched past the iteration that ended the epoch (DALI consumes
+        every source's batch of that iteration and resets only the sources that ended)."""
+        with self.group.lock:
+            self._reset(epoch_idx)
+
+    def _reset(self, epoch_idx: int) -> None:
+        ended_at = self.group.end_of_epoch(self.epoch_idx)
+        if self.is_iterator and not self.raised_stop:
+            consumed = self.last_fetched if ended_at is None else ended_at
+            kept: dict[int, ScheduledBatch] = {}
+            for iteration, batch in sorted(self.scheduled.items()):
+                if iteration <= consumed:
+                    self._abandon(batch)
+                else:
+                    batch.iteration = iteration - consumed - 1
+                    kept[batch.iteration] = batch
+            self.scheduled = kept
+            self.next_iteration = max(0, self.next_iteration - consumed - 1)
+        else:
+            for batch in self.scheduled.values():
+                self._abandon(batch)
+            self.scheduled.clear()
+            self.next_iteration = 0
+        self.last_fetched = -1
+        self.raised_stop = False
         self.epoch_idx = epoch_idx
 
     # ------------------------------------------------------------------ statistics
+    def shm_statistics(self) -> tuple[list[int], list[int]]:
+        """DALI's `capacities` and `per_sample_capacities` of this source."""
+        return self.ring.shm_statistics()
+
     def statistics(self) -> dict[str, Any]:
-        workers: dict[int, dict[str, int]] = {}
-        for slot in self.slots:
-            snap = slot.usage.snapshot(slot.segment.capacity)
-            entry = workers.setdefault(slot.worker, {"slots": 0, "capacity_bytes": 0,
-                                                     "used_bytes": 0, "high_water_bytes": 0,
-                                                     "resizes": 0})
-            entry["slots"] += 1
-            entry["capacity_bytes"] += snap.capacity
-            entry["used_bytes"] += snap.used_nbytes
-            entry["high_water_bytes"] = max(entry["high_water_bytes"], snap.high_water_nbytes)
-            entry["resizes"] += snap.resizes
-        total = {key: sum(w[key] for w in workers.values())
-                 for key in ("slots", "capacity_bytes", "used_bytes", "resizes")}
-        total["high_water_bytes"] = max((w["high_water_bytes"] for w in workers.values()),
-                                        default=0)
-        return {"bytes_per_sample_hint": self.hint, "total": total, "workers": workers}
+        """The per-source view: every slot's bytes, by the worker that last wrote it."""
+        return {"bytes_per_sample_hint": self.hint, **self.ring.usage()}
+
+
+def check_parallel_source(kind: SourceKind | None, batch: bool, name: str) -> None:
+    """Refuse a source that workers cannot run (DALI refuses these when the graph is defined,
+    with a TypeError)."""
+    if kind is SourceKind.CALLABLE_NO_ARG:
+        raise TypeError(
+            f"parallel external_source {name!r}: the source callable takes no argument, so "
+            "workers could not tell which sample or batch to produce (in parallel mode it must "
+            "accept exactly one argument); accept a SampleInfo (batch=False) or the "
+            "iteration/BatchInfo (batch=True)"
+        )
+    if kind is SourceKind.GENERATOR:
+        raise TypeError(
+            f"parallel external_source {name!r}: a generator object cannot be sent to a "
+            "worker process; pass the generator function itself"
+        )
+    if not batch and kind in (SourceKind.ITERABLE, SourceKind.GENERATOR_FUNCTION):
+        raise TypeError(
+            f"parallel external_source {name!r}: an iterable or generator function must "
+            "produce whole batches in parallel mode; it must be run in a batch mode: set "
+            "batch=True"
+        )
 
 
 class ParallelSourceGroup:
@@ -317,9 +425,48 @@ class ParallelSourceGroup:
         self.sources: list[ParallelSource] = []
         self._segment_ids = itertools.count()
         self._closed = False
+        self._owner_pid = os.getpid()
+        # Guards the sources' scheduling state: the executor's thread fetches, reset() comes
+        # from the program's thread, and a lease may end (and refill) in any thread. Never
+        # waited for by a lease's end (see schedule_deferred), so it need not be reentrant.
+        self.lock = threading.Lock()
+        # (epoch, iteration) of the first StopIteration a parallel source raised this epoch.
+        self._end_of_epoch: tuple[int, int] | None = None
 
     def new_segment_id(self) -> int:
         return next(self._segment_ids)
+
+    def schedule_deferred(self) -> None:
+        """Let every source schedule the prefetches that waited for a released slot, unless
+        another thread (or this one, further up) is scheduling: it will see the slot."""
+        if self._closed or self.pool is None or os.getpid() != self._owner_pid:
+            return
+        if not self.lock.acquire(blocking=False):
+            return
+        try:
+            for source in self.sources:
+                if source.ring.released:
+                    source.schedule_deferred()
+        except Exception:  # a lease's end must not raise
+            # A dead worker or a closed pool: the next fetch reports it, where it can.
+            pass
+        finally:
+            self.lock.release()
+
+    def note_end_of_epoch(self, epoch_idx: int, iteration: int) -> None:
+        """A source raised StopIteration for `iteration`: the epoch ends there."""
+        end = self._end_of_epoch
+        if end is None or end[0] != epoch_idx or iteration < end[1]:
+            self._end_of_epoch = (epoch_idx, iteration)
+
+    def end_of_epoch(self, epoch_idx: int) -> int | None:
+        """The iteration at which epoch `epoch_idx` ended, if a parallel source ended it."""
+        end = self._end_of_epoch
+        return end[1] if end is not None and end[0] == epoch_idx else None
+
+    def epoch_ended_before(self, epoch_idx: int, iteration: int) -> bool:
+        ended_at = self.end_of_epoch(epoch_idx)
+        return ended_at is not None and iteration > ended_at
 
     def _check(self) -> None:
         if self.options.batch_size < 1:
@@ -328,29 +475,17 @@ class ParallelSourceGroup:
                 "parallel external_source needs the pipeline's batch_size (a positive int) "
                 f"before its workers start; got batch_size={self.options.batch_size}"
             )
-        if self.options.py_num_workers < 1:
-            raise ValueError(
-                "parallel external_source needs py_num_workers >= 1 in the Pipeline "
-                f"constructor; got py_num_workers={self.options.py_num_workers}"
+        workers = self.options.py_num_workers
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            # DALI raises RuntimeError here, at build() (or start_py_workers()).
+            raise RuntimeValueError(
+                "The pipeline contains `fn.external_source` with `parallel` argument specified "
+                "to True, which needs a pool of Python workers: py_num_workers >= 1 in the "
+                f"Pipeline constructor; got py_num_workers={workers!r}. Pass a positive int, "
+                "or set parallel=False."
             )
         for op in self.ops:
-            kind, name = op.kind, op.display_name
-            if kind is SourceKind.CALLABLE_NO_ARG:
-                raise TypeError(
-                    f"parallel external_source {name!r}: the source callable takes no "
-                    "argument, so workers could not tell which sample or batch to produce; "
-                    "accept a SampleInfo (batch=False) or the iteration/BatchInfo (batch=True)"
-                )
-            if kind is SourceKind.GENERATOR:
-                raise TypeError(
-                    f"parallel external_source {name!r}: a generator object cannot be sent to "
-                    "a worker process; pass the generator function itself"
-                )
-            if not op.batch and kind in (SourceKind.ITERABLE, SourceKind.GENERATOR_FUNCTION):
-                raise TypeError(
-                    f"parallel external_source {name!r}: an iterable or generator function "
-                    "must produce whole batches in parallel mode; set batch=True"
-                )
+            check_parallel_source(op.kind, op.batch, op.display_name)
 
     def start(self) -> None:
         self._check()
@@ -363,13 +498,19 @@ class ParallelSourceGroup:
         self.pool = WorkerPool(callbacks, num_workers, self.options.py_start_method,
                                pickler=self.options.py_callback_pickler)
         dedicated = itertools.cycle(range(num_workers))
+        depth = self.options.prefetch_queue_depth
+        # DALI keeps the pipeline's prefetch queue's worth of batches alive beside each
+        # source's own queue (`keep_alive_queue_size`): its CPU queue for split queues.
+        keep_alive = depth["cpu_size"] if isinstance(depth, dict) else depth
         for index, (op, callback) in enumerate(zip(self.ops, callbacks)):
             worker = next(dedicated) if isinstance(callback, IteratorCall) else None
             source = ParallelSource(self, op, callback, index, self.options.batch_size,
-                                    num_workers, worker)
+                                    num_workers, worker, keep_alive)
             op.parallel_source = source
             self.sources.append(source)
         try:
+            for source in self.sources:
+                source.create_slots()
             self.pool.start()
         except CallbackPicklingError as error:
             # The pool names a callback by its index and internal wrapper; say whose it is.
@@ -400,12 +541,14 @@ class ParallelSourceGroup:
                 task.source.on_result(task, result)
 
     def statistics(self) -> dict[str, Any]:
+        """DALI's keys (each slot listed once, source after source; DALI 2.4 lists the slots
+        of all sources once per source) and the per-source view."""
         capacities: list[int] = []
         per_sample: list[int] = []
         for source in self.sources:
-            for slot in source.slots:
-                capacities.append(slot.segment.capacity)
-                per_sample.append(slot.segment.capacity // max(1, slot.samples))
+            source_capacities, source_per_sample = source.shm_statistics()
+            capacities.extend(source_capacities)
+            per_sample.extend(source_per_sample)
         return {
             "capacities": capacities,
             "per_sample_capacities": per_sample,
@@ -419,5 +562,4 @@ class ParallelSourceGroup:
         if self.pool is not None:
             self.pool.close()
         for source in self.sources:
-            for slot in source.slots:
-                slot.segment.close()
+            source.ring.close()

@@ -348,8 +348,8 @@ class IteratorCall(_SourceCall):
         except StopIteration:
             if self.cycle != "quiet":
                 raise
-        # A fresh pass; a source that cannot start over (an iterator, not an iterable) or
-        # yields nothing ends the data here, as in DALI.
+        # An iterable that cannot start over (an iterator: iter() returns itself) ends here,
+        # and keeps ending: DALI raises StopIteration in this case too, call after call.
         self._iterator = self._fresh_iterator()
         return next(self._iterator)
 

@@ -373,7 +373,14 @@ class Pipeline(PipelineProperties, PipelineExtras):
                 self._end_reached = self._last_iter = True
                 executor.discard_all()
                 raise StopIteration
-            raise ticket.error
+            error, ticket.error = ticket.error, None
+            try:
+                raise error
+            finally:
+                # The error's traceback holds this frame (and `self`): a local naming the
+                # error (or the ticket that held it) would make a cycle that keeps a dropped
+                # pipeline, and its worker processes, alive until the next garbage collection.
+                del error, ticket
         return ticket.outputs
 
     def schedule_run(self) -> None:

@@ -1,0 +1,173 @@
+"""The shared-memory slots of one parallel source, laid out as DALI lays out its own.
+
+DALI gives each parallel source a ring of slots (its `ShmChunkManager`): (the pipeline's
+prefetch depth + the source's) batches, each split into mini-batches (one per worker for a
+per-sample source, one otherwise), every slot sized for a mini-batch: `bytes_per_sample_hint`
+per sample, at least 1 MiB, in whole 4 KiB pages. It creates them all when its workers start,
+and `external_source_shm_statistics()` lists them. A `SlotRing` creates the same slots at the
+same time, so the statistics say what DALI's say, and their number stays fixed.
+
+One difference of layout, none of count or size: a task of ours may cover several consecutive
+mini-batches (so that a dense batch is one block, see `parallel_source`), and writes one file
+that stands for their slots together; the statistics list such a file as that many slots of
+an equal share of its bytes.
+
+A slot is FREE, given to a TASK (until its result is read, or dropped), or LEASED (arrays the
+program may hold point into it). A lease's end may come in any thread: `release` only appends
+to a deque, which the scheduling thread drains.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from shm import SegmentUsage, SharedSegment
+
+#: DALI's smallest slot (`min_initial_chunk_size`) and the page its capacities are rounded to.
+MIN_SLOT_BYTES = 1 << 20
+SLOT_ALIGNMENT_BYTES = 4096
+
+
+def align_up(nbytes: int, alignment: int) -> int:
+    return -(-nbytes // alignment) * alignment
+
+
+def dali_slot_bytes(minibatch_size: int, hint: int | None) -> int:
+    """DALI's initial slot size for a mini-batch of `minibatch_size` samples."""
+    nbytes = max(MIN_SLOT_BYTES, minibatch_size * hint) if hint else MIN_SLOT_BYTES
+    return align_up(nbytes, SLOT_ALIGNMENT_BYTES)
+
+
+def tasks_per_batch(minibatches: int, num_workers: int, depth: int) -> int:
+    """How many tasks a per-sample batch is split into: the fewest that keep every worker busy
+    with `depth` batches in flight (`ceil(workers / depth)`), rounded up to a divisor of the
+    number of mini-batches, so that each task covers whole, equally many mini-batches."""
+    wanted = max(1, math.ceil(num_workers / depth))
+    return next(t for t in range(wanted, minibatches + 1) if minibatches % t == 0)
+
+
+class SlotState(enum.Enum):
+    FREE = "free"
+    TASK = "task"  # given to a task whose result is not read yet (or will be dropped)
+    LEASED = "leased"  # read: arrays the program may hold point into it
+
+
+@dataclass(slots=True, eq=False)
+class Slot:
+    """A shared-memory file that the tasks of one group (a run of consecutive mini-batches of
+    a batch) write their results into, batch after batch."""
+
+    segment_id: int
+    group: int
+    #: Mini-batches this file stands for: the statistics list it as that many slots.
+    minibatches: int
+    segment: SharedSegment
+    state: SlotState = SlotState.FREE
+    worker: int | None = None  # the worker that last wrote it
+    usage: SegmentUsage = field(default_factory=SegmentUsage)
+
+
+class SlotRing:
+    """Every slot of one source: `groups` files per batch of the ring, each standing for
+    `minibatches_per_slot` mini-batches of `minibatch_size` samples."""
+
+    def __init__(self, new_segment_id: Callable[[], int], groups: int,
+                 minibatches_per_slot: int, minibatch_size: int, hint: int | None) -> None:
+        self._new_segment_id = new_segment_id
+        self.minibatches_per_slot = minibatches_per_slot
+        self.minibatch_size = minibatch_size
+        self.slot_bytes = dali_slot_bytes(minibatch_size, hint)
+        self.slots: list[Slot] = []
+        self.free: dict[int, deque[Slot]] = {g: deque() for g in range(groups)}
+        self.released: deque[Slot] = deque()  # appended by leases' ends, from any thread
+
+    def create(self, batches: int) -> None:
+        """Create the slots of `batches` batches (DALI's ring)."""
+        for _ in range(batches):
+            for group in self.free:
+                self.free[group].append(self._new(group))
+
+    def _new(self, group: int) -> Slot:
+        # The worker reserves the pages when it first writes (shm.codec.write): creating a
+        # slot costs microseconds, and a slot never written costs no memory.
+        segment = SharedSegment.create(self.slot_bytes * self.minibatches_per_slot,
+                                       reserve=False)
+        slot = Slot(self._new_segment_id(), group, self.minibatches_per_slot, segment)
+        self.slots.append(slot)
+        return slot
+
+    def release(self, slot: Slot) -> None:
+        """The slot is no longer used (any thread): free it at the next `drain`."""
+        self.released.append(slot)
+
+    def drain(self) -> None:
+        while self.released:
+            slot = self.released.popleft()
+            slot.state = SlotState.FREE
+            self.free[slot.group].append(slot)
+
+    def has_free(self, group: int) -> bool:
+        self.drain()
+        return bool(self.free[group])
+
+    def take_free(self, group: int) -> Slot | None:
+        """A free slot of `group`, now given to a task; None if there is none."""
+        self.drain()
+        free = self.free[group]
+        if not free:
+            return None
+        slot = free.popleft()
+        slot.state = SlotState.TASK
+        return slot
+
+    def any_with_task(self, group: int) -> bool:
+        """Whether a slot of `group` waits for a task's result (it frees itself soon)."""
+        return any(s.state is SlotState.TASK for s in self.slots if s.group == group)
+
+    def take_new(self, group: int) -> Slot:
+        """One slot more, given to a task: every slot of `group` is held by the program."""
+        slot = self._new(group)
+        slot.state = SlotState.TASK
+        return slot
+
+    def shm_statistics(self) -> tuple[list[int], list[int]]:
+        """DALI's `capacities` and `per_sample_capacities`: one entry per mini-batch slot."""
+        capacities: list[int] = []
+        per_sample: list[int] = []
+        for slot in self.slots:
+            share = slot.segment.capacity // slot.minibatches
+            capacities.extend([share] * slot.minibatches)
+            per_sample.extend([share // self.minibatch_size] * slot.minibatches)
+        return capacities, per_sample
+
+    def usage(self) -> dict[str, Any]:
+        """Every file's bytes, in total and by the worker that last wrote it."""
+
+        def blank() -> dict[str, int]:
+            return {"slots": 0, "capacity_bytes": 0, "used_bytes": 0, "high_water_bytes": 0,
+                    "resizes": 0}
+
+        workers: dict[int, dict[str, int]] = {}
+        total = blank()
+        for slot in list(self.slots):
+            snap = slot.usage.snapshot(slot.segment.capacity)
+            entries = [total]
+            if slot.worker is not None:
+                entries.append(workers.setdefault(slot.worker, blank()))
+            for entry in entries:
+                entry["slots"] += 1
+                entry["capacity_bytes"] += snap.capacity
+                entry["used_bytes"] += snap.used_nbytes
+                entry["high_water_bytes"] = max(entry["high_water_bytes"],
+                                                snap.high_water_nbytes)
+                entry["resizes"] += snap.resizes
+        return {"total": total, "workers": dict(sorted(workers.items()))}
+
+    def close(self) -> None:
+        for slot in self.slots:
+            slot.segment.close()
