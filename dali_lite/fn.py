@@ -18,6 +18,10 @@ from .ops.python_function import DLTensorPythonFunction, PythonFunction
 __all__ = ["dl_tensor_python_function", "external_source", "python_function"]
 
 
+#: Marks an argument the caller did not give.
+_NOT_GIVEN: Any = object()
+
+
 def _outputs(op: Any, single: bool) -> Any:
     if single:
         return op.outputs[0]
@@ -118,7 +122,8 @@ def _function_op(
     name: str | None,
 ) -> DataNode | list[DataNode] | None:
     if function is None:
-        raise TypeError(f"{op_class.schema_name} needs the keyword argument `function`")
+        raise TypeError(f"{op_class.schema_name}: missing 1 required argument: 'function' (the "
+                        "Python function to run)")
     if device is None:
         device = "gpu" if any(getattr(i, "device", "cpu") == "gpu" for i in inputs) else "cpu"
     if device not in ("cpu", "gpu"):
@@ -151,23 +156,31 @@ def python_function(
     num_outputs: int = 1,
     output_layouts: Any = None,
     device: str | None = None,
-    synchronize_stream: bool = True,
+    synchronize_stream: Any = _NOT_GIVEN,
     preserve: bool = False,
     seed: int = -1,
     bytes_per_sample_hint: Any = (0,),
     name: str | None = None,
 ) -> DataNode | list[DataNode] | None:
     """Executes a Python function over numpy arrays (per sample, or per batch with
-    `batch_processing=True`, when it receives lists of arrays)."""
+    `batch_processing=True`, when it receives lists of arrays).
+
+    `synchronize_stream` belongs to dl_tensor_python_function: DALI's python_function sets it
+    itself and refuses it as an argument (a TypeError), and so does this one.
+    """
+    if synchronize_stream is not _NOT_GIVEN:
+        raise TypeError("python_function() got multiple values for keyword argument "
+                        "'synchronize_stream': python_function sets it itself (only "
+                        "dl_tensor_python_function takes it)")
     return _function_op(PythonFunction, inputs, function, batch_processing, num_outputs,
-                        output_layouts, device, synchronize_stream, preserve, seed,
+                        output_layouts, device, True, preserve, seed,
                         bytes_per_sample_hint, name)
 
 
 def dl_tensor_python_function(
     *inputs: DataNode,
     function: Callable[..., Any] | None = None,
-    batch_processing: bool = False,
+    batch_processing: bool = True,
     num_outputs: int = 1,
     output_layouts: Any = None,
     device: str | None = None,
@@ -177,8 +190,13 @@ def dl_tensor_python_function(
     bytes_per_sample_hint: Any = (0,),
     name: str | None = None,
 ) -> DataNode | list[DataNode] | None:
-    """Executes a Python function that operates on DLPack tensors (capsules in, capsules or
-    objects with `__dlpack__` out; lists of them with `batch_processing=True`)."""
+    """Executes a Python function that operates on DLPack tensors: capsules in, capsules out
+    (lists of them per input and output with `batch_processing=True`, the default).
+
+    DALI 2.4's code defaults `batch_processing` to True (its docstring, and the spec page, say
+    False): the function gets one list of capsules per input and returns one list per output.
+    Programs written for DALI rely on that, so dali_lite follows the code (docs/compat.md).
+    """
     return _function_op(DLTensorPythonFunction, inputs, function, batch_processing, num_outputs,
                         output_layouts, device, synchronize_stream, preserve, seed,
                         bytes_per_sample_hint, name)
