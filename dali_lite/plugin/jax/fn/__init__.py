@@ -11,6 +11,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from ....errors import RuntimeValueError
 from ....graph import DataNode
 from ....ops.jax_function import INSTALL_HINT, JaxFunction, check_sharding
 from ....ops.python_function import output_layouts_list
@@ -84,17 +85,15 @@ def jax_function(
     if isinstance(num_outputs, bool) or not isinstance(num_outputs, int) or num_outputs < 0:
         raise ValueError(f"jax_function: num_outputs must be a non-negative int; got "
                          f"{num_outputs!r}")
-    if num_outputs == 0 and not preserve:
-        raise ValueError("jax_function: with num_outputs=0 and preserve=False the function "
-                         "would never run (nothing can use its outputs); keep preserve=True")
     if output_layouts is not None:
-        output_layouts_list(output_layouts, num_outputs, "jax_function")  # checks types
-        if not isinstance(output_layouts, str) and len(output_layouts) != num_outputs:
-            raise ValueError(
-                f"jax_function: output_layouts has {len(output_layouts)} entries but "
-                f"num_outputs is {num_outputs}; give one layout per output, or one string "
-                "for all of them"
+        if (isinstance(output_layouts, (list, tuple))
+                and len(output_layouts) != num_outputs):
+            raise RuntimeValueError(
+                f"jax_function: The number of `output_layouts` must match the `num_outputs` "
+                f"argument: {len(output_layouts)} layouts for num_outputs={num_outputs}; give "
+                "one layout per output, or one string for all of them"
             )
+        output_layouts_list(output_layouts, num_outputs, "jax_function")  # checks types
     if device not in (None, "cpu", "gpu"):
         raise ValueError(f"jax_function: device must be 'cpu', 'gpu' or None; got {device!r}")
     if sharding is not None:
