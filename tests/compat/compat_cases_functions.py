@@ -402,9 +402,9 @@ def dl_tensor_capsule_consumed_twice(ctx):
 @case
 def dl_tensor_two_outputs_with_layouts(ctx):
     def function(first, second):
-        return (_double_capsules(first),
-                [(from_capsule(a) + from_capsule(b)).ravel().__dlpack__()
-                 for a, b in zip(first, second)])
+        firsts = [from_capsule(c) for c in first]  # a capsule can be consumed only once
+        return ([(a * 2).__dlpack__() for a in firsts],
+                [(a + from_capsule(b)).ravel().__dlpack__() for a, b in zip(firsts, second)])
 
     ctx.attempt("outputs", run_graph, ctx, lambda: ctx.fn.dl_tensor_python_function(
         source(ctx), source(ctx), function=function, num_outputs=2,
