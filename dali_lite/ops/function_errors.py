@@ -33,6 +33,21 @@ def _twin_str(self: BaseException) -> str:
     return str(getattr(self, "_dali_lite_message", BaseException.__str__(self)))
 
 
+def _twin_reduce(self: BaseException) -> tuple[Any, ...]:
+    # By reference to the original class: the twin itself is not importable by name.
+    original = type(self).__mro__[1]
+    return (_rebuild_twin, (original, self.args, getattr(self, "_dali_lite_message", None)))
+
+
+def _rebuild_twin(cls: type[BaseException], args: tuple[Any, ...],
+                  message: str | None) -> BaseException:
+    twin = _runtime_twin(cls)
+    error = (twin or cls)(*args)
+    if message is not None:
+        error._dali_lite_message = message  # type: ignore[attr-defined]
+    return error
+
+
 def _runtime_twin(cls: type[BaseException]) -> type[BaseException] | None:
     """A subclass of `cls` and RuntimeError (cached), or None where Python cannot make one."""
     if cls in _TWINS:
@@ -42,7 +57,7 @@ def _runtime_twin(cls: type[BaseException]) -> type[BaseException] | None:
         try:
             twin = type(cls.__name__, (cls, RuntimeError),
                         {"__module__": cls.__module__, "__qualname__": cls.__qualname__,
-                         "__str__": _twin_str,
+                         "__str__": _twin_str, "__reduce__": _twin_reduce,
                          "__doc__": f"{cls.__name__}, raised by a pipeline's Python function "
                                     "(also a RuntimeError, as DALI reports it)."})
         except TypeError:  # a final class, or an instance layout RuntimeError cannot share

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 
@@ -133,6 +135,32 @@ def test_exception_reaches_caller_with_type_message_and_note() -> None:
     assert any(
         "exploder" in note and "sample 0" in note for note in getattr(info.value, "__notes__", [])
     )
+    # DALI reports it as a RuntimeError (compat case
+    # functions.python_function_exception_is_a_runtime_error): it is one, and still a Boom,
+    # with the original exception as its cause.
+    assert isinstance(info.value, RuntimeError)
+    assert "Boom: inside" in str(info.value)
+    assert type(info.value.__cause__) is Boom
+
+
+def test_exception_of_the_function_survives_pickling() -> None:
+    def function(x):
+        raise KeyError("boom")
+
+    with pytest.raises(KeyError) as info:
+        run_graph(lambda: fn.python_function(source(), function=function))
+    again = pickle.loads(pickle.dumps(info.value))
+    assert isinstance(again, KeyError) and isinstance(again, RuntimeError)
+    assert str(again) == str(info.value)
+
+
+def test_stop_iteration_in_the_function_does_not_end_the_epoch() -> None:
+    def function(x):
+        raise StopIteration
+
+    with pytest.raises(RuntimeError, match="StopIteration") as info:
+        run_graph(lambda: fn.python_function(source(), function=function))
+    assert not isinstance(info.value, StopIteration)
 
 
 def test_bad_arguments() -> None:
