@@ -22,6 +22,28 @@ __all__ = ["dl_tensor_python_function", "external_source", "python_function"]
 _NOT_GIVEN: Any = object()
 
 
+class UnknownArgumentError(TypeError, KeyError):
+    """An argument the operator does not have: DALI raises KeyError ('Argument "x" is not
+    defined for operator ...'); a TypeError too, as Python raises for an unexpected keyword."""
+
+    def __str__(self) -> str:  # KeyError's str() would quote the whole message
+        return str(self.args[0]) if self.args else ""
+
+
+def _refuse_unknown_arguments(kwargs: dict[str, Any], operator: str,
+                              known: Callable[..., Any]) -> None:
+    """DALI's check of operator arguments: the common ones pass, anything else is refused."""
+    for key in kwargs:
+        if key in _COMMON_OPERATOR_ARGUMENTS:
+            continue
+        named = [name for name in inspect.signature(known).parameters
+                 if name not in ("inputs", "kwargs")]
+        close = difflib.get_close_matches(key, named, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise UnknownArgumentError(
+            f'Argument "{key}" is not defined for operator "{operator}"{hint}')
+
+
 def _outputs(op: Any, single: bool) -> Any:
     if single:
         return op.outputs[0]
@@ -161,6 +183,7 @@ def python_function(
     seed: int = -1,
     bytes_per_sample_hint: Any = (0,),
     name: str | None = None,
+    **kwargs: Any,
 ) -> DataNode | list[DataNode] | None:
     """Executes a Python function over numpy arrays (per sample, or per batch with
     `batch_processing=True`, when it receives lists of arrays).
@@ -168,6 +191,7 @@ def python_function(
     `synchronize_stream` belongs to dl_tensor_python_function: DALI's python_function sets it
     itself and refuses it as an argument (a TypeError), and so does this one.
     """
+    _refuse_unknown_arguments(kwargs, "DLTensorPythonFunctionImpl", python_function)
     if synchronize_stream is not _NOT_GIVEN:
         raise TypeError("python_function() got multiple values for keyword argument "
                         "'synchronize_stream': python_function sets it itself (only "
@@ -189,6 +213,7 @@ def dl_tensor_python_function(
     seed: int = -1,
     bytes_per_sample_hint: Any = (0,),
     name: str | None = None,
+    **kwargs: Any,
 ) -> DataNode | list[DataNode] | None:
     """Executes a Python function that operates on DLPack tensors: capsules in, capsules out
     (lists of them per input and output with `batch_processing=True`, the default).
@@ -197,6 +222,7 @@ def dl_tensor_python_function(
     False): the function gets one list of capsules per input and returns one list per output.
     Programs written for DALI rely on that, so dali_lite follows the code (docs/compat.md).
     """
+    _refuse_unknown_arguments(kwargs, "DLTensorPythonFunctionImpl", dl_tensor_python_function)
     return _function_op(DLTensorPythonFunction, inputs, function, batch_processing, num_outputs,
                         output_layouts, device, synchronize_stream, preserve, seed,
                         bytes_per_sample_hint, name)

@@ -313,6 +313,13 @@ def python_function_refuses_synchronize_stream(ctx):
         words=["synchronize_stream"])
 
 
+@case(params=["python_function", "dl_tensor_python_function"])
+def python_function_unknown_argument(ctx):
+    operator = getattr(ctx.fn, ctx.params)
+    ctx.attempt("outputs", run_graph, ctx, lambda: operator(
+        source(ctx), function=lambda a: a, foo=1), words=['Argument "foo" is not defined'])
+
+
 @case
 def python_function_accepts_the_common_arguments(ctx):
     ctx.attempt("outputs", run_graph, ctx, lambda: ctx.fn.python_function(
