@@ -73,12 +73,16 @@ def test_python_function_batch_and_outputs() -> None:
 
 
 def test_unsynchronized_function_uses_the_dali_stream() -> None:
-    def negate(sample: Any) -> Any:
-        with dali_lite._src.cuda.stream_object(current_dali_stream()):
-            return -sample
+    # synchronize_stream belongs to dl_tensor_python_function: DALI's python_function refuses
+    # it (compat case functions.python_function_refuses_synchronize_stream).
+    import cupy as cp
 
-    results = run_graph(lambda x: fn.python_function(x, function=negate, device="gpu",
-                                                     synchronize_stream=False))
+    def negate(capsule: Any) -> Any:
+        with dali_lite._src.cuda.stream_object(current_dali_stream()):
+            return (-cp.from_dlpack(capsule)).__dlpack__()
+
+    results = run_graph(lambda x: fn.dl_tensor_python_function(
+        x, function=negate, device="gpu", batch_processing=False, synchronize_stream=False))
     for i, (out,) in enumerate(results):
         np.testing.assert_array_equal(out, -images(i))
 
@@ -94,7 +98,10 @@ def test_dl_tensor_python_function_capsules() -> None:
         return [(cp.from_dlpack(c) * 2).__dlpack__() for c in capsules]  # capsules back
 
     results = run_graph(lambda x: [
-        fn.dl_tensor_python_function(x, function=per_sample, device="gpu"),
+        # DALI 2.4 defaults batch_processing=True (compat case
+        # functions.dl_tensor_default_is_per_batch): per sample must be asked for.
+        fn.dl_tensor_python_function(x, function=per_sample, batch_processing=False,
+                                     device="gpu"),
         fn.dl_tensor_python_function(x, function=per_batch, batch_processing=True,
                                      device="gpu"),
     ])

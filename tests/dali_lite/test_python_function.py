@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 
@@ -70,13 +72,15 @@ def test_batch_processing_gets_lists() -> None:
     np.testing.assert_array_equal(y.as_array(), x.as_array() * 10)
 
 
-def test_batch_processing_may_return_a_dense_array() -> None:
-    _, [(y,)] = run_graph(
-        lambda: fn.python_function(
-            source(), function=lambda batch: np.stack(batch) + 1, batch_processing=True
+def test_batch_processing_must_return_a_list_of_samples() -> None:
+    # DALI 2.4 refuses one dense array as a batch (compat case
+    # functions.python_function_batch_output_must_be_a_list).
+    with pytest.raises(RuntimeError, match="must be a list of samples"):
+        run_graph(
+            lambda: fn.python_function(
+                source(), function=lambda batch: np.stack(batch) + 1, batch_processing=True
+            )
         )
-    )
-    assert y.as_array().shape == (3, 2)
 
 
 def test_zero_outputs_still_runs_as_a_sink() -> None:
@@ -99,19 +103,21 @@ def test_zero_outputs_still_runs_as_a_sink() -> None:
 @pytest.mark.parametrize(
     ("function", "num_outputs", "error", "words"),
     [
-        (lambda x: (x, x, x), 2, ValueError, "expected a tuple of 2 outputs"),
-        (lambda x: x, 2, ValueError, "expected a tuple of 2 outputs"),
-        (lambda x: None, 1, TypeError, "got None"),
-        (lambda x: "text", 1, TypeError, "str"),
+        # DALI's rules and classes (compat cases functions.python_function_output_count_*).
+        (lambda x: (x, x, x), 2, ValueError, "got 3, expected 2"),
+        (lambda x: x, 2, TypeError, "must be a tuple"),
+        (lambda x: None, 1, TypeError, "returned 0 outputs"),
+        (lambda x: "text", 1, TypeError, "numpy.ndarray"),
     ],
 )
 def test_wrong_results_are_explained(function, num_outputs, error, words) -> None:
-    with pytest.raises(error, match=words):
+    with pytest.raises(error, match=words) as caught:
         run_graph(lambda: fn.python_function(source(), function=function, num_outputs=num_outputs))
+    assert isinstance(caught.value, RuntimeError)  # what DALI raises
 
 
 def test_wrong_batch_result_length() -> None:
-    with pytest.raises(ValueError, match="expected 3 samples"):
+    with pytest.raises(ValueError, match="wrong size: 1 samples, but the batch has 3"):
         run_graph(
             lambda: fn.python_function(source(), function=lambda b: b[:1], batch_processing=True)
         )
@@ -129,12 +135,38 @@ def test_exception_reaches_caller_with_type_message_and_note() -> None:
     assert any(
         "exploder" in note and "sample 0" in note for note in getattr(info.value, "__notes__", [])
     )
+    # DALI reports it as a RuntimeError (compat case
+    # functions.python_function_exception_is_a_runtime_error): it is one, and still a Boom,
+    # with the original exception as its cause.
+    assert isinstance(info.value, RuntimeError)
+    assert "Boom: inside" in str(info.value)
+    assert type(info.value.__cause__) is Boom
+
+
+def test_exception_of_the_function_survives_pickling() -> None:
+    def function(x):
+        raise KeyError("boom")
+
+    with pytest.raises(KeyError) as info:
+        run_graph(lambda: fn.python_function(source(), function=function))
+    again = pickle.loads(pickle.dumps(info.value))
+    assert isinstance(again, KeyError) and isinstance(again, RuntimeError)
+    assert str(again) == str(info.value)
+
+
+def test_stop_iteration_in_the_function_does_not_end_the_epoch() -> None:
+    def function(x):
+        raise StopIteration
+
+    with pytest.raises(RuntimeError, match="StopIteration") as info:
+        run_graph(lambda: fn.python_function(source(), function=function))
+    assert not isinstance(info.value, StopIteration)
 
 
 def test_bad_arguments() -> None:
     with pytest.raises(TypeError, match="function"):
         fn.python_function(function=42)
-    with pytest.raises(TypeError, match="needs the keyword argument"):
+    with pytest.raises(TypeError, match="missing 1 required argument: 'function'"):
         fn.python_function()
     with pytest.raises(ValueError, match="num_outputs"):
         fn.python_function(function=abs, num_outputs=-1)
@@ -151,24 +183,32 @@ def test_dl_tensor_function_passes_capsules() -> None:
         return (array * 2).__dlpack__()
 
     _, [(x, y)] = run_graph(
-        lambda: (lambda s: [s, fn.dl_tensor_python_function(s, function=function)])(source())
+        lambda: (lambda s: [s, fn.dl_tensor_python_function(s, function=function,
+                                                             batch_processing=False)])(source())
     )
     assert set(kinds) == {"PyCapsule"}
     np.testing.assert_array_equal(y.as_array(), x.as_array() * 2)
 
 
-def test_dl_tensor_function_batch_and_dlpack_objects() -> None:
-    torch = pytest.importorskip("torch", reason="torch is not installed")
-
+def test_dl_tensor_function_runs_per_batch_by_default() -> None:
+    # DALI 2.4's code defaults batch_processing=True (compat case
+    # functions.dl_tensor_default_is_per_batch).
     def function(capsules):
-        return [torch.from_dlpack(c) + 1 for c in capsules]
+        return [(np.from_dlpack(_Holder(c)) + 1).__dlpack__() for c in capsules]
 
     _, [(x, y)] = run_graph(
-        lambda: (
-            lambda s: [s, fn.dl_tensor_python_function(s, function=function, batch_processing=True)]
-        )(source())
+        lambda: (lambda s: [s, fn.dl_tensor_python_function(s, function=function)])(source())
     )
     np.testing.assert_array_equal(y.as_array(), x.as_array() + 1)
+
+
+def test_dl_tensor_function_refuses_arrays_as_results() -> None:
+    def function(capsules):
+        return [np.from_dlpack(_Holder(c)) for c in capsules]
+
+    with pytest.raises(TypeError, match="should return DLPack tensors") as caught:
+        run_graph(lambda: fn.dl_tensor_python_function(source(), function=function))
+    assert isinstance(caught.value, RuntimeError)
 
 
 class _Holder:

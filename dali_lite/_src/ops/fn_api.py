@@ -21,6 +21,32 @@ from dali_lite._src.ops.python_function import DLTensorPythonFunction, PythonFun
 __all__ = ["dl_tensor_python_function", "external_source", "python_function"]
 
 
+#: Marks an argument the caller did not give.
+_NOT_GIVEN: Any = object()
+
+
+class UnknownArgumentError(TypeError, KeyError):
+    """An argument the operator does not have: DALI raises KeyError ('Argument "x" is not
+    defined for operator ...'); a TypeError too, as Python raises for an unexpected keyword."""
+
+    def __str__(self) -> str:  # KeyError's str() would quote the whole message
+        return str(self.args[0]) if self.args else ""
+
+
+def _refuse_unknown_arguments(kwargs: dict[str, Any], operator: str,
+                              known: Callable[..., Any]) -> None:
+    """DALI's check of operator arguments: the common ones pass, anything else is refused."""
+    for key in kwargs:
+        if key in _COMMON_OPERATOR_ARGUMENTS:
+            continue
+        named = [name for name in inspect.signature(known).parameters
+                 if name not in ("inputs", "kwargs")]
+        close = difflib.get_close_matches(key, named, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise UnknownArgumentError(
+            f'Argument "{key}" is not defined for operator "{operator}"{hint}')
+
+
 def _outputs(op: Any, single: bool) -> Any:
     if single:
         return op.outputs[0]
@@ -122,7 +148,8 @@ def _function_op(
     name: str | None,
 ) -> DataNode | list[DataNode] | None:
     if function is None:
-        raise TypeError(f"{op_class.schema_name} needs the keyword argument `function`")
+        raise TypeError(f"{op_class.schema_name}: missing 1 required argument: 'function' (the "
+                        "Python function to run)")
     if device is None:
         device = "gpu" if any(getattr(i, "device", "cpu") == "gpu" for i in inputs) else "cpu"
     if device not in ("cpu", "gpu"):
@@ -156,23 +183,33 @@ def python_function(
     num_outputs: int = 1,
     output_layouts: Any = None,
     device: str | None = None,
-    synchronize_stream: bool = True,
+    synchronize_stream: Any = _NOT_GIVEN,
     preserve: bool = False,
     seed: int = -1,
     bytes_per_sample_hint: Any = (0,),
     name: str | None = None,
+    **kwargs: Any,
 ) -> DataNode | list[DataNode] | None:
     """Executes a Python function over numpy arrays (per sample, or per batch with
-    `batch_processing=True`, when it receives lists of arrays)."""
+    `batch_processing=True`, when it receives lists of arrays).
+
+    `synchronize_stream` belongs to dl_tensor_python_function: DALI's python_function sets it
+    itself and refuses it as an argument (a TypeError), and so does this one.
+    """
+    _refuse_unknown_arguments(kwargs, "DLTensorPythonFunctionImpl", python_function)
+    if synchronize_stream is not _NOT_GIVEN:
+        raise TypeError("python_function() got multiple values for keyword argument "
+                        "'synchronize_stream': python_function sets it itself (only "
+                        "dl_tensor_python_function takes it)")
     return _function_op(PythonFunction, inputs, function, batch_processing, num_outputs,
-                        output_layouts, device, synchronize_stream, preserve, seed,
+                        output_layouts, device, True, preserve, seed,
                         bytes_per_sample_hint, name)
 
 
 def dl_tensor_python_function(
     *inputs: DataNode,
     function: Callable[..., Any] | None = None,
-    batch_processing: bool = False,
+    batch_processing: bool = True,
     num_outputs: int = 1,
     output_layouts: Any = None,
     device: str | None = None,
@@ -181,9 +218,16 @@ def dl_tensor_python_function(
     seed: int = -1,
     bytes_per_sample_hint: Any = (0,),
     name: str | None = None,
+    **kwargs: Any,
 ) -> DataNode | list[DataNode] | None:
-    """Executes a Python function that operates on DLPack tensors (capsules in, capsules or
-    objects with `__dlpack__` out; lists of them with `batch_processing=True`)."""
+    """Executes a Python function that operates on DLPack tensors: capsules in, capsules out
+    (lists of them per input and output with `batch_processing=True`, the default).
+
+    DALI 2.4's code defaults `batch_processing` to True (its docstring, and the spec page, say
+    False): the function gets one list of capsules per input and returns one list per output.
+    Programs written for DALI rely on that, so dali_lite follows the code (docs/compat.md).
+    """
+    _refuse_unknown_arguments(kwargs, "DLTensorPythonFunctionImpl", dl_tensor_python_function)
     return _function_op(DLTensorPythonFunction, inputs, function, batch_processing, num_outputs,
                         output_layouts, device, synchronize_stream, preserve, seed,
                         bytes_per_sample_hint, name)

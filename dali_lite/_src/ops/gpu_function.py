@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 from dali_lite._src import cuda
 from dali_lite._src.data.tensors_gpu import TensorListGPU, is_device_data, to_device_array
-from dali_lite._src.errors import add_context
 from dali_lite._src.graph.nodes import DataNode, IterationContext
 from dali_lite._src.ops.gpu_source import contiguous_block
 from dali_lite._src.ops.python_function import DLTensorPythonFunction, PythonFunction
@@ -124,22 +123,16 @@ class GPUFunctionMixin:
         split = self._split  # type: ignore[attr-defined]
         if self.batch_processing:
             args = [[self.to_argument(s) for s in samples] for samples in samples_in]
-            try:
-                result = self.function(*args)  # type: ignore[attr-defined]
-            except Exception as exc:
-                add_context(exc, f"raised by the function of {where} in iteration {iteration}")
-                raise
+            # PythonFunction.call: what the function raises reaches the caller as DALI's
+            # RuntimeError, keeping its own type too.
+            result = self.call(args, f"{where} (iteration {iteration})")  # type: ignore[attr-defined]
             return [self._batch_output(value, index, batch_size, where)
                     for index, value in enumerate(split(result, f"the result of {where}"))]
         outputs: list[list[Any]] = [[] for _ in range(self.num_outputs)]
         for index in range(batch_size):
             args = [self.to_argument(samples[index]) for samples in samples_in]
-            try:
-                result = self.function(*args)  # type: ignore[attr-defined]
-            except Exception as exc:
-                add_context(exc, f"raised by the function of {where} for sample {index} of "
-                                 f"iteration {iteration}")
-                raise
+            result = self.call(  # type: ignore[attr-defined]
+                args, f"{where} (sample {index} of iteration {iteration})")
             what = f"the result of {where} for sample {index}"
             for out, value in zip(outputs, split(result, what)):
                 out.append(self.from_result(value, what))

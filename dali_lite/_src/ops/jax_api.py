@@ -11,6 +11,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from dali_lite._src.errors import RuntimeValueError
 from dali_lite._src.graph.nodes import DataNode
 from dali_lite._src.ops.jax_function import INSTALL_HINT, JaxFunction, check_sharding
 from dali_lite._src.ops.python_function import output_layouts_list
@@ -70,9 +71,11 @@ def jax_function(
     `function`, but as DataNodes. `function` receives each batch as one `jax.Array` whose
     leftmost extent is the batch (so the samples must have a uniform shape) and returns
     `num_outputs` arrays (0: None, 1: an array, more: a tuple). `output_layouts` is one layout
-    for all outputs or one per output (sample dimensions only); without it, output i takes the
-    layout of input i when their sample dimensions agree. `sharding` (a
-    `jax.sharding.Sharding`; one local device only) makes the arrays global arrays aware of it.
+    per output (sample dimensions only; a single string counts as one layout, as in DALI 2.4,
+    so it fits one output only); without it, output i takes the layout of input i when their
+    sample dimensions agree. With `num_outputs=0` the transformed function returns `[]`.
+    `sharding` (a `jax.sharding.Sharding`; one local device only) makes the arrays global
+    arrays aware of it.
     `device` is "cpu", "gpu" or None (follow the inputs). With `preserve=False` the operator
     may be optimized out when none of its outputs is used.
 
@@ -84,17 +87,18 @@ def jax_function(
     if isinstance(num_outputs, bool) or not isinstance(num_outputs, int) or num_outputs < 0:
         raise ValueError(f"jax_function: num_outputs must be a non-negative int; got "
                          f"{num_outputs!r}")
-    if num_outputs == 0 and not preserve:
-        raise ValueError("jax_function: with num_outputs=0 and preserve=False the function "
-                         "would never run (nothing can use its outputs); keep preserve=True")
     if output_layouts is not None:
-        output_layouts_list(output_layouts, num_outputs, "jax_function")  # checks types
-        if not isinstance(output_layouts, str) and len(output_layouts) != num_outputs:
-            raise ValueError(
-                f"jax_function: output_layouts has {len(output_layouts)} entries but "
-                f"num_outputs is {num_outputs}; give one layout per output, or one string "
-                "for all of them"
+        # DALI 2.4 takes a single string as a list of one layout (the page says it applies to
+        # all outputs): with several outputs that is a count mismatch there, and here.
+        count = (1 if isinstance(output_layouts, str)
+                 else len(output_layouts) if isinstance(output_layouts, (list, tuple)) else None)
+        if count is not None and count != num_outputs:
+            raise RuntimeValueError(
+                f"jax_function: The number of `output_layouts` must match the `num_outputs` "
+                f"argument: {count} layout{'s' if count != 1 else ''} for num_outputs="
+                f"{num_outputs}; give one layout per output"
             )
+        output_layouts_list(output_layouts, num_outputs, "jax_function")  # checks types
     if device not in (None, "cpu", "gpu"):
         raise ValueError(f"jax_function: device must be 'cpu', 'gpu' or None; got {device!r}")
     if sharding is not None:
@@ -118,7 +122,7 @@ def jax_function(
                           output_layouts=output_layouts, sharding=sharding, device=op_device,
                           preserve=preserve)
             if num_outputs == 0:
-                return None
+                return []  # what DALI 2.4 returns
             return op.outputs[0] if num_outputs == 1 else list(op.outputs)
 
         return dali_callback

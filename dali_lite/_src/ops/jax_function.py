@@ -21,8 +21,9 @@ from typing import Any
 import numpy as np
 
 from dali_lite._src.data.tensor_list_cpu import TensorListCPU
-from dali_lite._src.errors import add_context
+from dali_lite._src.errors import RuntimeTypeError, RuntimeValueError, add_context
 from dali_lite._src.graph.nodes import DataNode, IterationContext, Operator
+from dali_lite._src.ops.function_errors import check_layout, function_error
 from dali_lite._src.ops.python_function import output_layouts_list
 from dali_lite._src.types import to_dali_type
 
@@ -30,14 +31,19 @@ INSTALL_HINT = "jax_function needs JAX: pip install 'dali-lite[jax]' (jax>=0.4.1
 _XLA_CPU_ALIGNMENT_BYTES = 64
 
 
+class ShardingTypeError(TypeError, ValueError):
+    """`sharding` is not a jax.sharding.Sharding: DALI 2.4 raises ValueError for it; it is a
+    TypeError too, which is what it is."""
+
+
 def check_sharding(sharding: Any) -> None:
     """`sharding` must be a jax.sharding.Sharding, with exactly one local device."""
     import jax
 
     if not isinstance(sharding, jax.sharding.Sharding):
-        raise TypeError(
-            "jax_function: sharding must be a jax.sharding.Sharding (for example a "
-            f"NamedSharding); got {type(sharding).__name__}"
+        raise ShardingTypeError(
+            "jax_function: the value passed as `sharding` must be an instance of "
+            f"`jax.sharding.Sharding` (for example a NamedSharding); got {type(sharding)}"
         )
     if jax.local_device_count() != 1:
         raise NotImplementedError(
@@ -117,8 +123,9 @@ class JaxFunction(Operator):
         try:
             result = self.function(*arrays)
         except Exception as exc:
+            # DALI reports it as a RuntimeError; it keeps its own type too (function_errors).
             add_context(exc, f"raised by {self.where} in iteration {ctx.iteration}")
-            raise
+            raise function_error(exc, f"{self.where} (iteration {ctx.iteration})") from exc
         del arrays  # DALI's rule: the function must not keep the input arrays
         outputs = []
         for index, value in enumerate(self._split(result)):
@@ -130,13 +137,13 @@ class JaxFunction(Operator):
     def _check_inputs(self, inputs: list[Any], ctx: IterationContext) -> int:
         sizes = [len(batch) for batch in inputs]
         if len(set(sizes)) > 1:
-            raise ValueError(f"{self.where}: all inputs must have the same batch size; got "
+            raise RuntimeValueError(f"{self.where}: all inputs must have the same batch size; got "
                              f"{sizes}")
         for index, batch in enumerate(inputs):
             if not batch.is_dense_tensor():
                 shapes = batch.shape()
                 other = next(i for i, s in enumerate(shapes) if s != shapes[0])
-                raise ValueError(
+                raise RuntimeValueError(
                     f"{self.where}: input {index} is not a uniform batch (sample 0 has shape "
                     f"{tuple(shapes[0])}, sample {other} has shape {tuple(shapes[other])}); "
                     "a jax.Array holds the whole batch, so all its samples must have the same "
@@ -145,63 +152,62 @@ class JaxFunction(Operator):
         return sizes[0] if sizes else ctx.batch_size
 
     def _split(self, result: Any) -> list[Any]:
+        """DALI's rule: None is no output, a tuple or list is that many, anything else one."""
         count = self.num_outputs
-        if count == 0:
-            if result is None or (isinstance(result, (tuple, list)) and not result):
-                return []
-            raise ValueError(f"{self.where}: num_outputs is 0 but the function returned "
-                             f"{type(result).__name__}; return None, or set num_outputs")
-        if count == 1 and not isinstance(result, (tuple, list)):
-            return [result]
-        if isinstance(result, (tuple, list)) and len(result) == count:
-            return list(result)
-        got = (f"a {type(result).__name__} of {len(result)} values"
+        values = ([] if result is None
+                  else list(result) if isinstance(result, (tuple, list)) else [result])
+        if len(values) == count:
+            return values
+        got = ("None" if result is None
+               else f"a {type(result).__name__} of {len(values)} values"
                if isinstance(result, (tuple, list)) else type(result).__name__)
-        wanted = "one jax.Array" if count == 1 else f"a tuple of {count} jax.Arrays"
-        raise ValueError(f"{self.where}: expected {wanted} (num_outputs={count}); the "
-                         f"function returned {got}")
+        wanted = ("None" if count == 0 else "one jax.Array" if count == 1
+                  else f"a tuple of {count} jax.Arrays")
+        raise RuntimeValueError(
+            f"{self.where}: The Python callback was expected to return (a tuple of) "
+            f"`num_outputs={count}` outputs, but returned {len(values)} ({got}; return "
+            f"{wanted}, or change num_outputs)"
+        )
 
     def _check_output(self, index: int, value: Any, batch_size: int) -> Any:
         import jax
 
         what = f"{self.where}: output {index}"
         if not isinstance(value, jax.Array):
-            raise TypeError(f"{what} must be a jax.Array; got {type(value).__name__}")
+            raise RuntimeTypeError(f"{what} must be a jax.Array; got "
+                                   f"{type(value).__module__}.{type(value).__qualname__}, "
+                                   "which has no attribute 'devices'")
         shards = value.addressable_shards
         if len(shards) != 1:
-            raise ValueError(f"{what} is split into {len(shards)} local shards; expected an "
-                             "array on a single device")
+            raise RuntimeValueError(f"{what} is split into {len(shards)} local shards; "
+                                    "expected an array on a single device")
         array = shards[0].data if self.sharding is not None else value
         platform = next(iter(array.devices())).platform
         expected = "gpu" if self.device == "gpu" else "cpu"
         if (platform == "cpu") != (expected == "cpu"):
-            raise ValueError(
+            raise RuntimeValueError(
                 f"{what} resides on a device of kind {platform!r}, but the operator's device "
                 f"is {expected!r}; all inputs and outputs of a jax_function must be on the "
                 f"same device kind (move it with jax.device_put)"
             )
         if array.ndim == 0 or array.shape[0] != batch_size:
             extent = "a 0-d array" if array.ndim == 0 else f"leading extent {array.shape[0]}"
-            raise ValueError(
-                f"{what} has {extent} (shape {tuple(array.shape)}), but its leading extent "
-                f"must be the batch size, {batch_size}: each output is a batch"
+            raise RuntimeValueError(
+                f"{what} has {extent} (shape {tuple(array.shape)}), but the leftmost "
+                f"dimension should match the current batch size of {batch_size}: each output "
+                "is a batch"
             )
         try:
             to_dali_type(np.dtype(array.dtype))
         except TypeError:
-            raise TypeError(f"{what} has dtype {array.dtype}, which DALI batches cannot hold; "
-                            "convert it with .astype(...)") from None
+            raise RuntimeTypeError(f"{what} has dtype {array.dtype}, which DALI batches cannot "
+                                   "hold; convert it with .astype(...)") from None
         return array
 
     def _layout(self, index: int, ndim: int, inputs: list[Any]) -> str:
         if self.explicit_layouts:
             layout = self.output_layouts[index]
-            if layout and len(layout) != ndim:
-                raise ValueError(
-                    f"{self.where}: output_layouts gives output {index} the layout {layout!r} "
-                    f"({len(layout)} dimensions), but its samples have {ndim} (the batch "
-                    "extent is implicit and has no letter)"
-                )
+            check_layout(layout, ndim, f"{self.where}: output {index}")
             return layout
         if index < len(inputs):
             layout = str(inputs[index].layout())

@@ -50,10 +50,13 @@ def numba_function(
     of equal shapes, a `numba.typed.List` of sample arrays otherwise). At most 6 inputs and 6
     outputs. `setup_fn(outs, ins)`, also nopython, is invoked once per batch to set the output
     shapes: `outs[out_idx][sample_idx][dim]` is written, `ins` holds the input shapes the same
-    way. Without `setup_fn` the outputs take the input shapes and types.
+    way. Without `setup_fn` output i takes the shape of input i and the type `out_types[i]`.
+    Outputs carry no layout, as in DALI.
 
     `in_types`/`out_types` (DALIDataType or list) and `ins_ndim`/`outs_ndim` (int or list)
-    describe the inputs and outputs and are checked against the data. With `device="gpu"`,
+    describe the inputs and outputs and are checked against the data (a mismatch is a
+    RuntimeError, as in DALI; single values are accepted as the reference page says, although
+    DALI 2.4 needs lists). With `device="gpu"`,
     run_fn is compiled with numba.cuda and launched per sample with `blocks` and
     `threads_per_block` (3 ints each) on the pipeline's stream. `bytes_per_sample_hint` and
     `seed` are accepted for compatibility and unused. The operator is never optimized out of

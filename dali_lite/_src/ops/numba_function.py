@@ -21,8 +21,14 @@ How `run_fn` sees the data (DALI passes raw pointers; dali_lite passes the same 
 
 Inputs are read-only views (a run_fn that writes to an input fails to compile); outputs are
 allocated by dali_lite and zero-filled (DALI leaves them uninitialised: do not rely on either).
-Without `setup_fn`, output i has the shape, type and layout of input i; with it, outputs have
-no layout.
+Without `setup_fn`, output i has the shape of input i and the type `out_types[i]` (DALI 2.4
+allocates it with the input's element size, so a wider `out_types` overruns its buffer; see
+docs/compat.md). Outputs carry no layout, as in DALI.
+
+The argument checks follow DALI 2.4 and its error classes (what it reports as RuntimeError is a
+RuntimeError subclass here), with one exception: `in_types`, `out_types`, `ins_ndim` and
+`outs_ndim` may be single values, as the reference page says (DALI 2.4 calls `len()` on them
+and fails; docs/compat.md).
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dali_lite._src.data.tensor_list_cpu import TensorListCPU
-from dali_lite._src.errors import add_context
+from dali_lite._src.errors import RuntimeTypeError, RuntimeValueError, add_context
 from dali_lite._src.graph.nodes import DataNode, IterationContext, Operator
 from dali_lite._src.types import DALIDataType, to_numpy_dtype
 
@@ -53,6 +59,11 @@ _NUMBA_TYPES = frozenset(
     DALIDataType[name] for name in ("UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16",
                                     "INT32", "INT64", "FLOAT16", "FLOAT", "FLOAT64", "BOOL")
 )
+
+
+class NumbaArgumentError(ValueError, AssertionError):
+    """Arguments that do not fit together, where DALI 2.4 fails an `assert` (AssertionError);
+    a ValueError too, which is what it is."""
 
 
 def _listed(value: Any) -> list[Any]:
@@ -78,7 +89,9 @@ def dali_types_argument(value: Any, argument: str, device: str) -> list[DALIData
                 f"process; expected a numeric type or BOOL"
             )
         if dali_type == DALIDataType.FLOAT16 and device == "cpu":
-            raise TypeError(
+            # DALI 2.4 refuses float16 on every device (RuntimeError "Numba does not support
+            # float16"); dali_lite's CUDA variant can run it, so only the CPU refuses.
+            raise RuntimeTypeError(
                 f"numba_function: {argument}[{index}] is {dali_type}, but Numba does not "
                 "support float16 on the CPU; convert the data to types.FLOAT first, or use "
                 "device='gpu'"
@@ -152,11 +165,20 @@ class NumbaFunction(Operator):
         name: str | None,
     ) -> None:
         if run_fn is None:
-            raise TypeError("numba_function needs run_fn, the function to compile and run")
+            raise TypeError("numba_function: missing 1 required argument: 'run_fn' (the "
+                            "function to compile and run)")
         for argument, function in (("run_fn", run_fn), ("setup_fn", setup_fn)):
             if function is not None and not callable(function):
                 raise TypeError(f"numba_function: {argument} must be a Python function; got "
                                 f"{type(function).__name__}")
+        for types_, ndims, what in ((in_types, ins_ndim, "input"),
+                                    (out_types, outs_ndim, "output")):
+            if len(_listed(types_)) != len(_listed(ndims)):
+                raise NumbaArgumentError(
+                    f"numba_function: Number of {what} types and {what} dimensions should "
+                    f"match: {len(_listed(types_))} types, {len(_listed(ndims))} numbers of "
+                    "dimensions"
+                )
         self.out_types = dali_types_argument(out_types, "out_types", device)
         self.in_types = dali_types_argument(in_types, "in_types", device)
         self.outs_ndim = ndims_argument(outs_ndim, "outs_ndim")
@@ -185,33 +207,33 @@ class NumbaFunction(Operator):
                 raise ValueError(f"numba_function: {types_name} lists {len(types_)} types; "
                                  f"this operator has 1 to {limit} {what}")
             if len(ndims) != len(types_):
-                raise ValueError(
+                raise NumbaArgumentError(
                     f"numba_function: {ndims_name} has {len(ndims)} entries but {types_name} "
                     f"has {len(types_)}; give one number of dimensions per type"
                 )
         if num_inputs != len(self.in_types):
-            raise ValueError(
-                f"numba_function: got {num_inputs} inputs but in_types lists "
-                f"{len(self.in_types)} types (in_types and ins_ndim describe the inputs, one "
-                f"entry each, at most {MAX_INPUTS})"
+            raise RuntimeValueError(
+                f"numba_function: Expected {len(self.in_types)} inputs (basing on `in_types`), "
+                f"but got {num_inputs} (in_types and ins_ndim describe the inputs, one entry "
+                f"each, at most {MAX_INPUTS})"
             )
         if has_setup:
             return
         if len(self.out_types) != len(self.in_types):
-            raise ValueError(
+            raise RuntimeValueError(
                 f"numba_function: without setup_fn each output takes the shape and type of the "
                 f"input at its position, so out_types ({len(self.out_types)} types) and "
                 f"in_types ({len(self.in_types)}) must have the same length; pass setup_fn "
                 "to compute the output shapes"
             )
-        for index, (out_type, in_type, out_ndim, in_ndim) in enumerate(
-                zip(self.out_types, self.in_types, self.outs_ndim, self.ins_ndim)):
-            if out_type != in_type or out_ndim != in_ndim:
-                raise ValueError(
-                    f"numba_function: without setup_fn output {index} takes the shape and type "
-                    f"of input {index}, but out_types[{index}]={out_type} and outs_ndim"
-                    f"[{index}]={out_ndim} differ from in_types[{index}]={in_type} and "
-                    f"ins_ndim[{index}]={in_ndim}; pass setup_fn to set the output shapes"
+        for index, (out_ndim, in_ndim) in enumerate(zip(self.outs_ndim, self.ins_ndim)):
+            # A different out_type is fine: the output takes the input's shape and its own
+            # type (DALI 2.4 overruns its buffer there; dali_lite allocates it right).
+            if out_ndim != in_ndim:
+                raise RuntimeValueError(
+                    f"numba_function: without setup_fn output {index} takes the shape of input "
+                    f"{index}, but outs_ndim[{index}]={out_ndim} differs from ins_ndim"
+                    f"[{index}]={in_ndim}; pass setup_fn to set the output shapes"
                 )
 
     # ------------------------------------------------------------------ life cycle
@@ -252,17 +274,20 @@ class NumbaFunction(Operator):
         """Check the inputs' types and ndims against in_types / ins_ndim; the batch size."""
         for index, (samples, dtype) in enumerate(zip(shapes, dtypes)):
             expected = self.in_types[index]
-            if samples and dtype != expected:
-                raise TypeError(
-                    f"{self.where}: in_types[{index}] is {expected}, but input {index} holds "
-                    f"{dtype}; fix in_types or convert the input"
-                )
             expected_ndim = self.ins_ndim[index]
+            # DALI checks the number of dimensions first, then the type.
             if samples and len(samples[0]) != expected_ndim:
-                raise ValueError(
-                    f"{self.where}: ins_ndim[{index}] is {expected_ndim}, but the samples of "
-                    f"input {index} have {len(samples[0])} dimensions (sample 0 has shape "
+                raise RuntimeValueError(
+                    f"{self.where}: Number of dimensions passed in `ins_ndim` at index {index} "
+                    f"doesn't match the number of dimensions of the input data: "
+                    f"{len(samples[0])} != {expected_ndim} (sample 0 has shape "
                     f"{tuple(samples[0])}); fix ins_ndim"
+                )
+            if samples and dtype != expected:
+                raise RuntimeTypeError(
+                    f"{self.where}: Data type passed in `in_types` at index {index} doesn't "
+                    f"match type of the input data: the input holds {dtype}, in_types[{index}] "
+                    f"is {expected}; fix in_types or convert the input"
                 )
         sizes = [len(samples) for samples in shapes]
         if len(set(sizes)) != 1:
@@ -298,9 +323,8 @@ class NumbaFunction(Operator):
         return result
 
     def output_layouts(self, inputs: list[Any]) -> list[str]:
-        if self.setup_fn is not None:
-            return [""] * len(self.out_types)
-        return [str(batch.layout()) for batch in inputs]
+        # DALI 2.4's NumbaFunction sets no layout on its outputs, with or without setup_fn.
+        return [""] * len(self.out_types)
 
     def run(self, ctx: IterationContext, inputs: list[TensorListCPU]) -> list[TensorListCPU]:
         shapes = [batch.shape() for batch in inputs]

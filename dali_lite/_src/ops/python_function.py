@@ -1,13 +1,22 @@
 """`fn.python_function` and `fn.dl_tensor_python_function` on the CPU.
 
 The user's function runs in the executor's thread, per sample or once per batch
-(`batch_processing`). `python_function` passes numpy arrays; `dl_tensor_python_function`
-passes DLPack capsules and accepts capsules (or anything with `__dlpack__`) back. Both are
-never optimised out of the graph, like DALI's. The GPU variants live in `gpu_function`.
+(`batch_processing`). `python_function` passes numpy arrays and takes numpy arrays back;
+`dl_tensor_python_function` passes DLPack capsules and takes capsules back (DALI 2.4 runs it
+per batch unless told otherwise: its code defaults `batch_processing=True`, whatever its
+docstring says). Both are never optimised out of the graph, like DALI's. The GPU variants live
+in `gpu_function`.
+
+What the function returns is held to DALI's rules, so that a program behaves the same on both:
+with `num_outputs > 1` a tuple of exactly that many outputs, with `num_outputs == 1` one output
+(of a tuple, DALI uses the first item), per batch a `list` of samples per output, and samples of
+one output sharing dtype and number of dimensions. Errors the function raises reach the caller
+as RuntimeError (DALI's class) that keep their own type too (`function_errors`).
 """
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -15,9 +24,10 @@ import numpy as np
 
 from dali_lite._src.data.conversions import to_sample_array
 from dali_lite._src.data.tensor_list_cpu import TensorListCPU
-from dali_lite._src.errors import add_context
+from dali_lite._src.errors import RuntimeTypeError, RuntimeValueError, add_context
 from dali_lite._src.graph.nodes import DataNode, IterationContext, Operator
 from dali_lite._src.ops.assembly import assemble
+from dali_lite._src.ops.function_errors import check_layout, function_error, layout_list
 
 
 class _CapsuleHolder:
@@ -35,29 +45,41 @@ class _CapsuleHolder:
         return (1, 0)  # kDLCPU
 
 
+_capsule_name = ctypes.pythonapi.PyCapsule_GetName
+_capsule_name.restype = ctypes.c_char_p
+_capsule_name.argtypes = [ctypes.py_object]
+
+
+def is_capsule(obj: Any) -> bool:
+    return type(obj).__name__ == "PyCapsule"
+
+
 def capsule_to_array(obj: Any, what: str) -> np.ndarray:
-    """A returned DLPack capsule (or DLPack-capable object) as a numpy array, without a copy."""
-    if type(obj).__name__ == "PyCapsule":
-        return np.from_dlpack(_CapsuleHolder(obj))
-    return to_sample_array(obj, what=what)
+    """A returned DLPack capsule as a numpy array, without a copy.
+
+    Objects that are not capsules are refused as DALI refuses them (a RuntimeError that is
+    also a TypeError); so is a capsule already consumed (renamed "used_dltensor" by its
+    consumer), which DALI reports as a RuntimeError too.
+    """
+    if not is_capsule(obj):
+        raise RuntimeTypeError(
+            f"{what}: the function of dl_tensor_python_function should return DLPack tensors "
+            f"(PyCapsules, e.g. `array.__dlpack__()`), or lists of them per batch; got "
+            f"{type(obj).__module__}.{type(obj).__qualname__}"
+        )
+    name = _capsule_name(obj)
+    if name != b"dltensor":
+        raise RuntimeValueError(
+            f"{what}: Invalid DLPack tensor capsule (named {name!r}, not 'dltensor'): a dl "
+            "tensor can be consumed only once; return a fresh `__dlpack__()` capsule for each "
+            "output sample"
+        )
+    return np.from_dlpack(_CapsuleHolder(obj))
 
 
 def output_layouts_list(output_layouts: Any, num_outputs: int, owner: str) -> list[str]:
-    """`output_layouts` as one layout per output: a single string applies to all outputs."""
-    if output_layouts is None:
-        return [""] * num_outputs
-    if isinstance(output_layouts, str):
-        return [output_layouts] * num_outputs
-    layouts = list(output_layouts)
-    if len(layouts) > num_outputs:
-        raise ValueError(
-            f"{owner}: output_layouts has {len(layouts)} entries but num_outputs is "
-            f"{num_outputs}"
-        )
-    for layout in layouts:
-        if not isinstance(layout, str):
-            raise TypeError(f"{owner}: output_layouts must hold strings; got {layout!r}")
-    return layouts + [""] * (num_outputs - len(layouts))
+    """`output_layouts` as one layout per output (see `function_errors.layout_list`)."""
+    return layout_list(output_layouts, num_outputs, owner)
 
 
 class PythonFunction(Operator):
@@ -83,8 +105,10 @@ class PythonFunction(Operator):
         name: str | None,
     ) -> None:
         if not callable(function):
-            raise TypeError(
-                f"function of {self.schema_name} must be callable; got {type(function).__name__}"
+            # DALI fails when it first calls the function; we say so while the graph is built.
+            raise RuntimeTypeError(
+                f"{self.schema_name}: function must be callable, but the "
+                f"{type(function).__name__!r} object given is not callable"
             )
         if isinstance(num_outputs, bool) or not isinstance(num_outputs, int) or num_outputs < 0:
             raise ValueError(f"num_outputs must be a non-negative int; got {num_outputs!r}")
@@ -103,7 +127,25 @@ class PythonFunction(Operator):
         return array
 
     def from_result(self, value: Any, what: str) -> np.ndarray:
-        return to_sample_array(value, what=what)
+        if not isinstance(value, np.ndarray):
+            # DALI hands each output to a binding that takes numpy.ndarray only.
+            raise RuntimeTypeError(
+                f"{what}: TypeError: python_function must return numpy.ndarray outputs (make "
+                f"one with np.asarray(...)); got {type(value).__module__}."
+                f"{type(value).__qualname__}: {value!r:.80}"
+            )
+        try:
+            return to_sample_array(value, what=what)
+        except TypeError as exc:
+            raise RuntimeTypeError(str(exc)) from exc
+
+    def call(self, args: list[Any], where: str) -> Any:
+        """The user's function on `args`; what it raises as DALI reports it (a RuntimeError)."""
+        try:
+            return self.function(*args)
+        except Exception as exc:
+            add_context(exc, f"raised by the function of {where}")
+            raise function_error(exc, where) from exc
 
     def run(self, ctx: IterationContext, inputs: list[TensorListCPU]) -> list[TensorListCPU]:
         samples_in = [[batch.at(i) for i in range(len(batch))] for batch in inputs]
@@ -111,78 +153,98 @@ class PythonFunction(Operator):
         where = f"{self.schema_name} {self.name!r}"
         if self.batch_processing:
             args = [[self.to_argument(s) for s in samples] for samples in samples_in]
-            try:
-                result = self.function(*args)
-            except Exception as exc:
-                add_context(exc, f"raised by the function of {where} in iteration "
-                                 f"{ctx.iteration}")
-                raise
+            result = self.call(args, f"{where} (iteration {ctx.iteration})")
             outputs = self._batch_outputs(result, batch_size, where)
         else:
             outputs = [[] for _ in range(self.num_outputs)]
             for index in range(batch_size):
                 args = [self.to_argument(samples[index]) for samples in samples_in]
-                try:
-                    result = self.function(*args)
-                except Exception as exc:
-                    add_context(exc, f"raised by the function of {where} for sample {index} "
-                                     f"of iteration {ctx.iteration}")
-                    raise
+                result = self.call(args, f"{where} (sample {index} of iteration "
+                                         f"{ctx.iteration})")
                 what = f"the result of {where} for sample {index}"
                 for out, value in zip(outputs, self._split(result, what)):
                     out.append(self.from_result(value, what))
-        return [assemble(samples, layout) for samples, layout in zip(outputs,
-                                                                      self.output_layouts)]
+        return [self._assemble(samples, layout, f"output {index} of {where}")
+                for index, (samples, layout) in enumerate(zip(outputs, self.output_layouts))]
+
+    @staticmethod
+    def _assemble(samples: list[np.ndarray], layout: str, what: str) -> TensorListCPU:
+        """One output batch, after DALI's checks: one dtype, one ndim, a layout that fits."""
+        if samples:
+            first = samples[0]
+            for index, sample in enumerate(samples):
+                if sample.dtype != first.dtype:
+                    raise RuntimeTypeError(
+                        f"{what}: Output DLPack tensor list should have consistent data type: "
+                        f"sample {index} is {sample.dtype}, sample 0 is {first.dtype}"
+                    )
+            for index, sample in enumerate(samples):
+                if sample.ndim != first.ndim:
+                    raise RuntimeValueError(
+                        f"{what}: All samples in the batch should have the same number of "
+                        f"dimensions: sample {index} has {sample.ndim}, sample 0 has "
+                        f"{first.ndim}"
+                    )
+            check_layout(layout, first.ndim, what)
+        return assemble(samples, layout)
 
     def _batch_size(self, samples_in: list[list[np.ndarray]], ctx: IterationContext) -> int:
         if not samples_in:
             return ctx.batch_size
         sizes = {len(samples) for samples in samples_in}
         if len(sizes) != 1:
-            raise ValueError(
+            raise RuntimeValueError(
                 f"{self.schema_name} {self.name!r}: all inputs must have the same batch size; "
                 f"got {[len(s) for s in samples_in]}"
             )
         return sizes.pop()
 
     def _split(self, result: Any, what: str) -> list[Any]:
-        """The function's return value as one value per output."""
-        if self.num_outputs == 0:
-            return []
-        if self.num_outputs == 1:
-            return [result]
-        if not isinstance(result, (tuple, list)) or len(result) != self.num_outputs:
-            got = (f"{type(result).__name__} of length {len(result)}"
-                   if isinstance(result, (tuple, list)) else type(result).__name__)
-            raise ValueError(
-                f"{what}: expected a tuple of {self.num_outputs} outputs (num_outputs="
-                f"{self.num_outputs}); got {got}"
+        """The function's return value as one value per output, by DALI's rules."""
+        count = self.num_outputs
+        if count == 0:
+            return []  # whatever it returned is dropped
+        if count > 1 and result is not None:
+            if not isinstance(result, tuple):
+                raise RuntimeTypeError(
+                    f"{what}: The output from a multi-output Python function operator must be "
+                    f"a tuple (num_outputs={count}); got {type(result).__name__}"
+                )
+            if len(result) != count:
+                raise RuntimeValueError(
+                    f"{what}: Unexpected number of outputs from Python function operator - got "
+                    f"{len(result)}, expected {count} (num_outputs={count})"
+                )
+            return list(result)
+        returned = (0 if result is None
+                    else len(result) if isinstance(result, tuple) else 1)
+        if returned == 0:
+            raise RuntimeTypeError(
+                f"{what}: Python function returned 0 outputs and {count} were expected (it "
+                f"returned {'None' if result is None else 'an empty tuple'}; num_outputs="
+                f"{count})"
             )
-        return list(result)
+        # num_outputs=1 and a tuple: DALI takes its first item and drops the rest.
+        return [result[0] if isinstance(result, tuple) else result]
 
     def _batch_outputs(self, result: Any, batch_size: int, where: str) -> list[list[np.ndarray]]:
         outputs: list[list[np.ndarray]] = []
         for index, value in enumerate(self._split(result, f"the result of {where}")):
             what = f"output {index} of {where}"
-            if isinstance(value, np.ndarray) and value.ndim >= 1:
-                samples = list(value)
-            elif isinstance(value, (list, tuple)):
-                samples = [self.from_result(v, f"sample {i} of {what}")
-                           for i, v in enumerate(value)]
-            elif isinstance(value, TensorListCPU):
-                samples = [value.at(i) for i in range(len(value))]
-            else:
-                raise TypeError(
+            if not isinstance(value, list):
+                # DALI converts a non-list as one sample, then fails iterating over it.
+                raise RuntimeTypeError(
                     f"{what}: with batch_processing=True each output must be a list of "
-                    f"samples (or an array whose first dimension is the batch); got "
-                    f"{type(value).__name__}"
+                    f"samples; got {type(value).__name__}, which is not iterable as a batch "
+                    f"(TypeError; return `list(array)` to split an array into samples)"
                 )
-            if len(samples) != batch_size:
-                raise ValueError(
-                    f"{what}: expected {batch_size} samples (the batch size of the inputs); "
-                    f"got {len(samples)}"
+            if len(value) != batch_size:
+                raise RuntimeValueError(
+                    f"{what}: the function returned a list of wrong size: {len(value)} "
+                    f"samples, but the batch has {batch_size}"
                 )
-            outputs.append(samples)
+            outputs.append([self.from_result(v, f"sample {i} of {what}")
+                            for i, v in enumerate(value)])
         return outputs
 
     def spec(self) -> dict[str, Any]:
