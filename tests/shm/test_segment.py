@@ -334,3 +334,43 @@ def test_prepare_write_without_madvise_populate_still_reserves(
         assert int(seg.array().sum()) == 3 << 16
     finally:
         seg.close()
+
+
+class _FakeMemory:
+    def __init__(self, available: int) -> None:
+        self.available = available
+
+
+@pytest.mark.parametrize("reserve", [True, False])
+def test_create_and_grow_check_free_memory_before_touching_the_file(
+    monkeypatch: pytest.MonkeyPatch, reserve: bool
+) -> None:
+    """README: "creating or growing a slot checks free memory first". With the system
+    reporting 1 MiB free, asking for more fails before the file is truncated or reserved."""
+    free = 1 << 20
+    monkeypatch.delenv(SHM_LIMIT_ENV, raising=False)
+    monkeypatch.setattr(segment_module.psutil, "virtual_memory", lambda: _FakeMemory(free))
+    touched: list[str] = []
+    real_ftruncate, real_fallocate = os.ftruncate, os.posix_fallocate
+    monkeypatch.setattr(segment_module.os, "ftruncate",
+                        lambda fd, n: (touched.append("ftruncate"), real_ftruncate(fd, n))[1])
+    monkeypatch.setattr(segment_module.os, "posix_fallocate",
+                        lambda fd, o, n: (touched.append("fallocate"),
+                                          real_fallocate(fd, o, n))[1])
+    with pytest.raises(ShmAllocationError) as created:
+        SharedSegment.create(2 * free, name="test", reserve=reserve)
+    assert created.value.requested_bytes == 2 * free
+    assert created.value.available_bytes == free
+    assert f"{free} bytes available" in str(created.value)
+    assert touched == []
+    seg = SharedSegment.create(free // 2, name="test", reserve=reserve)
+    try:
+        touched.clear()
+        with pytest.raises(ShmAllocationError) as grown:
+            seg.grow(free * 3, reserve=reserve)
+        assert grown.value.requested_bytes == free * 3 - free // 2
+        assert grown.value.available_bytes == free
+        assert touched == []
+        assert seg.capacity == free // 2 and os.fstat(seg.fd).st_size == free // 2
+    finally:
+        seg.close()
