@@ -1,4 +1,9 @@
-"""Shared test fixtures: every test must leave no child process and no /dev/shm file behind."""
+"""Shared test fixtures: every test must leave no child process, no /dev/shm file and no
+shared-memory segment (a memfd descriptor or mapping, which /dev/shm never shows) behind.
+
+A test that fails that check has its leftover processes killed, so that a broken test does
+not leave workers running for the rest of the session.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from collections.abc import Iterator
 
 import psutil
 import pytest
+from leaks import kill_tree, new_segments, segments
 
 _DEV_SHM = "/dev/shm"
 _CHILD_EXIT_GRACE_S = 2.0
@@ -49,17 +55,23 @@ def _describe(child: psutil.Process) -> str:
 
 @pytest.fixture(autouse=True)
 def no_leaked_processes_or_shm() -> Iterator[None]:
-    """Fail a test that leaves a child process or a new /dev/shm entry behind."""
+    """Fail a test that leaves a child process, a new /dev/shm entry, or a shared-memory
+    segment open or mapped in this process behind; kill the processes it left."""
     shm_before = _dev_shm_entries()
+    segments_before = segments()
     yield
     children = _leftover_children()
-    new_shm = _dev_shm_entries() - shm_before
     if children:
         described = ", ".join(_describe(child) for child in children)
-        pytest.fail(f"child processes left behind: {described}")
+        kill_tree(children)
+        pytest.fail(f"child processes left behind (killed now): {described}")
+    new_shm = _dev_shm_entries() - shm_before
     if new_shm:
         pytest.fail(f"files left in {_DEV_SHM}: {sorted(new_shm)}")
-
+    held = new_segments(segments_before)
+    if held:
+        pytest.fail(f"shared-memory segments still open or mapped in this process: "
+                    f"{dict(held)}")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
