@@ -302,6 +302,15 @@ def test_running_without_cupy_says_what_to_install() -> None:
     pipe = Pipeline(batch_size=1, num_threads=1, device_id=0)
     with pipe:
         pipe.set_outputs(fn.external_source(lambda: [np.zeros(1)]).gpu())
-    with pytest.raises((cuda.CudaUnavailableError, RuntimeError)):
-        pipe.run()
-    pipe.close()
+    try:
+        with pytest.raises(cuda.CudaUnavailableError) as refused:
+            pipe.run()
+    finally:
+        pipe.close()
+    message = str(refused.value)
+    reason = cuda.gpu_unavailable_reason()
+    assert reason is not None and reason in message, message
+    if "CuPy" in reason:  # no CuPy here: say what to install
+        assert "pip install 'dali-lite[gpu]'" in message and "cupy-cuda" in message, message
+    else:  # CuPy without a device: say that no device is there
+        assert "CUDA device" in message, message
