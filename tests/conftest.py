@@ -11,12 +11,15 @@ import os
 import time
 from collections.abc import Iterator
 
+import isolation
 import psutil
 import pytest
 from leaks import kill_tree, new_segments, segments
 
 _DEV_SHM = "/dev/shm"
 _CHILD_EXIT_GRACE_S = 2.0
+_RUNNER = pytest.StashKey["isolation.IsolatedRunner"]()
+_CONFIG: list[pytest.Config] = []
 
 
 def _dev_shm_entries() -> set[str]:
@@ -73,8 +76,32 @@ def no_leaked_processes_or_shm() -> Iterator[None]:
         pytest.fail(f"shared-memory segments still open or mapped in this process: "
                     f"{dict(held)}")
 
+# ------------------------------------------------------------------ isolated tests
+# Tests marked `isolated` run in a child pytest of their own (see isolation.py), so the
+# suite passes in any order: no CUDA context or JAX thread reaches a process that forks.
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _CONFIG[:] = [config]
+    if not isolation.in_child():
+        config.stash[_RUNNER] = isolation.IsolatedRunner(config)
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Run the GPU tests last: once a test has initialised CUDA in this process, forking
-    workers is refused (rightly), so every test that forks must come before them."""
-    items.sort(key=lambda item: item.path.stem.startswith("test_gpu_"))
+    runner = config.stash.get(_RUNNER, None)
+    if runner is not None:
+        runner.collected(items)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+    runner = item.config.stash.get(_RUNNER, None)
+    if runner is None or not runner.wants(item):
+        return None
+    runner.run(item)
+    return True
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if isolation.in_child():
+        isolation.write_report(_CONFIG[0], report)

@@ -20,7 +20,7 @@ from gpu_support import requires_gpu
 from dali_lite import fn
 from dali_lite.pipeline import Pipeline
 
-pytestmark = [requires_gpu, pytest.mark.usefixtures("forget_cuda_flag")]
+pytestmark = [requires_gpu, pytest.mark.isolated]  # CUDA in a process of its own
 
 #: How long each GPU stage keeps the device busy.
 SPIN_S = 0.25

@@ -17,7 +17,7 @@ from dali_lite import fn
 from dali_lite.pipeline import Pipeline
 from dali_lite.tensors_gpu import TensorListGPU
 
-pytestmark = [requires_gpu, pytest.mark.usefixtures("forget_cuda_flag")]
+pytestmark = [requires_gpu, pytest.mark.isolated]  # CUDA in a process of its own
 
 
 

@@ -18,6 +18,10 @@ import pytest
 numba = pytest.importorskip(
     "numba", reason="numba_function needs Numba: pip install 'dali-lite[numba]'")
 
+#: numba.cuda creates a CUDA context on a GPU machine: these tests run in a process of their
+#: own (isolation.py).
+pytestmark = pytest.mark.isolated
+
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from plugin_pipes import run_graph  # noqa: E402
