@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import platform
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -55,7 +56,7 @@ def main() -> int:
     ran = len(results)
     selection = "full cross product" if args.full else "default selection"
     header = (f"{ran} of {len(cases)} cases ({selection}) run, {ran - failures} as "
-              f"expected, {failures} not; {took:.0f} s on "
+              f"expected, {failures} not, on commit {_commit()}; {took:.0f} s on "
               f"{platform.machine()} Python {platform.python_version()}, "
               f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.\n")
     print(header)
@@ -63,6 +64,18 @@ def main() -> int:
         text = DOC.read_text() if DOC.exists() else "# Reliability\n"
         DOC.write_text(replace_section(text, START, END, header + "\n" + "\n".join(rows)))
     return 1 if failures else 0
+
+
+def _commit() -> str:
+    """The commit the figures describe (and whether the tree differed from it)."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=DOC.parent, capture_output=True,
+                              text=True).stdout.strip()
+
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", "dali_lite", "workers",
+                "shm", "tests")
+    return f"{head} plus uncommitted changes" if dirty else head
 
 
 if __name__ == "__main__":
