@@ -22,6 +22,7 @@ import tempfile
 from typing import Any
 
 import pytest
+from leaks import run_in_session
 
 #: Set in the child: run everything here, and write each report to this file.
 REPORT_ENV = "DALI_LITE_ISOLATED_REPORTS"
@@ -79,9 +80,8 @@ class IsolatedRunner:
                        "-p", "no:randomly", *(item.nodeid for item in items)]
             bound_s = max(_CHILD_MIN_S, _CHILD_S_PER_TEST * len(items))
             try:
-                done = subprocess.run(command, cwd=self.config.rootpath, env=env,
-                                      capture_output=True, text=True, timeout=bound_s,
-                                      start_new_session=True)
+                done = run_in_session(command, cwd=self.config.rootpath, env=env,
+                                      capture_output=True, text=True, timeout=bound_s)
                 tail = (done.stdout + done.stderr)[-6000:]
             except subprocess.TimeoutExpired as exc:
                 out = exc.stdout or b""

@@ -12,8 +12,10 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import subprocess
 import time
 from collections import Counter
+from typing import Any
 
 import psutil
 
@@ -78,3 +80,40 @@ def kill_tree(processes: list[psutil.Process]) -> None:
         with contextlib.suppress(psutil.Error):
             process.kill()
     psutil.wait_procs(everyone, timeout=5)
+
+
+def kill_session(leader_pid: int) -> list[int]:
+    """SIGKILL whatever still runs in the session that ``leader_pid`` started
+    (``start_new_session=True``): the workers of a script that failed or hung, which outlive
+    it as orphans that no ``children()`` call can see. Returns their pids."""
+    survivors: list[psutil.Process] = []
+    for process in psutil.process_iter():
+        with contextlib.suppress(OSError, psutil.Error):
+            if os.getsid(process.pid) == leader_pid and process.pid != os.getpid():
+                survivors.append(process)
+    kill_tree(survivors)
+    return [process.pid for process in survivors]
+
+
+def run_in_session(args: list[str], *, timeout: float, check: bool = False,
+                   capture_output: bool = False, **kwargs: Any
+                   ) -> subprocess.CompletedProcess[Any]:
+    """``subprocess.run`` in a session of its own, after which nothing of that session is left
+    running: on a timeout the script and every process it started are killed, not only the
+    script (as ``subprocess.run`` does)."""
+    if capture_output:
+        kwargs["stdout"] = kwargs["stderr"] = subprocess.PIPE
+    with subprocess.Popen(args, start_new_session=True, **kwargs) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_session(proc.pid)
+            proc.kill()
+            proc.communicate()
+            raise
+        finally:
+            kill_session(proc.pid)
+    result = subprocess.CompletedProcess(args, proc.returncode, out, err)
+    if check:
+        result.check_returncode()
+    return result

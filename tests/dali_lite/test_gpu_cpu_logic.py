@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import ctypes
 import pickle
-import subprocess
 import sys
 import textwrap
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from leaks import run_in_session
 
 from dali_lite import cuda, fn
 from dali_lite.ops import transfer
@@ -203,7 +203,7 @@ def test_building_a_gpu_pipeline_touches_no_cuda() -> None:
         print("cupy" in sys.modules, cuda.cuda_initialized())
         pipe.close()
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+    out = run_in_session([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "False"]
@@ -290,7 +290,7 @@ def test_fork_is_refused_after_cuda_is_initialised() -> None:
             print("forked")
         pipe.close()
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+    out = run_in_session([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["refused", "True"]

@@ -23,8 +23,8 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-import psutil
 import numpy as np
+import psutil
 import pytest
 from leaks import kill_tree, new_segments, segments
 from parallel_sources import (

@@ -177,7 +177,8 @@ def build_cases(full: bool | None = None) -> list[Case]:
 def _twice_for_spawn(family: str, start: str, shapes: Any) -> list[tuple[str, int]]:
     """A family with one run per start method takes two shapes under spawn: with the one
     under fork, three consecutive shapes of the rotation, so every kind and count."""
-    return shapes(family) + (shapes(family) if start == "spawn" else [])
+    both = shapes(family) + (shapes(family) if start == "spawn" else [])
+    return list(dict.fromkeys(both))  # the full cross product gives each shape once
 
 
 _LIFECYCLE = (

@@ -8,6 +8,7 @@ init, so the runner cannot see it), and whether a file appeared in ``/dev/shm``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -116,9 +117,16 @@ def run_case(case: Case) -> dict[str, Any]:
         os.unlink(deaths.name)
     if case.procedure != "main_killed":
         out["lingering"], _ = _wait_gone(out.get("pids", []), REPORT_BOUND_S)
+    _kill(out.get("lingering") or [])  # recorded as a failure; not left running
     out["new_shm"] = sorted(_dev_shm() - shm_before)
     out["stderr_tail"] = stderr[-1500:]
     return out
+
+
+def _kill(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def run_all(cases: list[Case], concurrency: int = CONCURRENCY) -> dict[str, dict[str, Any]]:

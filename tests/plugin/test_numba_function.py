@@ -6,7 +6,6 @@ these tests share a few module-level run functions and keep hypothesis' examples
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections.abc import Callable
 from contextlib import closing
@@ -14,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from leaks import run_in_session
 
 numba = pytest.importorskip(
     "numba", reason="numba_function needs Numba: pip install 'dali-lite[numba]'")
@@ -405,7 +405,7 @@ def test_imports_work_without_numba_and_jax() -> None:
         "from dali_lite.plugin import jax as dax\n"
         "assert callable(dax.fn.jax_function) and callable(numba_function)\n"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    run_in_session([sys.executable, "-c", code], check=True, timeout=60)
 
 
 # ---------------------------------------------------------------- on a GPU

@@ -7,7 +7,6 @@ import gc
 import os
 import pickle
 import stat
-import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from leaks import run_in_session
 
 import shm.segment as segment_module
 from shm import SHM_LIMIT_ENV, SharedSegment, ShmAllocationError, ShmError, shm_bytes_in_use
@@ -105,7 +105,8 @@ def test_refresh_after_another_process_grows(segment: SharedSegment) -> None:
         seg.close()
         """
     )
-    subprocess.run([sys.executable, "-c", script], pass_fds=(segment.fd,), check=True, timeout=30)
+    run_in_session([sys.executable, "-c", script], pass_fds=(segment.fd,), check=True,
+                   timeout=30)
     assert segment.refresh() is True
     assert segment.capacity == 40960
     assert segment.array()[40959] == 7
@@ -309,7 +310,7 @@ def test_a_worker_filling_an_unreserved_slot_is_read_back_by_the_creator() -> No
             layout = codec.write(seg, [[np.arange(1000, dtype=np.int32)] * 3])
             print(layout.meta_offset, layout.meta_nbytes, layout.used_nbytes)
         """)
-        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+        done = run_in_session([sys.executable, "-c", script], capture_output=True, text=True,
                               pass_fds=(seg.fd,), check=True, timeout=60)
         meta_offset, meta_nbytes, used = map(int, done.stdout.split())
         assert _allocated_bytes(seg) >= used  # the writer reserved what it wrote

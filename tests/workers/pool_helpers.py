@@ -5,8 +5,8 @@ from __future__ import annotations
 import ctypes
 import faulthandler
 import mmap
-import platform
 import os
+import platform
 import signal
 import time
 from collections.abc import Iterator, Sequence

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from leaks import kill_tree
 from pool_helpers import (
     ARANGE,
     CALLBACKS,
@@ -151,6 +152,7 @@ def test_workers_exit_when_main_process_is_killed(start_method: str, started_fro
         stdout=subprocess.PIPE,
         text=True,
     )
+    pids: list[int] = []
     try:
         assert main.stdout is not None
         readable, _, _ = select.select([main.stdout], [], [], 30)
@@ -167,5 +169,7 @@ def test_workers_exit_when_main_process_is_killed(start_method: str, started_fro
         if main.poll() is None:
             main.kill()
             main.wait(10)
+        # Orphans are not our children: a failed check must still not leave them running.
+        kill_tree([psutil.Process(pid) for pid in pids if not _gone(pid)])
         if main.stdout is not None:
             main.stdout.close()
