@@ -59,6 +59,9 @@ class IsolatedRunner:
         for item in items:
             if item.get_closest_marker("isolated") is not None and not skipped_by_marks(item):
                 self.by_module.setdefault(str(item.path), []).append(item)
+                # Bounded in the child (each test by pytest-timeout, the child by bound_s):
+                # the parent's per-test bound would cut a whole module's run short.
+                item.add_marker(pytest.mark.timeout(0))
 
     def wants(self, item: pytest.Item) -> bool:
         return any(item is other for other in self.by_module.get(str(item.path), ()))
