@@ -100,7 +100,11 @@ class IsolatedRunner:
                             report.longrepr = tuple(report.longrepr)
                         got.setdefault(report.nodeid, []).append(report)
         for item in items:
-            self.reports[item.nodeid] = got.get(item.nodeid) or _lost(item, tail)
+            reports = got.get(item.nodeid, [])
+            if not any(report.when == "teardown" for report in reports):
+                # The child died or hung in this test: it never finished.
+                reports = [*reports[:1], *_lost(item, tail)[len(reports[:1]):]]
+            self.reports[item.nodeid] = reports
 
 
 def _lost(item: pytest.Item, tail: str) -> list[Any]:
