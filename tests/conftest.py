@@ -22,11 +22,26 @@ _RUNNER = pytest.StashKey["isolation.IsolatedRunner"]()
 _CONFIG: list[pytest.Config] = []
 
 
+#: multiprocessing's named semaphores: dali_lite makes none (its pool uses pipes), and every
+#: other Python program on the machine makes them, so a new one says nothing about this test.
+_FOREIGN_PREFIXES = ("sem.mp-",)
+#: A file must stay this long to count: other programs' files come and go.
+_DEV_SHM_SETTLE_S = 0.5
+
+
 def _dev_shm_entries() -> set[str]:
     try:
-        return set(os.listdir(_DEV_SHM))
+        return {name for name in os.listdir(_DEV_SHM) if not name.startswith(_FOREIGN_PREFIXES)}
     except OSError:
         return set()
+
+
+def _new_dev_shm_entries(before: set[str]) -> set[str]:
+    new = _dev_shm_entries() - before
+    if new:
+        time.sleep(_DEV_SHM_SETTLE_S)
+        new &= _dev_shm_entries()
+    return new
 
 
 def _helper_pids() -> set[int]:
@@ -68,7 +83,7 @@ def no_leaked_processes_or_shm() -> Iterator[None]:
         described = ", ".join(_describe(child) for child in children)
         kill_tree(children)
         pytest.fail(f"child processes left behind (killed now): {described}")
-    new_shm = _dev_shm_entries() - shm_before
+    new_shm = _new_dev_shm_entries(shm_before)
     if new_shm:
         pytest.fail(f"files left in {_DEV_SHM}: {sorted(new_shm)}")
     held = new_segments(segments_before)
