@@ -31,8 +31,10 @@ CASE_TIMEOUT_S = 30.0
 #: Cases run at once (the machine has 2 cores; most of a case is waiting).
 CONCURRENCY = 3
 _DEV_SHM = "/dev/shm"
-#: Names that shm.SharedSegment's fallback files and multiprocessing's semaphores get.
-_OUR_PREFIXES = ("dali_lite", "sem.mp-", "psm_")
+#: Names that shm.SharedSegment's fallback files and multiprocessing's shared memory get.
+#: (Not multiprocessing's semaphores, "sem.mp-*": dali_lite makes none, and every Python
+#: program on the machine does, so a new one says nothing about the case.)
+_OUR_PREFIXES = ("dali_lite", "psm_")
 
 
 def _dev_shm() -> set[str]:
