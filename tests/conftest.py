@@ -91,6 +91,7 @@ def no_leaked_processes_or_shm() -> Iterator[None]:
         pytest.fail(f"shared-memory segments still open or mapped in this process: "
                     f"{dict(held)}")
 
+
 # ------------------------------------------------------------------ isolated tests
 # Tests marked `isolated` run in a child pytest of their own (see isolation.py), so the
 # suite passes in any order: no CUDA context or JAX thread reaches a process that forks.
@@ -102,10 +103,11 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_RUNNER] = isolation.IsolatedRunner(config)
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    runner = config.stash.get(_RUNNER, None)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # The final selection (after -k, -m, deselection and any reordering).
+    runner = session.config.stash.get(_RUNNER, None)
     if runner is not None:
-        runner.collected(items)
+        runner.collected(session.items)
 
 
 @pytest.hookimpl(tryfirst=True)
