@@ -1,4 +1,9 @@
-"""Shared test fixtures: every test must leave no child process and no /dev/shm file behind."""
+"""Shared test fixtures: every test must leave no child process, no /dev/shm file and no
+shared-memory segment (a memfd descriptor or mapping, which /dev/shm never shows) behind.
+
+A test that fails that check has its leftover processes killed, so that a broken test does
+not leave workers running for the rest of the session.
+"""
 
 from __future__ import annotations
 
@@ -6,18 +11,37 @@ import os
 import time
 from collections.abc import Iterator
 
+import isolation
 import psutil
 import pytest
+from leaks import kill_tree, new_segments, segments
 
 _DEV_SHM = "/dev/shm"
 _CHILD_EXIT_GRACE_S = 2.0
+_RUNNER = pytest.StashKey["isolation.IsolatedRunner"]()
+_CONFIG: list[pytest.Config] = []
+
+
+#: multiprocessing's named semaphores: dali_lite makes none (its pool uses pipes), and every
+#: other Python program on the machine makes them, so a new one says nothing about this test.
+_FOREIGN_PREFIXES = ("sem.mp-",)
+#: A file must stay this long to count: other programs' files come and go.
+_DEV_SHM_SETTLE_S = 0.5
 
 
 def _dev_shm_entries() -> set[str]:
     try:
-        return set(os.listdir(_DEV_SHM))
+        return {name for name in os.listdir(_DEV_SHM) if not name.startswith(_FOREIGN_PREFIXES)}
     except OSError:
         return set()
+
+
+def _new_dev_shm_entries(before: set[str]) -> set[str]:
+    new = _dev_shm_entries() - before
+    if new:
+        time.sleep(_DEV_SHM_SETTLE_S)
+        new &= _dev_shm_entries()
+    return new
 
 
 def _helper_pids() -> set[int]:
@@ -49,20 +73,52 @@ def _describe(child: psutil.Process) -> str:
 
 @pytest.fixture(autouse=True)
 def no_leaked_processes_or_shm() -> Iterator[None]:
-    """Fail a test that leaves a child process or a new /dev/shm entry behind."""
+    """Fail a test that leaves a child process, a new /dev/shm entry, or a shared-memory
+    segment open or mapped in this process behind; kill the processes it left."""
     shm_before = _dev_shm_entries()
+    segments_before = segments()
     yield
     children = _leftover_children()
-    new_shm = _dev_shm_entries() - shm_before
     if children:
         described = ", ".join(_describe(child) for child in children)
-        pytest.fail(f"child processes left behind: {described}")
+        kill_tree(children)
+        pytest.fail(f"child processes left behind (killed now): {described}")
+    new_shm = _new_dev_shm_entries(shm_before)
     if new_shm:
         pytest.fail(f"files left in {_DEV_SHM}: {sorted(new_shm)}")
+    held = new_segments(segments_before)
+    if held:
+        pytest.fail(f"shared-memory segments still open or mapped in this process: "
+                    f"{dict(held)}")
 
 
+# ------------------------------------------------------------------ isolated tests
+# Tests marked `isolated` run in a child pytest of their own (see isolation.py), so the
+# suite passes in any order: no CUDA context or JAX thread reaches a process that forks.
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Run the GPU tests last: once a test has initialised CUDA in this process, forking
-    workers is refused (rightly), so every test that forks must come before them."""
-    items.sort(key=lambda item: item.path.stem.startswith("test_gpu_"))
+
+def pytest_configure(config: pytest.Config) -> None:
+    _CONFIG[:] = [config]
+    if not isolation.in_child():
+        config.stash[_RUNNER] = isolation.IsolatedRunner(config)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # The final selection (after -k, -m, deselection and any reordering).
+    runner = session.config.stash.get(_RUNNER, None)
+    if runner is not None:
+        runner.collected(session.items)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+    runner = item.config.stash.get(_RUNNER, None)
+    if runner is None or not runner.wants(item):
+        return None
+    runner.run(item)
+    return True
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if isolation.in_child():
+        isolation.write_report(_CONFIG[0], report)

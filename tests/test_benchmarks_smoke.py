@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -88,4 +87,10 @@ def test_py_spy_raw_output_is_grouped_by_process_role() -> None:
     assert roles["main process"].samples == 3
     assert roles["workers"].self_counts["write (c.py)"] == 2
     assert roles["main process, thread MainThread"].inclusive_counts["main (a.py)"] == 3
-    assert sys.executable  # the measurement processes use this interpreter
+    assert set(roles) == {"main process", "main process, thread MainThread", "workers"}
+    assert roles["workers"].samples == 2
+    assert roles["workers"].inclusive_counts["run (w.py)"] == 2
+    assert roles["main process"].self_counts["wait (b.py)"] == 3
+    # The root process can be named: then the first line's process is the other one.
+    from_worker = parse_raw(text, root_pid=11)
+    assert from_worker["main process"].samples == 2 and from_worker["workers"].samples == 3

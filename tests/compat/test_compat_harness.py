@@ -85,7 +85,7 @@ def test_an_error_of_another_class_differs() -> None:
 
 
 def test_a_subclass_of_dalis_class_passes() -> None:
-    from dali_lite.errors import RuntimeValueError
+    from dali_lite._src.errors import RuntimeValueError
 
     assert compare(RuntimeError("bad batch size"), RuntimeValueError("bad batch size"),
                    words=("batch size",)) == []

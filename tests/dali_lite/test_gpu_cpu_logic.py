@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import ctypes
 import pickle
-import subprocess
 import sys
 import textwrap
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from leaks import run_in_session
 
 from dali_lite import fn
 from dali_lite._src import cuda
@@ -193,7 +193,8 @@ def test_building_a_gpu_pipeline_touches_no_cuda() -> None:
         import sys
         import numpy as np
         import dali_lite as dali
-        from dali_lite import cuda, fn
+        from dali_lite import fn
+        from dali_lite._src import cuda
         pipe = dali.Pipeline(batch_size=2, num_threads=1, device_id=0)
         with pipe:
             x = fn.external_source(lambda: [np.zeros(3), np.ones(3)])
@@ -204,7 +205,7 @@ def test_building_a_gpu_pipeline_touches_no_cuda() -> None:
         print("cupy" in sys.modules, cuda.cuda_initialized())
         pipe.close()
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+    out = run_in_session([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "False"]
@@ -291,7 +292,7 @@ def test_fork_is_refused_after_cuda_is_initialised() -> None:
             print("forked")
         pipe.close()
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+    out = run_in_session([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["refused", "True"]
@@ -303,6 +304,15 @@ def test_running_without_cupy_says_what_to_install() -> None:
     pipe = Pipeline(batch_size=1, num_threads=1, device_id=0)
     with pipe:
         pipe.set_outputs(fn.external_source(lambda: [np.zeros(1)]).gpu())
-    with pytest.raises((cuda.CudaUnavailableError, RuntimeError)):
-        pipe.run()
-    pipe.close()
+    try:
+        with pytest.raises(cuda.CudaUnavailableError) as refused:
+            pipe.run()
+    finally:
+        pipe.close()
+    message = str(refused.value)
+    reason = cuda.gpu_unavailable_reason()
+    assert reason is not None and reason in message, message
+    if "CuPy" in reason:  # no CuPy here: say what to install
+        assert "pip install 'dali-lite[gpu]'" in message and "cupy-cuda" in message, message
+    else:  # CuPy without a device: say that no device is there
+        assert "CUDA device" in message, message

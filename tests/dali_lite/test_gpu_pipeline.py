@@ -4,20 +4,20 @@ and PyTorch interoperability (in subprocesses: a fresh process per scenario)."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import textwrap
 
 import numpy as np
 import pytest
 from gpu_support import requires_gpu
+from leaks import run_in_session
 
 import dali_lite._src.cuda
 from dali_lite import fn
 from dali_lite._src.data.tensors_gpu import TensorListGPU
 from dali_lite.pipeline import Pipeline
 
-pytestmark = [requires_gpu, pytest.mark.usefixtures("forget_cuda_flag")]
+pytestmark = [requires_gpu, pytest.mark.isolated]  # CUDA in a process of its own
 
 
 
@@ -77,7 +77,7 @@ def test_stream_priority_is_clamped_to_the_device_range() -> None:
 
 
 def run_script(code: str) -> str:
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+    out = run_in_session([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
                          text=True, timeout=240)
     assert out.returncode == 0, out.stdout + out.stderr
     return out.stdout

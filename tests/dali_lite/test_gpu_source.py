@@ -11,7 +11,7 @@ from dali_lite import fn, types
 from dali_lite._src.data.tensors_gpu import TensorListGPU
 from dali_lite.pipeline import Pipeline
 
-pytestmark = [requires_gpu, pytest.mark.usefixtures("forget_cuda_flag")]
+pytestmark = [requires_gpu, pytest.mark.isolated]  # CUDA in a process of its own
 
 
 

@@ -17,7 +17,7 @@ from dali_lite._src.data.tensors_gpu import TensorGPU, TensorListGPU
 from dali_lite.pipeline import Pipeline
 from dali_lite.tensors import TensorCPU, TensorListCPU
 
-pytestmark = [requires_gpu, pytest.mark.usefixtures("forget_cuda_flag")]
+pytestmark = [requires_gpu, pytest.mark.isolated]  # CUDA in a process of its own
 DTYPES = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
           np.uint64, np.float16, np.float32, np.float64]
 

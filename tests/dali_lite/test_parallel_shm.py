@@ -20,6 +20,8 @@ from parallel_sources import (
     PerSampleSource,
     SampleSpec,
     SourceError,
+    WhoSample,
+    deadline,
     expected_meta,
     mapping_of,
     meta_rows,
@@ -285,3 +287,42 @@ def test_statistics_report_every_source_and_worker_consistently() -> None:
     # Without a hint a slot starts at DALI's 1 MiB: the small batches never grow it.
     assert stats["per_source"]["batches"]["total"]["resizes"] == 0
     assert stats["per_source"]["samples"]["total"]["resizes"] == 0
+
+
+@pytest.mark.parametrize(("workers", "depth"), [(2, 2), (3, 3), (2, 4)])
+def test_a_dense_per_sample_batch_is_one_task_when_the_depth_covers_the_workers(
+    workers: int, depth: int
+) -> None:
+    """README: with `prefetch_queue_depth >= py_num_workers` a per-sample batch is one task
+    (one worker, one slot), so `as_array()` returns it without a copy."""
+    batch_size = 6
+    pipe = pipeline(lambda: fn.external_source(WhoSample(), parallel=True,
+                                               prefetch_queue_depth=depth),
+                    batch_size, py_num_workers=workers)
+    try:
+        with deadline(30):
+            held = [pipe.run()[0] for _ in range(3)]
+        for tl in held:
+            pids = {int(tl.at(i)[0]) for i in range(batch_size)}
+            assert len(pids) == 1, f"the batch was split over workers {pids}"
+            a1, a2 = tl.as_array(), tl.as_array()
+            assert np.shares_memory(a1, a2), "as_array() copied the batch"
+            assert not a1.flags.owndata
+            assert "memfd:dali_lite" in (mapping_of(a1) or "")
+    finally:
+        pipe.close()
+
+
+def test_a_per_sample_batch_is_split_when_the_depth_is_below_the_workers() -> None:
+    """The other side of the rule: depth 1 with 2 workers splits a batch in two slices."""
+    pipe = pipeline(lambda: fn.external_source(WhoSample(), parallel=True,
+                                               prefetch_queue_depth=1),
+                    6, py_num_workers=2)
+    try:
+        with deadline(30):
+            (tl,) = pipe.run()
+        pids = [int(tl.at(i)[0]) for i in range(6)]
+        assert len(set(pids[:3])) == 1 and len(set(pids[3:])) == 1 and pids[0] != pids[3]
+        assert tl.as_array()[:, 1].tolist() == list(range(6))
+    finally:
+        pipe.close()

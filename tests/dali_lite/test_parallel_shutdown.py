@@ -1,5 +1,7 @@
 """Shutting down a pipeline with parallel sources: no worker lingers, nothing is left in
-/dev/shm, whatever way the pipeline or its process ends.
+/dev/shm, and no slot stays open or mapped in this process (slots are memfds, which /dev/shm
+never shows: /proc/self/fd and /proc/self/maps do), whatever way the pipeline or its process
+ends.
 
 close(), `del` + garbage collection and a `with` block run in this process. Interpreter exit,
 SIGKILL of the main process and Ctrl-C need a process of their own: a small script (written to
@@ -21,7 +23,10 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import psutil
 import pytest
+from leaks import kill_tree, new_segments, segments
 from parallel_sources import (
     START_METHODS,
     PerSampleSource,
@@ -34,6 +39,7 @@ from parallel_sources import (
 )
 
 from dali_lite import fn
+from dali_lite.types import SampleInfo
 
 TESTS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = TESTS_DIR.parents[1]
@@ -57,15 +63,21 @@ def running_pipe(start_method: str, workers: int = 2) -> Any:
 # ---------------------------------------------------------------------------- in this process
 def test_close_ends_every_worker_at_once(start_method: str) -> None:
     before = dev_shm()
+    held_before = segments()
     pipe = running_pipe(start_method)
     workers = child_pids()
     assert len(workers) == 2
+    assert segments() - held_before, "the running pipeline holds no slot: the check is blind"
+    for pid in workers:  # the workers hold the slots they were sent
+        assert segments(pid), f"worker {pid} holds no slot"
     pipe.close()
     assert not {pid for pid in workers if pid in child_pids()}, "close() returned too early"
     pipe.close()  # idempotent
     with pytest.raises(RuntimeError, match="closed"):
         pipe.run()
     assert dev_shm() <= before
+    del pipe
+    assert not new_segments(held_before), "slots outlived close()"
 
 
 def test_close_while_a_batch_is_being_computed_does_not_wait_for_it() -> None:
@@ -81,6 +93,7 @@ def test_close_while_a_batch_is_being_computed_does_not_wait_for_it() -> None:
 
 
 def test_del_and_garbage_collection_end_every_worker(start_method: str) -> None:
+    held_before = segments()
     pipe = running_pipe(start_method)
     workers = child_pids()
     ref = weakref.ref(pipe)
@@ -94,6 +107,7 @@ def test_del_and_garbage_collection_end_every_worker(start_method: str) -> None:
             time.sleep(0.02)
         assert ref() is None, "the pipeline is still alive after del and gc.collect()"
         assert not wait_gone(workers, GONE_WITHIN_S)
+        assert not new_segments(held_before), "slots outlived the collected pipeline"
     finally:
         leaked = ref()
         if leaked is not None:  # clean up after the bug, so other tests are not blamed
@@ -103,6 +117,7 @@ def test_del_and_garbage_collection_end_every_worker(start_method: str) -> None:
 def test_leaving_a_with_block_that_built_the_pipeline_ends_the_workers(
     start_method: str,
 ) -> None:
+    held_before = segments()
     pipe = pipeline(lambda: fn.external_source(PerSampleSource(), parallel=True), 4,
                     py_num_workers=2, py_start_method=start_method)
     with pipe:
@@ -114,6 +129,8 @@ def test_leaving_a_with_block_that_built_the_pipeline_ends_the_workers(
     assert not wait_gone(workers, 0.5)
     with pytest.raises(RuntimeError, match="closed"):
         pipe.run()
+    del pipe
+    assert not new_segments(held_before), "slots outlived the with block"
 
 
 def test_a_with_block_that_only_defines_the_graph_leaves_the_pipeline_usable() -> None:
@@ -121,10 +138,15 @@ def test_a_with_block_that_only_defines_the_graph_leaves_the_pipeline_usable() -
                     py_num_workers=1)  # defined inside `with pipe:` by the helper
     try:
         with deadline(30):
-            pipe.run()
-            pipe.run()
+            batches = [pipe.run()[0].as_array().copy() for _ in range(2)]
+        assert len(child_pids()) == 1, "the pipeline's worker is not running"
     finally:
         pipe.close()
+    # The pipeline ran after the `with` block ended: two batches of the source's samples.
+    want = [[PerSampleSource()(SampleInfo(i * 4 + j, j, i, 0)) for j in range(4)]
+            for i in range(2)]
+    for got, samples in zip(batches, want, strict=True):
+        np.testing.assert_array_equal(got, np.stack(samples))
 
 
 def test_an_exception_inside_the_with_block_still_ends_the_workers() -> None:
@@ -180,6 +202,30 @@ if __name__ == "__main__":
 """
 
 
+_STARTED: list[subprocess.Popen[str]] = []
+
+
+@pytest.fixture(autouse=True)
+def kill_scripts_left_running() -> Any:
+    """A script and its workers share a session of their own; when a test fails half-way,
+    kill whatever of that session is still running, so no worker survives the test."""
+    yield
+    while _STARTED:
+        proc = _STARTED.pop()
+        survivors = [p for p in psutil.process_iter() if _session_of(p.pid) == proc.pid]
+        if proc.poll() is None:
+            proc.kill()
+        kill_tree(survivors)
+        proc.communicate()
+
+
+def _session_of(pid: int) -> int | None:
+    try:
+        return os.getsid(pid)
+    except OSError:
+        return None
+
+
 def start_script(tmp_path: Path, start_method: str, then: str, delay_s: float = 0.0) -> Any:
     script = tmp_path / "live_pipeline.py"
     script.write_text(textwrap.dedent(SCRIPT).format(start_method=start_method, then=then,
@@ -188,9 +234,11 @@ def start_script(tmp_path: Path, start_method: str, then: str, delay_s: float = 
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), str(TESTS_DIR),
                                          env.get("PYTHONPATH", "")])
     # A session of its own: a Ctrl-C for it cannot reach the test runner.
-    return subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
                             start_new_session=True)
+    _STARTED.append(proc)
+    return proc
 
 
 def worker_pids_of(proc: Any) -> set[int]:

@@ -31,14 +31,16 @@ def make_pipe(limit: int = 10, batch_size: int = 2, **kwargs) -> Pipeline:
     return pipe
 
 
-def drain(pipe: Pipeline) -> list[np.ndarray]:
+def drain(pipe: Pipeline, limit: int = 1000) -> list[np.ndarray]:
+    """Every batch until StopIteration; more than `limit` batches is an error, not a hang."""
     batches = []
-    while True:
+    for _ in range(limit):
         try:
             (out,) = pipe.run()
         except StopIteration:
             return batches
         batches.append(out.as_array().copy())
+    raise AssertionError(f"no StopIteration after {limit} batches")
 
 
 def test_import_paths_match_dali() -> None:
@@ -217,7 +219,12 @@ def test_mixing_run_and_schedule_run_is_refused_unless_allowed() -> None:
         pipe.share_outputs()
     pipe.enable_api_check(False)
     pipe.schedule_run()
-    pipe.share_outputs()
+    (shared,) = pipe.share_outputs()
+    # The mixed calls still deliver the batches in order: [0, 1] came from run(), then [2, 3].
+    assert shared.as_array()[:, 0].tolist() == [2, 3]
+    pipe.release_outputs()
+    (out,) = pipe.run()
+    assert out.as_array()[:, 0].tolist() == [4, 5]
 
 
 def test_empty_reports_unconsumed_work() -> None:

@@ -98,9 +98,19 @@ def test_call_many_equals_calling_per_sample(script: list[str], num_outputs: int
                 np.testing.assert_array_equal(a, b)
     else:
         assert outputs is None
-        # The source is never called past the sample that raised.
-        assert many_source.calls == list(range(len(many_source.calls)))
-        assert len(many_source.calls) <= len(script)
+    # The source is called once per sample, in order, and never past the sample that raised
+    # (a sample that merely cannot be converted does not stop the calls: only a raise does).
+    raised_at = script.index("raise") if "raise" in script else len(script) - 1
+    assert many_source.calls == list(range(raised_at + 1))
+    assert single_source.calls == list(range(min(raised_at + 1, len(single_source.calls))))
+
+
+def test_the_source_is_never_called_past_the_sample_that_raised() -> None:
+    source = ScriptedSource(["array", "raise", "array", "array"], None)
+    call = PerSampleCall(source, None, "stops", takes_info=True)
+    outputs, failure = call.call_many(list(SampleRange(0, 0, 4, 0, 0)))
+    assert outputs is None and failure is not None and failure[0] == 1
+    assert source.calls == [0, 1]
 
 
 def test_a_failing_sample_is_named_by_its_index_in_the_task() -> None:

@@ -8,6 +8,7 @@ init, so the runner cannot see it), and whether a file appeared in ``/dev/shm``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -30,8 +31,10 @@ CASE_TIMEOUT_S = 30.0
 #: Cases run at once (the machine has 2 cores; most of a case is waiting).
 CONCURRENCY = 3
 _DEV_SHM = "/dev/shm"
-#: Names that shm.SharedSegment's fallback files and multiprocessing's semaphores get.
-_OUR_PREFIXES = ("dali_lite", "sem.mp-", "psm_")
+#: Names that shm.SharedSegment's fallback files and multiprocessing's shared memory get.
+#: (Not multiprocessing's semaphores, "sem.mp-*": dali_lite makes none, and every Python
+#: program on the machine does, so a new one says nothing about the case.)
+_OUR_PREFIXES = ("dali_lite", "psm_")
 
 
 def _dev_shm() -> set[str]:
@@ -116,9 +119,16 @@ def run_case(case: Case) -> dict[str, Any]:
         os.unlink(deaths.name)
     if case.procedure != "main_killed":
         out["lingering"], _ = _wait_gone(out.get("pids", []), REPORT_BOUND_S)
+    _kill(out.get("lingering") or [])  # recorded as a failure; not left running
     out["new_shm"] = sorted(_dev_shm() - shm_before)
     out["stderr_tail"] = stderr[-1500:]
     return out
+
+
+def _kill(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def run_all(cases: list[Case], concurrency: int = CONCURRENCY) -> dict[str, dict[str, Any]]:

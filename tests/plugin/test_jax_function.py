@@ -12,6 +12,9 @@ import pytest
 
 jax = pytest.importorskip("jax", reason="jax_function needs JAX: pip install 'dali-lite[jax]'")
 
+#: JAX's backend starts threads: these tests run in a process of their own (isolation.py).
+pytestmark = pytest.mark.isolated
+
 import jax.numpy as jnp  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402

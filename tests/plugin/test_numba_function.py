@@ -6,7 +6,6 @@ these tests share a few module-level run functions and keep hypothesis' examples
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections.abc import Callable
 from contextlib import closing
@@ -14,9 +13,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+from leaks import run_in_session
 
 numba = pytest.importorskip(
     "numba", reason="numba_function needs Numba: pip install 'dali-lite[numba]'")
+
+#: numba.cuda creates a CUDA context on a GPU machine: these tests run in a process of their
+#: own (isolation.py).
+pytestmark = pytest.mark.isolated
 
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
@@ -31,6 +35,13 @@ from dali_lite.plugin.numba.fn.experimental import numba_function  # noqa: E402
 
 # ---------------------------------------------------------------- run functions (compiled once)
 def add_one(out0, in0):
+    for k in range(in0.size):
+        out0.flat[k] = in0.flat[k] + 1
+
+
+def add_one_once(out0, in0):
+    """add_one for the compile-once test only: numba keeps one dispatcher per function, so
+    another test that ran add_one with other types first would add signatures to it."""
     for k in range(in0.size):
         out0.flat[k] = in0.flat[k] + 1
 
@@ -125,7 +136,7 @@ def test_per_sample_uniform_batch_keeps_shape_type_and_layout_and_compiles_once(
     ops = []
 
     def graph() -> Any:
-        out = numba_function(source(data, "HW"), run_fn=add_one, **FLOAT_ARGS)
+        out = numba_function(source(data, "HW"), run_fn=add_one_once, **FLOAT_ARGS)
         ops.append(out.source)
         return out
 
@@ -404,7 +415,7 @@ def test_imports_work_without_numba_and_jax() -> None:
         "from dali_lite.plugin import jax as dax\n"
         "assert callable(dax.fn.jax_function) and callable(numba_function)\n"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    run_in_session([sys.executable, "-c", code], check=True, timeout=60)
 
 
 # ---------------------------------------------------------------- on a GPU

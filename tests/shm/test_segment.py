@@ -7,7 +7,6 @@ import gc
 import os
 import pickle
 import stat
-import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from leaks import run_in_session
 
 import shm.segment as segment_module
 from shm import SHM_LIMIT_ENV, SharedSegment, ShmAllocationError, ShmError, shm_bytes_in_use
@@ -105,7 +105,8 @@ def test_refresh_after_another_process_grows(segment: SharedSegment) -> None:
         seg.close()
         """
     )
-    subprocess.run([sys.executable, "-c", script], pass_fds=(segment.fd,), check=True, timeout=30)
+    run_in_session([sys.executable, "-c", script], pass_fds=(segment.fd,), check=True,
+                   timeout=30)
     assert segment.refresh() is True
     assert segment.capacity == 40960
     assert segment.array()[40959] == 7
@@ -309,7 +310,7 @@ def test_a_worker_filling_an_unreserved_slot_is_read_back_by_the_creator() -> No
             layout = codec.write(seg, [[np.arange(1000, dtype=np.int32)] * 3])
             print(layout.meta_offset, layout.meta_nbytes, layout.used_nbytes)
         """)
-        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+        done = run_in_session([sys.executable, "-c", script], capture_output=True, text=True,
                               pass_fds=(seg.fd,), check=True, timeout=60)
         meta_offset, meta_nbytes, used = map(int, done.stdout.split())
         assert _allocated_bytes(seg) >= used  # the writer reserved what it wrote
@@ -332,5 +333,45 @@ def test_prepare_write_without_madvise_populate_still_reserves(
         assert _allocated_bytes(seg) == 1 << 16
         seg.array()[:] = 3
         assert int(seg.array().sum()) == 3 << 16
+    finally:
+        seg.close()
+
+
+class _FakeMemory:
+    def __init__(self, available: int) -> None:
+        self.available = available
+
+
+@pytest.mark.parametrize("reserve", [True, False])
+def test_create_and_grow_check_free_memory_before_touching_the_file(
+    monkeypatch: pytest.MonkeyPatch, reserve: bool
+) -> None:
+    """README: "creating or growing a slot checks free memory first". With the system
+    reporting 1 MiB free, asking for more fails before the file is truncated or reserved."""
+    free = 1 << 20
+    monkeypatch.delenv(SHM_LIMIT_ENV, raising=False)
+    monkeypatch.setattr(segment_module.psutil, "virtual_memory", lambda: _FakeMemory(free))
+    touched: list[str] = []
+    real_ftruncate, real_fallocate = os.ftruncate, os.posix_fallocate
+    monkeypatch.setattr(segment_module.os, "ftruncate",
+                        lambda fd, n: (touched.append("ftruncate"), real_ftruncate(fd, n))[1])
+    monkeypatch.setattr(segment_module.os, "posix_fallocate",
+                        lambda fd, o, n: (touched.append("fallocate"),
+                                          real_fallocate(fd, o, n))[1])
+    with pytest.raises(ShmAllocationError) as created:
+        SharedSegment.create(2 * free, name="test", reserve=reserve)
+    assert created.value.requested_bytes == 2 * free
+    assert created.value.available_bytes == free
+    assert f"{free} bytes available" in str(created.value)
+    assert touched == []
+    seg = SharedSegment.create(free // 2, name="test", reserve=reserve)
+    try:
+        touched.clear()
+        with pytest.raises(ShmAllocationError) as grown:
+            seg.grow(free * 3, reserve=reserve)
+        assert grown.value.requested_bytes == free * 3 - free // 2
+        assert grown.value.available_bytes == free
+        assert touched == []
+        assert seg.capacity == free // 2 and os.fstat(seg.fd).st_size == free // 2
     finally:
         seg.close()

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import ctypes
 import faulthandler
+import mmap
 import os
+import platform
 import signal
 import time
 from collections.abc import Iterator, Sequence
@@ -48,6 +50,34 @@ def big(nbytes: int) -> list[list[np.ndarray]]:
     return [[np.full(nbytes, 7, np.uint8)]]
 
 
+#: An endless loop ("jump to itself") in machine code, per architecture.
+_SPIN_CODE = {"x86_64": b"\xeb\xfe", "amd64": b"\xeb\xfe", "aarch64": b"\x00\x00\x00\x14",
+              "arm64": b"\x00\x00\x00\x14"}
+
+
+def native_spin_unavailable() -> str | None:
+    """Why :func:`spin_in_native_code` cannot run here, or None."""
+    if platform.machine().lower() not in _SPIN_CODE:
+        return f"no endless-loop machine code for {platform.machine()}"
+    try:
+        mmap.mmap(-1, mmap.PAGESIZE,
+                  prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC).close()
+    except OSError as exc:
+        return f"cannot map an executable page: {exc}"
+    return None
+
+
+def spin_in_native_code() -> None:
+    """Never return: spin in machine code, called with the GIL held (``PYFUNCTYPE``), never
+    checking for signals. Only a handler that runs in C (faulthandler's) can answer a signal
+    while this runs; a Python-level handler never gets to run. (``time.sleep`` releases the
+    GIL and ``math.factorial`` checks for signals, so neither shows this.)"""
+    page = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+    page.write(_SPIN_CODE[platform.machine().lower()])
+    address = ctypes.addressof(ctypes.c_char.from_buffer(page))
+    ctypes.PYFUNCTYPE(None)(address)()
+
+
 def fail(kind: str) -> list[list[np.ndarray]]:
     """Raise or crash in the way ``kind`` names; otherwise return one small array."""
     if kind == "value":
@@ -79,6 +109,8 @@ def fail(kind: str) -> list[list[np.ndarray]]:
         time.sleep(60)
     if kind == "nap":
         time.sleep(0.6)
+    if kind == "native":
+        spin_in_native_code()
     if kind == "spin":
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # stuck in pure Python, holding the GIL

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from leaks import kill_session
 from pool_helpers import START_METHODS
 
 _EXIT_TIMEOUT_S = 10.0
@@ -83,3 +84,4 @@ def test_program_end_stops_workers(start_method: str, scenario: str) -> None:
         if program.poll() is None:
             program.kill()
             program.communicate(timeout=_EXIT_TIMEOUT_S)
+        kill_session(program.pid)  # workers that outlived a failed check
