@@ -1,0 +1,36 @@
+"""`dali_lite.plugin.pytorch`, as `nvidia.dali.plugin.pytorch`: DALI pipelines feeding PyTorch.
+
+`DALIGenericIterator` (and `DALIClassificationIterator`, `DALIRaggedIterator`) run one or more
+pipelines and give one dict of tensors per pipeline per step; `LastBatchPolicy` says what
+happens to an incomplete last batch; `feed_ndarray` / `to_torch_type` copy DALI tensors into
+PyTorch ones; `fn.torch_python_function` runs a function on torch tensors inside a pipeline.
+
+PyTorch is an optional extra (`pip install 'dali-lite[torch]'`); like DALI's, this module
+imports it, and `import dali_lite` alone never does.
+"""
+
+from __future__ import annotations
+
+try:
+    import torch  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError("dali_lite.plugin.pytorch needs PyTorch: pip install 'dali-lite[torch]'"
+                      ) from exc
+
+from ..base_iterator import LastBatchPolicy
+from . import fn
+from ._iterators import DALIClassificationIterator, DALIGenericIterator, DALIRaggedIterator
+from .fn import TorchPythonFunction
+from .torch_utils import feed_ndarray, to_torch_tensor, to_torch_type
+
+__all__ = [
+    "DALIClassificationIterator",
+    "DALIGenericIterator",
+    "DALIRaggedIterator",
+    "LastBatchPolicy",
+    "TorchPythonFunction",
+    "feed_ndarray",
+    "fn",
+    "to_torch_tensor",
+    "to_torch_type",
+]
