@@ -30,7 +30,7 @@ from typing import Any
 
 from ..errors import RuntimeValueError
 
-__all__ = ["LastBatchPolicy"]
+__all__ = ["LastBatchPolicy", "not_dense_error"]
 
 _logger = logging.getLogger(__name__)
 
@@ -78,6 +78,17 @@ def _auto_reset_mode(auto_reset: Any) -> str:
     if auto_reset is True or auto_reset == "yes":
         return "yes"
     raise ValueError(f"Unsupported value for `auto_reset` {auto_reset}")
+
+
+def not_dense_error(name: str, batch: Any) -> RuntimeValueError:
+    """DALI fails (RuntimeError) on a batch whose samples differ in shape; say which."""
+    shapes = batch.shape()
+    other = next((i for i, s in enumerate(shapes) if s != shapes[0]), 0)
+    return RuntimeValueError(
+        f"output {name!r}: the batch must be representable as a tensor - it must have uniform "
+        f"shape (sample 0 has shape {tuple(shapes[0])}, sample {other} has shape "
+        f"{tuple(shapes[other])}); pad the samples to one shape, or use DALIRaggedIterator "
+        "(PyTorch) with output_types=[..., DALIRaggedIterator.SPARSE_LIST_TAG, ...] for it")
 
 
 class _DaliBaseIterator:

@@ -24,23 +24,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...errors import RuntimeValueError
 from ...tensors import TensorListCPU
+from ..base_iterator import not_dense_error
 
 # (event, what keeps the device memory alive) for tensors that died while work may be queued.
 _retired: deque[tuple[Any, Any]] = deque()
 _retired_lock = threading.Lock()
-
-
-def not_dense_error(name: str, batch: Any) -> RuntimeValueError:
-    """DALI fails (RuntimeError) on a batch whose samples differ in shape; say which."""
-    shapes = batch.shape()
-    other = next((i for i, s in enumerate(shapes) if s != shapes[0]), 0)
-    return RuntimeValueError(
-        f"output {name!r}: the batch must be representable as a tensor - it must have uniform "
-        f"shape (sample 0 has shape {tuple(shapes[0])}, sample {other} has shape "
-        f"{tuple(shapes[other])}); pad the samples to one shape, or use DALIRaggedIterator "
-        "with output_types=[..., DALIRaggedIterator.SPARSE_LIST_TAG, ...] for this output")
 
 
 def host_array_to_torch(array: np.ndarray) -> torch.Tensor:

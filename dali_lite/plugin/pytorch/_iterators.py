@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from ..base_iterator import LastBatchPolicy, _DaliBaseIterator
-from ._conversion import batch_to_torch, not_dense_error, sample_to_torch
+from ..base_iterator import LastBatchPolicy, _DaliBaseIterator, not_dense_error
+from ._conversion import batch_to_torch, sample_to_torch
 from .torch_utils import to_torch_type
 
 __all__ = ["DALIClassificationIterator", "DALIGenericIterator", "DALIRaggedIterator"]
