@@ -128,9 +128,15 @@ def test_last_batch_policies_over_random_sizes(size: int, batch: int, pipes: int
     with ExitStack() as stack:
         for p in pipelines:
             stack.callback(p.close)
+        want = expected_epoch(size, batch, pipes, policy)
+        if not want:
+            # DROP with fewer samples than one step: DALI reports an empty pipeline.
+            with pytest.raises(RuntimeError, match="no data in the pipeline"):
+                DALIGenericIterator(pipelines, ["x", "epoch"], size=size,
+                                    last_batch_policy=policy, last_batch_padded=padded)
+            return
         it = DALIGenericIterator(pipelines, ["x", "epoch"], size=size,
                                  last_batch_policy=policy, last_batch_padded=padded)
-        want = expected_epoch(size, batch, pipes, policy)
         assert len(it) == len(want)
         got = []
         for step in it:
