@@ -497,3 +497,16 @@ def jax_data_iterator_sharding_and_devices(ctx):
     ctx.attempt("both", dax.data_iterator, output_map=["x"], devices=jax.devices(),
                 sharding=jax.sharding.SingleDeviceSharding(jax.devices()[0]),
                 words=["sharding", "devices"])
+
+
+@case(needs=_TORCH, differs="ragged-iterator-partial")
+def torch_ragged_iterator_partial_last_batch(ctx):
+    pt = ctx.module("plugin.pytorch")
+    it = pt.DALIRaggedIterator(_pipe(ctx, [Ragged()]), ["x"], size=3,
+                               output_types=[pt.DALIRaggedIterator.SPARSE_LIST_TAG],
+                               last_batch_policy=pt.LastBatchPolicy.PARTIAL)
+
+    def epoch():
+        return [[t.tolist() for t in step[0]["x"]] for step in it]
+
+    ctx.expect("the last batch is trimmed to the epoch", epoch, [[[0], [0, 1]], [[0, 1, 2]]])
