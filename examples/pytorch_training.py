@@ -36,7 +36,7 @@ class RegressionBatches:
 
 
 @dali.pipeline_def(batch_size=BATCH_SIZE, num_threads=1, device_id=None, py_num_workers=2,
-                   py_start_method="spawn")
+                   py_start_method="fork")
 def regression_pipeline():
     x, y = fn.external_source(RegressionBatches(), num_outputs=2, batch=True, batch_info=True,
                               parallel=True)
@@ -44,12 +44,14 @@ def regression_pipeline():
 
 
 def main() -> None:
-    torch.manual_seed(0)
-    model = torch.nn.Linear(FEATURES, 1)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     pipe = regression_pipeline()
     try:
+        # The iterator builds the pipeline, which forks the workers: before PyTorch starts
+        # any thread of its own (forking a process that runs threads can deadlock them).
         loader = DALIGenericIterator(pipe, ["x", "y"], auto_reset=True)
+        torch.manual_seed(0)
+        model = torch.nn.Linear(FEATURES, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         for epoch in range(EPOCHS):
             total, steps = 0.0, 0
             for (batch,) in loader:

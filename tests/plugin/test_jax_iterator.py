@@ -135,3 +135,27 @@ def test_data_iterator_refuses_sharding_with_devices() -> None:
     with pytest.raises(ValueError, match="sharding"):
         data_iterator(output_map=["x"], devices=jax.devices(),
                       sharding=jax.sharding.SingleDeviceSharding(jax.devices()[0]))
+
+
+def _jax_gpu_reason() -> str | None:
+    if not any(d.platform == "gpu" for d in jax.devices()):
+        return "needs JAX with a CUDA device (this JAX runs on the CPU)"
+    from dali_lite import cuda
+
+    return cuda.gpu_unavailable_reason()
+
+
+@pytest.mark.skipif(_jax_gpu_reason() is not None, reason=str(_jax_gpu_reason()))
+def test_gpu_batch_is_imported_on_the_device() -> None:
+    @data_iterator(output_map=["x"], size=8)
+    def iterator_def():
+        x = fn.external_source(lambda i: np.full((64,), i.idx_in_epoch, np.float32),
+                               batch=False)
+        return x.gpu()
+
+    it = iterator_def(batch_size=4)
+    assert it._pipes[0].device_id == 0
+    for k, step in enumerate(it):
+        x = step["x"]
+        assert {d.platform for d in x.devices()} == {"gpu"}
+        assert np.asarray(x.sum(axis=1)).tolist() == [64.0 * (4 * k + i) for i in range(4)]
