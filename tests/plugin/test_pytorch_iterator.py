@@ -344,3 +344,35 @@ def test_gpu_batch_is_a_cuda_tensor_ordered_on_the_current_stream() -> None:
                 want = torch.arange(4 * k, 4 * k + 4, device=x.device,
                                     dtype=torch.float32) * 256
                 assert torch.equal(total, want)
+
+
+def test_device_memory_of_dead_tensors_is_held_until_its_event_completes() -> None:
+    """The deferred release behind GPU tensors, with stand-in events (no CUDA needed)."""
+    from dali_lite.plugin.pytorch import _conversion
+
+    class Event:
+        done = False
+
+        def query(self) -> bool:
+            return self.done
+
+    class Memory:
+        pass
+
+    first, second = Event(), Event()
+    memory = Memory()
+    import weakref
+
+    alive = weakref.ref(memory)
+    with _conversion._retired_lock:
+        _conversion._retired.extend([(first, memory), (second, Memory())])
+    del memory
+    _conversion.collect_retired()
+    assert alive() is not None, "released before the queued work completed"
+    first.done = True
+    _conversion.collect_retired()
+    assert alive() is None
+    assert len(_conversion._retired) == 1  # the second still waits for its event
+    second.done = True
+    _conversion.collect_retired()
+    assert not _conversion._retired
