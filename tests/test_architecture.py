@@ -182,11 +182,21 @@ FACES = ("dali_lite/__init__.py", "dali_lite/pipeline.py", "dali_lite/fn.py",
          "dali_lite/python_function_plugin.py", "dali_lite/plugin/__init__.py",
          "dali_lite/plugin/numba/__init__.py", "dali_lite/plugin/numba/fn/__init__.py",
          "dali_lite/plugin/numba/fn/experimental.py", "dali_lite/plugin/numba/experimental.py",
-         "dali_lite/plugin/jax/__init__.py", "dali_lite/plugin/jax/fn/__init__.py")
+         "dali_lite/plugin/jax/__init__.py", "dali_lite/plugin/jax/fn/__init__.py",
+         "dali_lite/plugin/jax/iterator.py", "dali_lite/plugin/base_iterator.py",
+         "dali_lite/plugin/pytorch/__init__.py", "dali_lite/plugin/pytorch/fn/__init__.py",
+         "dali_lite/plugin/pytorch/torch_utils.py")
 
 
 def _is_logic_free(node: ast.stmt) -> bool:
     if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return True
+    # A lazy re-export (module __getattr__ and the names it serves): a face of an optional
+    # framework that must import without it (plugin.jax's iterator names).
+    if isinstance(node, ast.FunctionDef) and node.name in ("__getattr__", "__dir__"):
+        return True
+    if isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) and t.id.isupper()
+                                            for t in node.targets):
         return True
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
         return True  # the docstring
