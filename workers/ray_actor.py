@@ -15,6 +15,7 @@ never Ray's wrapper.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,8 +38,13 @@ class RayTaskFailure:
 class RayWorker:
     """Holds the pool's callbacks and runs tasks on them, one at a time (an actor)."""
 
-    def __init__(self, index: int, payloads: Sequence[bytes], pickler: PicklerSpec) -> None:
+    def __init__(self, index: int, payloads: Sequence[bytes], pickler: PicklerSpec,
+                 driver_path: Sequence[str] = ()) -> None:
         self.index = index
+        # As spawn does: the driver's import path, so that callbacks pickled by reference
+        # (functions of the user's modules) import here. On another node, paths that do not
+        # exist there are harmless; ship code with Ray's runtime_env (docs/scale-out.md).
+        sys.path.extend(entry for entry in driver_path if entry not in sys.path)
         self.callbacks: list[Any] = []
         for payload in payloads:
             try:

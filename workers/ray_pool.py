@@ -30,6 +30,7 @@ Why it is shaped so:
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 import time
 import weakref
@@ -217,7 +218,7 @@ class RayWorkerPool:
             if not ray.is_initialized():
                 ray.init()
             self._remote_class = ray.remote(RayWorker)
-            self._setup = (payloads, spec)
+            self._setup = (payloads, spec, list(sys.path))
             try:
                 for index in range(self._num_workers):
                     self._actors.append(_ActorState(self._new_actor(index)))
