@@ -7,12 +7,10 @@ back through shared memory (packages `workers` and `shm`).
 
 from __future__ import annotations
 
-from . import backend, fn, tensors, types
-from .pipeline import Pipeline, pipeline_def
+from dali_lite import backend, fn, pipeline, tensors, types
+from dali_lite.pipeline import Pipeline, pipeline_def
 
 __version__ = "0.1.0"
 
 __all__ = ["Pipeline", "__version__", "backend", "fn", "pipeline", "pipeline_def", "tensors",
            "types"]
-
-from . import pipeline

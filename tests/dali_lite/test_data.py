@@ -1,4 +1,5 @@
-"""dali_lite.data: what user code may return as a sample or a batch, and what is refused."""
+"""dali_lite._src.data.conversions: what user code may return as a sample or a batch, and
+what is refused."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from dali_lite.data import to_batch_block, to_batch_samples, to_sample_array
+from dali_lite._src.data.conversions import to_batch_block, to_batch_samples, to_sample_array
 from dali_lite.tensors import TensorCPU, TensorListCPU
 
 DTYPES = [np.dtype(t) for t in (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8,

@@ -17,10 +17,11 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from dali_lite import cuda, fn
-from dali_lite.ops import transfer
-from dali_lite.ops.gpu_function import current_dali_stream, gpu_variant
-from dali_lite.ops.python_function import DLTensorPythonFunction, PythonFunction
+from dali_lite import fn
+from dali_lite._src import cuda
+from dali_lite._src.ops import transfer
+from dali_lite._src.ops.gpu_function import current_dali_stream, gpu_variant
+from dali_lite._src.ops.python_function import DLTensorPythonFunction, PythonFunction
 from dali_lite.pipeline import Pipeline
 
 
@@ -275,7 +276,7 @@ def test_fork_is_refused_after_cuda_is_initialised() -> None:
         import numpy as np
         import dali_lite as dali
         from dali_lite import fn
-        from dali_lite.cuda import mark_cuda_initialized
+        from dali_lite._src.cuda import mark_cuda_initialized
         mark_cuda_initialized()
         pipe = dali.Pipeline(batch_size=2, num_threads=1, device_id=None, py_num_workers=1,
                              py_start_method="fork")

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from gpu_support import requires_gpu
 
-import dali_lite.cuda
+import dali_lite._src.cuda
 from dali_lite import fn
-from dali_lite.ops.gpu_function import current_dali_stream
+from dali_lite._src.data.tensors_gpu import TensorListGPU
+from dali_lite._src.ops.gpu_function import current_dali_stream
 from dali_lite.pipeline import Pipeline
-from dali_lite.tensors_gpu import TensorListGPU
 
 pytestmark = [requires_gpu, pytest.mark.usefixtures("forget_cuda_flag")]
 
@@ -74,7 +74,7 @@ def test_python_function_batch_and_outputs() -> None:
 
 def test_unsynchronized_function_uses_the_dali_stream() -> None:
     def negate(sample: Any) -> Any:
-        with dali_lite.cuda.stream_object(current_dali_stream()):
+        with dali_lite._src.cuda.stream_object(current_dali_stream()):
             return -sample
 
     results = run_graph(lambda x: fn.python_function(x, function=negate, device="gpu",

@@ -8,8 +8,8 @@ import pytest
 from gpu_support import requires_gpu
 
 from dali_lite import fn, types
+from dali_lite._src.data.tensors_gpu import TensorListGPU
 from dali_lite.pipeline import Pipeline
-from dali_lite.tensors_gpu import TensorListGPU
 
 pytestmark = [requires_gpu, pytest.mark.usefixtures("forget_cuda_flag")]
 

@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dali_lite import fn, types
+from dali_lite._src.data.tensors_gpu import TensorGPU, TensorListGPU
 from dali_lite.pipeline import Pipeline
 from dali_lite.tensors import TensorCPU, TensorListCPU
-from dali_lite.tensors_gpu import TensorGPU, TensorListGPU
 
 pytestmark = [requires_gpu, pytest.mark.usefixtures("forget_cuda_flag")]
 DTYPES = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,

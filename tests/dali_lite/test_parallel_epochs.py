@@ -23,7 +23,7 @@ from parallel_sources import (
 )
 
 from dali_lite import fn
-from dali_lite.executor import Executor
+from dali_lite._src.execution.executor import Executor
 
 TINY = (SampleSpec("uint8", (2,)),)
 

@@ -192,7 +192,7 @@ def timeout_wired() -> bool:
     """Whether dali_lite passes ``py_timeout`` on to ``WorkerPool.submit`` yet."""
     import inspect
 
-    from dali_lite.ops import parallel_source
+    from dali_lite._src.ops import parallel_source
 
     return "timeout_s" in inspect.getsource(parallel_source)
 
@@ -201,7 +201,8 @@ def pending_fix(case: Case) -> str | None:
     """Why ``case`` is known to fail with the dali_lite of this checkout, if it is."""
     import inspect
 
-    from dali_lite import executor, graph
+    from dali_lite._src.execution import executor
+    from dali_lite._src.graph import nodes as graph
 
     if case.procedure == "del" and "_pipeline_ref" not in inspect.getsource(graph):
         return ("`del pipeline` leaves the workers running: the pipeline's finalizer keeps its "

@@ -24,7 +24,7 @@ from plugin_pipes import run_graph  # noqa: E402
 
 import dali_lite as dali  # noqa: E402
 from dali_lite import fn, types  # noqa: E402
-from dali_lite.graph import DataNode  # noqa: E402
+from dali_lite._src.graph.nodes import DataNode  # noqa: E402
 from dali_lite.plugin.numba.experimental import NumbaFunction  # noqa: E402
 from dali_lite.plugin.numba.fn.experimental import numba_function  # noqa: E402
 
@@ -406,7 +406,7 @@ def test_imports_work_without_numba_and_jax() -> None:
 
 # ---------------------------------------------------------------- on a GPU
 def _gpu_skip_reason() -> str | None:
-    from dali_lite import cuda
+    from dali_lite._src import cuda
 
     reason = cuda.gpu_unavailable_reason()
     if reason is not None:

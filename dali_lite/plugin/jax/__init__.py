@@ -7,6 +7,6 @@ optional extra (`pip install 'dali-lite[jax]'`): this package imports without it
 
 from __future__ import annotations
 
-from . import fn
+from dali_lite.plugin.jax import fn
 
 __all__ = ["fn"]

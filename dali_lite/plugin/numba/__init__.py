@@ -7,6 +7,6 @@ modules import without it, and only calling them says what to install.
 
 from __future__ import annotations
 
-from . import experimental, fn
+from dali_lite.plugin.numba import experimental, fn
 
 __all__ = ["experimental", "fn"]

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from . import experimental
+from dali_lite.plugin.numba.fn import experimental
 
 __all__ = ["experimental"]

@@ -1,0 +1,1 @@
+"""The execution room: the executor that computes iterations ahead of the caller."""

@@ -1,0 +1,217 @@
+"""The operator graph: `DataNode` (an edge, one output of an operator) and `Operator` (a node).
+
+A pipeline's graph is built by calling `fn.*` functions inside a pipeline's scope (`with pipe:`,
+`define_graph()` or a `pipeline_def` function). Each call creates an `Operator`, registers it
+with the pipeline that is current at that moment, and returns its outputs as `DataNode`s.
+`Pipeline.build()` walks back from the pipeline outputs, adds every registered operator that
+must run anyway (sources, `preserve`d operators, sinks), and orders them topologically.
+
+An operator's `run()` takes the batches of its inputs and returns the batches of its outputs,
+once per iteration; the executor calls operators in the order `topological_order` gives.
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from dali_lite._src.graph.scope import PipelineScope
+
+if TYPE_CHECKING:  # annotations only: the pipeline stands above the graph
+    from dali_lite._src.pipeline.pipeline import Pipeline
+
+_operator_ids = itertools.count()
+
+#: The transfer operators `DataNode.gpu()` and `.cpu()` create, by target device. They are
+#: operators, which stand on this module, so the operator room registers them at import
+#: (`dali_lite._src.ops.transfer`) instead of this module importing upwards.
+_TRANSFERS: dict[str, Callable[[DataNode], DataNode]] = {}
+
+
+def register_transfer(device: str, copy: Callable[[DataNode], DataNode]) -> None:
+    """Make `DataNode.gpu()` (device "gpu") or `.cpu()` (device "cpu") call `copy`."""
+    _TRANSFERS[device] = copy
+
+
+def _transfer(device: str) -> Callable[[DataNode], DataNode]:
+    try:
+        return _TRANSFERS[device]
+    except KeyError:
+        raise RuntimeError(
+            f"no transfer to the {device.upper()} is registered: import dali_lite.fn (which "
+            "loads the transfer operators) before defining a graph") from None
+
+
+def _never_cancelled() -> bool:
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class IterationContext:
+    """What an operator needs to know about the iteration it computes.
+
+    `is_cancelled` lets an operator that waits (for fed data, for workers) give up when the
+    pipeline is reset or shut down while the iteration is in flight.
+    """
+
+    iteration: int
+    epoch_idx: int
+    batch_size: int
+    is_cancelled: Callable[[], bool] = _never_cancelled
+
+
+class DataNode:
+    """One output of an operator: what `fn.*` functions take and return while a graph is defined.
+
+    DataNodes are symbolic: they hold no data. `device` is "cpu" or "gpu".
+    """
+
+    __slots__ = ("device", "index", "name", "source")
+
+    def __init__(self, name: str, device: str, source: Operator | None, index: int = 0) -> None:
+        self.name = name
+        self.device = device
+        self.source = source
+        self.index = index
+
+    def gpu(self) -> DataNode:
+        """This batch copied to the GPU of the pipeline (see `dali_lite._src.ops.transfer`)."""
+        return _transfer("gpu")(self)
+
+    def cpu(self) -> DataNode:
+        """This batch on the CPU: itself for a CPU node; a device-to-host copy for a GPU node."""
+        if self.device == "cpu":
+            return self
+        return _transfer("cpu")(self)
+
+    def __repr__(self) -> str:
+        return f"DataNode(name={self.name!r}, device={self.device!r})"
+
+    def __bool__(self) -> bool:
+        # DALI refuses truth-testing a symbolic node; a silent True would hide user bugs.
+        raise TypeError(
+            f"DataNode {self.name!r} has no truth value while the graph is being defined; "
+            "it stands for a batch that exists only when the pipeline runs"
+        )
+
+
+class Operator:
+    """A node of the graph. Subclasses implement `run` and describe themselves in `spec`."""
+
+    #: The operator's name in DALI's schema, used in DOT files and serialized pipelines.
+    schema_name: ClassVar[str] = "Operator"
+    #: Operators that must run even when no pipeline output depends on them.
+    always_runs: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        inputs: Sequence[DataNode],
+        num_outputs: int,
+        device: str,
+        name: str | None = None,
+        preserve: bool = False,
+    ) -> None:
+        for position, node in enumerate(inputs):
+            if not isinstance(node, DataNode):
+                raise TypeError(
+                    f"input {position} of {self.schema_name} must be a DataNode (an output of "
+                    f"another operator), got {type(node).__name__}"
+                )
+        self.id = next(_operator_ids)
+        self.inputs = list(inputs)
+        self.device = device
+        self.preserve = preserve
+        self.name = name if name is not None else f"__{self.schema_name}_{self.id}"
+        self.outputs = [
+            DataNode(self.name if num_outputs == 1 else f"{self.name}[{i}]", device, self, i)
+            for i in range(num_outputs)
+        ]
+        self._init_runtime()
+        current = PipelineScope.current()
+        if current is not None:
+            current._register_operator(self)
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.outputs)
+
+    # Runtime state (queues, locks, the pipeline) is not part of an operator's definition: it
+    # is left out when the operator is pickled (serialization) and made anew when unpickled.
+    _runtime_attributes: ClassVar[tuple[str, ...]] = ("pipeline",)
+
+    def _init_runtime(self) -> None:
+        self._pipeline_ref: weakref.ref[Pipeline] | None = None
+
+    # The pipeline owns its operators, not the other way round: a strong reference here would
+    # keep a deleted pipeline (and its worker processes) alive through its own finalizer.
+    @property
+    def pipeline(self) -> Pipeline | None:
+        ref = self.__dict__.get("_pipeline_ref")
+        return ref() if ref is not None else None
+
+    @pipeline.setter
+    def pipeline(self, pipeline: Pipeline | None) -> None:
+        self._pipeline_ref = weakref.ref(pipeline) if pipeline is not None else None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        for attribute in (*self._runtime_attributes, "_pipeline_ref"):
+            state.pop(attribute, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._init_runtime()
+
+    # Life cycle hooks, called by the pipeline. The defaults do nothing.
+    def setup(self, pipeline: Pipeline) -> None:
+        """Called once by `Pipeline.build()` before the first iteration."""
+        self.pipeline = pipeline
+
+    def reset(self, epoch_idx: int) -> None:
+        """Called by `Pipeline.reset()`: forget the old epoch's state."""
+
+    def close(self) -> None:
+        """Called when the pipeline shuts down."""
+
+    def run(self, ctx: IterationContext, inputs: list[Any]) -> list[Any]:
+        raise NotImplementedError
+
+    def spec(self) -> dict[str, Any]:
+        """The operator's arguments, for DOT files and serialization (JSON-friendly values)."""
+        return {}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, device={self.device!r})"
+
+
+def topological_order(
+    outputs: Sequence[DataNode], extra_operators: Iterable[Operator]
+) -> list[Operator]:
+    """Operators needed for `outputs` plus `extra_operators`, each after all of its producers."""
+    order: list[Operator] = []
+    state: dict[int, int] = {}  # operator id -> 1 while visiting, 2 when placed
+    roots = [node.source for node in outputs if node.source is not None]
+    roots.extend(extra_operators)
+    for root in roots:
+        stack: list[tuple[Operator, int]] = [(root, 0)]
+        while stack:
+            op, next_input = stack.pop()
+            if next_input == 0:
+                if state.get(op.id) == 2:
+                    continue
+                if state.get(op.id) == 1:
+                    raise ValueError(f"the graph has a cycle through operator {op.name!r}")
+                state[op.id] = 1
+            if next_input < len(op.inputs):
+                stack.append((op, next_input + 1))
+                producer = op.inputs[next_input].source
+                if producer is not None and state.get(producer.id) != 2:
+                    stack.append((producer, 0))
+                continue
+            state[op.id] = 2
+            order.append(op)
+    return order

@@ -1,0 +1,382 @@
+"""The NumbaFunction operator behind `dali_lite.plugin.numba.fn.experimental.numba_function`.
+
+This module owns the operator's arguments (checked once, when the graph is defined), the
+per-batch protocol (type and ndim checks against the data, `setup_fn` for output shapes,
+allocation of the outputs) and running `run_fn` on the CPU. Numba-specific machinery (njit
+compilation and its caches, the per-sample loop, typed lists) lives in
+`dali_lite.plugin.numba._jit`; the CUDA variant in `dali_lite.plugin.numba._gpu`. Numba itself
+is imported only when a NumbaFunction is created, so dali_lite imports without it.
+
+How `run_fn` sees the data (DALI passes raw pointers; dali_lite passes the same views):
+
+* per sample (`batch_processing=False`): `run_fn(out0, ..., in0, ...)` gets one numpy array per
+  output and input. The samples are split into contiguous chunks over `num_threads` threads
+  when the batch is big enough for that to pay; run_fn is compiled with `nogil=True`, so the
+  threads really run in parallel. When every batch is one dense block, a chunk is a single
+  call of a compiled loop over its samples; otherwise run_fn is called once per sample.
+* per batch (`batch_processing=True`): each argument is one `(N, *sample_shape)` array when all
+  samples of that batch have one shape, and a `numba.typed.List` of per-sample arrays when they
+  do not. Index or iterate the batch (`out0[i]`, `for o, i in zip(out0, in0)`), as DALI's
+  examples do, and the same run_fn works for both.
+
+Inputs are read-only views (a run_fn that writes to an input fails to compile); outputs are
+allocated by dali_lite and zero-filled (DALI leaves them uninitialised: do not rely on either).
+Without `setup_fn`, output i has the shape, type and layout of input i; with it, outputs have
+no layout.
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dali_lite._src.data.tensor_list_cpu import TensorListCPU
+from dali_lite._src.errors import add_context
+from dali_lite._src.graph.nodes import DataNode, IterationContext, Operator
+from dali_lite._src.types import DALIDataType, to_numpy_dtype
+
+if TYPE_CHECKING:
+    from dali_lite._src.pipeline.pipeline import Pipeline
+
+INSTALL_HINT = "numba_function needs Numba: pip install 'dali-lite[numba]' (numba>=0.58)"
+MAX_INPUTS = MAX_OUTPUTS = 6
+# Below this many bytes (inputs + outputs) a batch is run in one thread: handing chunks to a
+# thread pool costs tens of microseconds, more than small batches take to compute.
+_PARALLEL_MIN_BYTES = 1 << 16
+_NUMBA_TYPES = frozenset(
+    DALIDataType[name] for name in ("UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16",
+                                    "INT32", "INT64", "FLOAT16", "FLOAT", "FLOAT64", "BOOL")
+)
+
+
+def _listed(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def dali_types_argument(value: Any, argument: str, device: str) -> list[DALIDataType]:
+    """`in_types` / `out_types` as a list of DALIDataType (one value or a list of them)."""
+    result = []
+    for index, item in enumerate(_listed(value)):
+        try:
+            if isinstance(item, bool) or not isinstance(item, (int, np.integer)):
+                raise TypeError
+            dali_type = DALIDataType(int(item))
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"numba_function: {argument}[{index}] must be a DALIDataType such as "
+                f"types.FLOAT or types.UINT8; got {item!r}"
+            ) from None
+        if dali_type not in _NUMBA_TYPES:
+            raise TypeError(
+                f"numba_function: {argument}[{index}] is {dali_type}, which Numba cannot "
+                f"process; expected a numeric type or BOOL"
+            )
+        if dali_type == DALIDataType.FLOAT16 and device == "cpu":
+            raise TypeError(
+                f"numba_function: {argument}[{index}] is {dali_type}, but Numba does not "
+                "support float16 on the CPU; convert the data to types.FLOAT first, or use "
+                "device='gpu'"
+            )
+        result.append(dali_type)
+    return result
+
+
+def ndims_argument(value: Any, argument: str) -> list[int]:
+    """`ins_ndim` / `outs_ndim` as a list of non-negative ints."""
+    result = []
+    for index, item in enumerate(_listed(value)):
+        if isinstance(item, bool) or not isinstance(item, (int, np.integer)) or item < 0:
+            raise ValueError(
+                f"numba_function: {argument}[{index}] must be a non-negative int (a number "
+                f"of dimensions); got {item!r}"
+            )
+        result.append(int(item))
+    return result
+
+
+def launch_argument(value: Any, argument: str) -> tuple[int, int, int] | None:
+    """`blocks` / `threads_per_block`: None, or 3 positive ints."""
+    if value is None:
+        return None
+    items = _listed(value)
+    if len(items) != 3:
+        raise ValueError(
+            f"numba_function: {argument} must contain 3 numbers (x, y, z); got {len(items)}: "
+            f"{value!r}"
+        )
+    dims = []
+    for index, item in enumerate(items):
+        try:
+            dim = operator.index(item)
+        except TypeError:
+            dim = 0
+        if isinstance(item, bool) or dim <= 0:
+            raise ValueError(
+                f"numba_function: all dimensions of {argument} must be positive ints; "
+                f"{argument}[{index}] is {item!r}"
+            )
+        dims.append(dim)
+    return (dims[0], dims[1], dims[2])
+
+
+class NumbaFunction(Operator):
+    """Runs a Numba-compiled `run_fn` over the samples (or batches) of its inputs."""
+
+    schema_name = "NumbaFunction"
+    always_runs = True  # DALI: "This operator will not be optimized out of the graph."
+    _runtime_attributes = (*Operator._runtime_attributes, "_jit", "_pool", "_lock")
+
+    def __init__(
+        self,
+        inputs: Sequence[DataNode],
+        *,
+        run_fn: Callable[..., Any],
+        out_types: Any,
+        in_types: Any,
+        outs_ndim: Any,
+        ins_ndim: Any,
+        setup_fn: Callable[..., Any] | None,
+        batch_processing: bool,
+        blocks: Any,
+        threads_per_block: Any,
+        bytes_per_sample_hint: Any,
+        preserve: bool,
+        seed: int,
+        device: str,
+        name: str | None,
+    ) -> None:
+        if run_fn is None:
+            raise TypeError("numba_function needs run_fn, the function to compile and run")
+        for argument, function in (("run_fn", run_fn), ("setup_fn", setup_fn)):
+            if function is not None and not callable(function):
+                raise TypeError(f"numba_function: {argument} must be a Python function; got "
+                                f"{type(function).__name__}")
+        self.out_types = dali_types_argument(out_types, "out_types", device)
+        self.in_types = dali_types_argument(in_types, "in_types", device)
+        self.outs_ndim = ndims_argument(outs_ndim, "outs_ndim")
+        self.ins_ndim = ndims_argument(ins_ndim, "ins_ndim")
+        self._check_counts(len(inputs), setup_fn is not None)
+        self.blocks = launch_argument(blocks, "blocks")
+        self.threads_per_block = launch_argument(threads_per_block, "threads_per_block")
+        # A njit-decorated function is accepted too: its Python function is compiled anew
+        # with the options this operator needs (nogil).
+        self.run_fn = getattr(run_fn, "py_func", run_fn)
+        self.setup_fn = getattr(setup_fn, "py_func", setup_fn)
+        self.batch_processing = bool(batch_processing)
+        self.bytes_per_sample_hint = bytes_per_sample_hint
+        self.seed = seed
+        self.requested_preserve = preserve
+        super().__init__(inputs, len(self.out_types), device, name=name, preserve=True)
+        self._num_threads = 1
+
+    def _check_counts(self, num_inputs: int, has_setup: bool) -> None:
+        checks = (
+            (self.out_types, "out_types", self.outs_ndim, "outs_ndim", MAX_OUTPUTS, "outputs"),
+            (self.in_types, "in_types", self.ins_ndim, "ins_ndim", MAX_INPUTS, "inputs"),
+        )
+        for types_, types_name, ndims, ndims_name, limit, what in checks:
+            if not 1 <= len(types_) <= limit:
+                raise ValueError(f"numba_function: {types_name} lists {len(types_)} types; "
+                                 f"this operator has 1 to {limit} {what}")
+            if len(ndims) != len(types_):
+                raise ValueError(
+                    f"numba_function: {ndims_name} has {len(ndims)} entries but {types_name} "
+                    f"has {len(types_)}; give one number of dimensions per type"
+                )
+        if num_inputs != len(self.in_types):
+            raise ValueError(
+                f"numba_function: got {num_inputs} inputs but in_types lists "
+                f"{len(self.in_types)} types (in_types and ins_ndim describe the inputs, one "
+                f"entry each, at most {MAX_INPUTS})"
+            )
+        if has_setup:
+            return
+        if len(self.out_types) != len(self.in_types):
+            raise ValueError(
+                f"numba_function: without setup_fn each output takes the shape and type of the "
+                f"input at its position, so out_types ({len(self.out_types)} types) and "
+                f"in_types ({len(self.in_types)}) must have the same length; pass setup_fn "
+                "to compute the output shapes"
+            )
+        for index, (out_type, in_type, out_ndim, in_ndim) in enumerate(
+                zip(self.out_types, self.in_types, self.outs_ndim, self.ins_ndim)):
+            if out_type != in_type or out_ndim != in_ndim:
+                raise ValueError(
+                    f"numba_function: without setup_fn output {index} takes the shape and type "
+                    f"of input {index}, but out_types[{index}]={out_type} and outs_ndim"
+                    f"[{index}]={out_ndim} differ from in_types[{index}]={in_type} and "
+                    f"ins_ndim[{index}]={in_ndim}; pass setup_fn to set the output shapes"
+                )
+
+    # ------------------------------------------------------------------ life cycle
+    def _init_runtime(self) -> None:
+        super()._init_runtime()
+        self._jit: Any = None  # dali_lite.plugin.numba._jit.CompiledFunctions, on first use
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def setup(self, pipeline: Pipeline) -> None:
+        super().setup(pipeline)
+        threads = pipeline.num_threads
+        self._num_threads = threads if threads > 0 else (os.cpu_count() or 1)
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+    def compiled(self) -> Any:
+        """The njit-compiled functions (compiled per argument types on first call, then kept)."""
+        with self._lock:
+            if self._jit is None:
+                # Numba is an optional extra: its compiler loads when a numba_function first runs.
+                from dali_lite._src.ops.numba_jit import CompiledFunctions
+
+                self._jit = CompiledFunctions(self.run_fn, self.setup_fn,
+                                              len(self.out_types) + len(self.in_types))
+            return self._jit
+
+    # ------------------------------------------------------------------ one batch
+    @property
+    def where(self) -> str:
+        return f"NumbaFunction {self.name!r}"
+
+    def check_inputs(self, shapes: list[list[tuple[int, ...]]], dtypes: list[Any]) -> int:
+        """Check the inputs' types and ndims against in_types / ins_ndim; the batch size."""
+        for index, (samples, dtype) in enumerate(zip(shapes, dtypes)):
+            expected = self.in_types[index]
+            if samples and dtype != expected:
+                raise TypeError(
+                    f"{self.where}: in_types[{index}] is {expected}, but input {index} holds "
+                    f"{dtype}; fix in_types or convert the input"
+                )
+            expected_ndim = self.ins_ndim[index]
+            if samples and len(samples[0]) != expected_ndim:
+                raise ValueError(
+                    f"{self.where}: ins_ndim[{index}] is {expected_ndim}, but the samples of "
+                    f"input {index} have {len(samples[0])} dimensions (sample 0 has shape "
+                    f"{tuple(samples[0])}); fix ins_ndim"
+                )
+        sizes = [len(samples) for samples in shapes]
+        if len(set(sizes)) != 1:
+            raise ValueError(f"{self.where}: all inputs must have the same batch size; got "
+                             f"{sizes}")
+        return sizes[0]
+
+    def output_shapes(self, shapes: list[list[tuple[int, ...]]],
+                      batch_size: int) -> list[list[tuple[int, ...]]]:
+        """Per output, the shape of each sample: from setup_fn, or the input's."""
+        if self.setup_fn is None:
+            return shapes
+        ins = tuple(np.array(samples, dtype=np.int64).reshape(batch_size, ndim)
+                    for samples, ndim in zip(shapes, self.ins_ndim))
+        outs = tuple(np.zeros((batch_size, ndim), dtype=np.int64) for ndim in self.outs_ndim)
+        try:
+            self.compiled().setup(outs, ins)
+        except Exception as exc:
+            add_context(exc, f"raised by setup_fn of {self.where} (called as setup_fn(outs, "
+                             f"ins) with outs[output][sample][dim] to fill)")
+            raise
+        result = []
+        for out_index, out in enumerate(outs):
+            negative = np.argwhere(out < 0)
+            if negative.size:
+                sample, dim = (int(v) for v in negative[0])
+                raise ValueError(
+                    f"{self.where}: after setup_fn, output {out_index} of sample {sample} has "
+                    f"a negative extent {int(out[sample, dim])} at dimension {dim}; shapes "
+                    f"must be non-negative"
+                )
+            result.append([tuple(int(v) for v in row) for row in out])
+        return result
+
+    def output_layouts(self, inputs: list[Any]) -> list[str]:
+        if self.setup_fn is not None:
+            return [""] * len(self.out_types)
+        return [str(batch.layout()) for batch in inputs]
+
+    def run(self, ctx: IterationContext, inputs: list[TensorListCPU]) -> list[TensorListCPU]:
+        shapes = [batch.shape() for batch in inputs]
+        batch_size = self.check_inputs(shapes, [batch.dtype for batch in inputs])
+        out_shapes = self.output_shapes(shapes, batch_size)
+        dtypes = [to_numpy_dtype(t) for t in self.out_types]
+        layouts = self.output_layouts(inputs)
+        if batch_size == 0:
+            return [TensorListCPU._from_samples([], layout, dtype)
+                    for layout, dtype in zip(layouts, dtypes)]
+        # Numba is an optional extra: its compiler side loads when a numba_function first runs.
+        from dali_lite._src.ops.numba_jit import batch_argument, output_buffer
+
+        jit = self.compiled()
+        per_sample = not self.batch_processing
+        outputs = [output_buffer(samples, dtype, per_sample)
+                   for samples, dtype in zip(out_shapes, dtypes)]
+        ins = [batch_argument(batch, per_sample) for batch in inputs]
+        args = [*(out.argument for out in outputs), *(arg for arg, _ in ins)]
+        nbytes = sum(out.nbytes for out in outputs) + sum(size for _, size in ins)
+        try:
+            if self.batch_processing:
+                jit.call_batch(args)
+            else:
+                self._run_samples(jit, args, batch_size, nbytes)
+        except Exception as exc:
+            mode = "per batch" if self.batch_processing else "per sample"
+            add_context(exc, f"raised by run_fn of {self.where} ({mode}) in iteration "
+                             f"{ctx.iteration}")
+            raise
+        return [out.tensor_list(layout) for out, layout in zip(outputs, layouts)]
+
+    def _run_samples(self, jit: Any, args: list[Any], batch_size: int, nbytes: int) -> None:
+        chunks = min(self._num_threads, batch_size)
+        if chunks < 2 or nbytes < _PARALLEL_MIN_BYTES:
+            jit.call_samples(0, batch_size, args)
+            return
+        bounds = [batch_size * k // chunks for k in range(chunks + 1)]
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self._num_threads - 1,
+                                                thread_name_prefix=f"dali_lite-{self.name}")
+            pool = self._pool
+        futures = [pool.submit(jit.call_samples, bounds[k], bounds[k + 1], args)
+                   for k in range(1, chunks)]
+        # The first chunk runs here; on the first batch this also compiles run_fn once,
+        # while the pool's threads wait on Numba's compiler lock.
+        error: BaseException | None = None
+        try:
+            jit.call_samples(bounds[0], bounds[1], args)
+        except Exception as exc:
+            error = exc
+        for future in futures:
+            exc = future.exception()
+            if error is None and exc is not None:
+                error = exc
+        if error is not None:
+            raise error
+
+    def spec(self) -> dict[str, Any]:
+        def qualname(function: Any) -> str | None:
+            if function is None:
+                return None
+            return getattr(function, "__qualname__", repr(function))
+
+        return {
+            "run_fn": qualname(self.run_fn),
+            "setup_fn": qualname(self.setup_fn),
+            "out_types": [t.name for t in self.out_types],
+            "in_types": [t.name for t in self.in_types],
+            "outs_ndim": self.outs_ndim,
+            "ins_ndim": self.ins_ndim,
+            "batch_processing": self.batch_processing,
+            "blocks": list(self.blocks) if self.blocks else None,
+            "threads_per_block": list(self.threads_per_block) if self.threads_per_block else None,
+            "device": self.device,
+            "preserve": self.requested_preserve,
+            "seed": self.seed,
+        }

@@ -1,0 +1,342 @@
+"""What an external_source's `source` is, and the callables that poll it for one batch.
+
+The same callable objects run in the main process (serial sources) and in worker processes
+(parallel sources): that is what makes parallel output identical to serial output. Each one takes
+a single argument (a `SampleInfo` or a `BatchInfo`) and returns the batch as outputs x samples of
+numpy arrays, which is the contract of `workers.WorkerPool` callbacks. They are plain
+module-level classes so that they pickle by reference under the spawn start method; only the
+user's source inside them needs cloudpickle.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import operator
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from dali_lite._src.data.conversions import to_batch_samples, to_sample_array
+from dali_lite._src.types import _NP_TO_DALI, BatchInfo, SampleInfo
+
+Outputs = list[list[np.ndarray]]
+#: What `PerSampleCall.call_many` returns: the outputs, or the failed item's index and error.
+CallManyResult = tuple[Outputs | None, tuple[int, BaseException] | None]
+
+_NDARRAY_ONLY = frozenset({np.ndarray})
+_DTYPE_OF = operator.attrgetter("dtype")
+
+
+class _ItemFailed(Exception):
+    """The call for item `index` of a `PerSampleCall` batch raised, or its result is not a
+    valid sample; `cause` is the error to report."""
+
+    def __init__(self, index: int, cause: BaseException) -> None:
+        super().__init__(index, cause)
+        self.index = index
+        self.cause = cause
+
+
+class SourceKind(enum.Enum):
+    CALLABLE_NO_ARG = "callable with no argument"
+    CALLABLE_ONE_ARG = "callable with one argument"
+    ITERABLE = "iterable"
+    GENERATOR_FUNCTION = "generator function"
+    GENERATOR = "generator object"
+
+
+CYCLE_MODES = {None: "no", False: "no", "no": "no", True: "quiet", "quiet": "quiet",
+               "raise": "raise"}
+
+
+def normalize_cycle(cycle: Any) -> str:
+    """DALI's `cycle` values mapped to "no", "quiet" or "raise"."""
+    try:
+        return CYCLE_MODES[cycle]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"cycle must be one of 'no', False, None, 'quiet', True or 'raise'; got {cycle!r}"
+        ) from None
+
+
+def _positional_arity(fn: Callable[..., Any], what: str) -> int:
+    """Number of positional arguments `fn` takes (0 or 1); refuses every other signature."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return 1  # builtins without signature metadata: assume the documented one argument
+    required_kw: list[str] = []
+    positional = required = 0
+    for param in signature.parameters.values():
+        if param.kind is param.VAR_POSITIONAL or param.kind is param.VAR_KEYWORD:
+            raise TypeError(
+                f"{what} must accept exactly zero or one positional argument; its signature "
+                f"{signature} has *args or **kwargs, which external_source cannot call reliably"
+            )
+        if param.kind is param.KEYWORD_ONLY:
+            if param.default is param.empty:
+                required_kw.append(param.name)
+            continue
+        positional += 1
+        required += param.default is param.empty
+    if required_kw:
+        raise TypeError(
+            f"{what} must accept zero or one positional argument; its signature {signature} "
+            f"has required keyword-only arguments {required_kw}"
+        )
+    if required > 1:
+        raise TypeError(
+            f"{what} must accept zero or one positional argument (the SampleInfo, the iteration "
+            f"or the BatchInfo); its signature {signature} requires {required}"
+        )
+    # Extra positional parameters with defaults are fine: the source gets one argument.
+    return min(positional, 1)
+
+
+def classify_source(source: Any, what: str = "source") -> SourceKind:
+    """Which kind of source this is; raises TypeError for something that is none of them."""
+    if inspect.isgenerator(source):
+        return SourceKind.GENERATOR
+    if inspect.isgeneratorfunction(source) or inspect.isgeneratorfunction(
+        getattr(source, "__call__", None)  # noqa: B004 - a callable object's generator method
+    ):
+        return SourceKind.GENERATOR_FUNCTION
+    if callable(source):
+        arity = _positional_arity(source, what)
+        return SourceKind.CALLABLE_ONE_ARG if arity == 1 else SourceKind.CALLABLE_NO_ARG
+    try:
+        iter(source)
+    except TypeError:
+        raise TypeError(
+            f"{what} must be a callable, an iterable, a generator function or a generator; "
+            f"got {type(source).__name__}"
+        ) from None
+    return SourceKind.ITERABLE
+
+
+def _split_outputs(result: Any, num_outputs: int | None, what: str) -> list[Any]:
+    if num_outputs is None:
+        return [result]
+    if not isinstance(result, (tuple, list)):
+        raise TypeError(
+            f"{what} must return a tuple or list of {num_outputs} items (num_outputs="
+            f"{num_outputs}); got {type(result).__name__}"
+        )
+    if len(result) != num_outputs:
+        raise ValueError(
+            f"{what} must return {num_outputs} items (num_outputs={num_outputs}); "
+            f"got {len(result)}"
+        )
+    return list(result)
+
+
+class _SourceCall:
+    """Common state: the user's source, how many outputs it yields and what to call it."""
+
+    def __init__(self, source: Any, num_outputs: int | None, source_name: str) -> None:
+        self.source = source
+        self.num_outputs = num_outputs
+        self.source_name = source_name
+
+    @property
+    def outputs_count(self) -> int:
+        return 1 if self.num_outputs is None else self.num_outputs
+
+    def _samples(self, result: Any, what: str) -> Outputs:
+        return [[to_sample_array(item, what=what)]
+                for item in _split_outputs(result, self.num_outputs, what)]
+
+    def _batch(self, result: Any, batch_size: int, what: str) -> Outputs:
+        return [to_batch_samples(item, batch_size=batch_size, what=what)
+                for item in _split_outputs(result, self.num_outputs, what)]
+
+
+class PerSampleCall(_SourceCall):
+    """A per-sample callable: called with one `SampleInfo` (or nothing), returns one sample."""
+
+    def __init__(
+        self, source: Any, num_outputs: int | None, source_name: str, takes_info: bool
+    ) -> None:
+        super().__init__(source, num_outputs, source_name)
+        self.takes_info = takes_info
+
+    def __call__(self, info: SampleInfo) -> Outputs:
+        """One sample (the workers and serial sources take whole batches with `call_many`)."""
+        try:
+            return self._call_all((info,))
+        except _ItemFailed as failed:
+            error = failed.cause
+        raise error  # outside the handler, so that it does not chain to _ItemFailed
+
+    def call_many(self, infos: Sequence[SampleInfo]) -> CallManyResult:
+        """All of a task's samples at once: the worker's fast path (`workers.BatchedCallback`).
+
+        The same results and errors as calling `self` per item and appending, in a fraction
+        of the Python work per sample. Returns ``(outputs, None)``, or
+        ``(None, (index, error))`` for the first item whose call or conversion failed,
+        exactly as the per-item calls would have reported it.
+        """
+        try:
+            return self._call_all(infos), None
+        except _ItemFailed as failed:
+            return None, (failed.index, failed.cause)
+
+    def _call_all(self, infos: Sequence[SampleInfo]) -> Outputs:
+        # The source is called in a tight loop, then the results are checked together (by
+        # set operations at C speed) before any one of them is converted the slow way.
+        source = self.source
+        results: list[Any] = []
+        append = results.append
+        items = list(infos)
+        failure: _ItemFailed | None = None
+        try:
+            if self.takes_info:
+                for info in items:
+                    append(source(info))
+            else:
+                for _ in items:
+                    append(source())
+        except BaseException as exc:
+            # len(results) is the index of the call that raised; the results before it must
+            # still be checked, since per-item calls would have reported their errors first.
+            failure = _ItemFailed(len(results), exc)
+        outputs = self._convert(results, items)
+        if failure is not None:
+            raise failure
+        return outputs
+
+    def _what(self, info: SampleInfo) -> str:
+        return f"sample {info.idx_in_epoch} of source {self.source_name!r}"
+
+    def _convert(self, results: list[Any], items: list[SampleInfo]) -> Outputs:
+        if self.num_outputs is None:
+            if set(map(type, results)) <= _NDARRAY_ONLY and all(
+                dtype in _NP_TO_DALI for dtype in set(map(_DTYPE_OF, results))
+            ):
+                return [results]  # every result is already a valid sample, as is
+            for index, result in enumerate(results):
+                if type(result) is not np.ndarray or result.dtype not in _NP_TO_DALI:
+                    results[index] = self._converted(index, result, items[index])[0][0]
+            return [results]
+        outputs: Outputs = [[] for _ in range(self.num_outputs)]
+        for index, result in enumerate(results):
+            for out, sample in zip(outputs, self._converted(index, result, items[index])):
+                out.extend(sample)
+        return outputs
+
+    def _converted(self, index: int, result: Any, info: SampleInfo) -> Outputs:
+        try:
+            return self._samples(result, self._what(info))
+        except BaseException as exc:
+            raise _ItemFailed(index, exc) from exc
+
+
+class PerBatchCall(_SourceCall):
+    """A per-batch callable: called with the iteration, a `BatchInfo`, or nothing."""
+
+    def __init__(
+        self,
+        source: Any,
+        num_outputs: int | None,
+        source_name: str,
+        argument: str,  # "none" | "iteration" | "batch_info"
+        batch_size: int,
+    ) -> None:
+        super().__init__(source, num_outputs, source_name)
+        self.argument = argument
+        self.batch_size = batch_size
+
+    def __call__(self, info: BatchInfo) -> Outputs:
+        if self.argument == "batch_info":
+            result = self.source(info)
+        elif self.argument == "iteration":
+            result = self.source(info.iteration)
+        else:
+            result = self.source()
+        what = f"batch {info.iteration} of source {self.source_name!r}"
+        return self._batch(result, self.batch_size, what)
+
+
+class IteratorCall(_SourceCall):
+    """An iterable, generator function or generator, polled with `next()` in iteration order.
+
+    It keeps the iterator between calls, so it must live in one process (a dedicated worker
+    when the source is parallel). It is told the epoch with every call: a call for an epoch
+    that already ended raises StopIteration without consuming anything, which makes the calls
+    past the end that prefetching causes harmless, and `cycle` decides what a new epoch sees.
+    """
+
+    def __init__(
+        self,
+        source: Any,
+        kind: SourceKind,
+        cycle: str,
+        num_outputs: int | None,
+        source_name: str,
+        per_sample: bool,
+        batch_size: int,
+    ) -> None:
+        super().__init__(source, num_outputs, source_name)
+        self.kind = kind
+        self.cycle = cycle
+        self.per_sample = per_sample
+        self.batch_size = batch_size
+        self._iterator: Iterator[Any] | None = None
+        self._ended_epoch: int | None = None
+        self._restart_pending = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A live iterator does not travel between processes; the receiver starts its own.
+        state = self.__dict__.copy()
+        if self.kind is not SourceKind.GENERATOR:
+            state["_iterator"] = None
+        return state
+
+    def _fresh_iterator(self) -> Iterator[Any]:
+        if self.kind is SourceKind.GENERATOR_FUNCTION:
+            return iter(self.source())
+        if self.kind is SourceKind.GENERATOR:
+            return self.source
+        return iter(self.source)
+
+    def _next_item(self) -> Any:
+        if self._iterator is None or self._restart_pending:
+            self._iterator = self._fresh_iterator()
+            self._restart_pending = False
+        try:
+            return next(self._iterator)
+        except StopIteration:
+            if self.cycle != "quiet":
+                raise
+        self._iterator = self._fresh_iterator()
+        try:
+            return next(self._iterator)
+        except StopIteration:
+            raise ValueError(
+                f"source {self.source_name!r} is empty: with cycle='quiet' it must yield at "
+                "least one item per pass"
+            ) from None
+
+    def __call__(self, info: BatchInfo) -> Outputs:
+        if self._ended_epoch is not None:
+            if info.epoch_idx <= self._ended_epoch:
+                raise StopIteration
+            self._ended_epoch = None
+        try:
+            if self.per_sample:
+                outputs: Outputs = [[] for _ in range(self.outputs_count)]
+                for index in range(self.batch_size):
+                    what = (f"sample {info.iteration * self.batch_size + index} of source "
+                            f"{self.source_name!r}")
+                    for out, sample in zip(outputs, self._samples(self._next_item(), what)):
+                        out.extend(sample)
+                return outputs
+            what = f"batch {info.iteration} of source {self.source_name!r}"
+            return self._batch(self._next_item(), self.batch_size, what)
+        except StopIteration:
+            self._ended_epoch = info.epoch_idx
+            if self.cycle == "raise":
+                self._restart_pending = True
+            raise

@@ -1,0 +1,204 @@
+"""The packages' layers, read from their source: no import circles, no upward imports.
+
+`shm` stands at the bottom, `workers` on it, `dali_lite` on top (DESIGN.md). The graph is
+built from every import statement in the three packages' files (late imports inside functions
+included, since a circle closed at run time is still a circle), so a newcomer can trust that a
+module never depends on one that depends on it.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("shm", "workers", "dali_lite")
+# A package may import only the packages below it.
+ALLOWED = {"shm": set(), "workers": {"shm"}, "dali_lite": {"workers", "shm"}}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _is_type_checking_block(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
+
+
+def _runtime_imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Import statements that run: those under `if TYPE_CHECKING:` only feed annotations."""
+    for node in ast.iter_child_nodes(tree):
+        if _is_type_checking_block(node):
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        yield from _runtime_imports(node)
+
+
+def _deepest_known(target: str, known: set[str]) -> str:
+    while target and target not in known:
+        target = target.rpartition(".")[0]
+    return target
+
+
+def imports_of(path: Path, known: set[str]) -> dict[str, int]:
+    """The project modules `path` imports at run time, each with the line of one import
+    (`from pkg import mod` is an edge to pkg.mod, not to pkg)."""
+    module = module_name(path)
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: dict[str, int] = {}
+    for node in _runtime_imports(tree):
+        if isinstance(node, ast.Import):
+            targets = [_deepest_known(alias.name, known) for alias in node.names]
+        else:
+            base = _resolve(module, path.name == "__init__.py", node)
+            targets = [_deepest_known(f"{base}.{alias.name}", known) for alias in node.names]
+        for target in targets:
+            if target and target != module:
+                found.setdefault(target, node.lineno)
+    return found
+
+
+def late_imports_without_reason(path: Path, known: set[str]) -> list[str]:
+    """Imports of project modules inside functions with no comment on or just above them."""
+    module = module_name(path)
+    lines = path.read_text().splitlines()
+    tree = ast.parse("\n".join(lines), filename=str(path))
+    found = []
+    for func in ast.walk(tree):
+        if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in _runtime_imports(func):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                base = _resolve(module, path.name == "__init__.py", node)
+                names = [f"{base}.{alias.name}" for alias in node.names]
+            if not any(_deepest_known(name, known) for name in names):
+                continue
+            here, above = lines[node.lineno - 1], lines[node.lineno - 2].strip()
+            if "#" not in here and not above.startswith("#"):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {here.strip()}")
+    return found
+
+
+def build_graph() -> dict[str, set[str]]:
+    files = [p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")]
+    known = {module_name(p) for p in files}
+    # Importing pkg.sub runs pkg/__init__ first, but that is Python's doing, not a
+    # dependency of sub: only the import statements written in a file are its edges.
+    return {module_name(p): set(imports_of(p, known)) for p in files}
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+    counter = 0
+
+    def visit(node: str) -> None:
+        nonlocal counter
+        index[node] = low[node] = counter
+        counter += 1
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph.get(node, ()):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return components
+
+
+def test_finder_sees_a_circle() -> None:
+    assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert find_cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_upward_imports() -> None:
+    upward = [
+        f"{module} imports {target}"
+        for module, targets in build_graph().items()
+        for target in targets
+        if (src := module.split(".")[0]) != (dst := target.split(".")[0])
+        and dst not in ALLOWED[src]
+    ]
+    assert not upward, "\n".join(upward)
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_import_circles(package: str) -> None:
+    graph = build_graph()
+    cycles = [c for c in find_cycles(graph) if c[0].split(".")[0] == package]
+    assert not cycles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_late_imports_say_why() -> None:
+    files = [p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")]
+    known = {module_name(p) for p in files}
+    unexplained = [line for p in files for line in late_imports_without_reason(p, known)]
+    assert not unexplained, "late imports without a comment saying why:\n" + "\n".join(
+        unexplained)
+
+
+#: The modules at NVIDIA DALI's import paths: they re-export and hold no logic.
+FACES = ("dali_lite/__init__.py", "dali_lite/pipeline.py", "dali_lite/fn.py",
+         "dali_lite/types.py", "dali_lite/backend.py", "dali_lite/tensors.py",
+         "dali_lite/python_function_plugin.py", "dali_lite/plugin/__init__.py",
+         "dali_lite/plugin/numba/__init__.py", "dali_lite/plugin/numba/fn/__init__.py",
+         "dali_lite/plugin/numba/fn/experimental.py", "dali_lite/plugin/numba/experimental.py",
+         "dali_lite/plugin/jax/__init__.py", "dali_lite/plugin/jax/fn/__init__.py")
+
+
+def _is_logic_free(node: ast.stmt) -> bool:
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return True
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+        return True  # the docstring
+    targets = getattr(node, "targets", None) or [getattr(node, "target", None)]
+    return (isinstance(node, (ast.Assign, ast.AnnAssign))
+            and all(isinstance(t, ast.Name) and t.id in ("__all__", "__version__")
+                    for t in targets))
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_faces_only_re_export(face: str) -> None:
+    tree = ast.parse((ROOT / face).read_text())
+    logic = [f"line {node.lineno}: {ast.unparse(node)[:60]}" for node in tree.body
+             if not _is_logic_free(node)]
+    assert not logic, f"{face} holds more than re-exports:\n" + "\n".join(logic)
