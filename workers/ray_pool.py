@@ -30,6 +30,7 @@ Why it is shaped so:
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import threading
 import time
@@ -60,6 +61,10 @@ _WAIT_SLICE_S = 0.5
 #: How many times one task may be run again after losing its actor before the pool gives up.
 _MAX_REPLAYS = 3
 _DEFAULT_ACTOR_OPTIONS: Mapping[str, Any] = {"num_cpus": 1}
+#: How long ``start`` waits for the cluster to place and start every actor, unless the
+#: pool is given ``start_timeout_s`` or the environment sets it.
+_DEFAULT_START_TIMEOUT_S = 60.0
+START_TIMEOUT_ENV = "DALI_LITE_RAY_START_TIMEOUT_S"
 
 
 def require_ray() -> Any:
@@ -141,7 +146,7 @@ class RayWorkerPool:
         pickler: Any | None = None,
         actor_options: Mapping[str, Any] | None = None,
         replayable: Sequence[bool] | None = None,
-        start_timeout_s: float = 60.0,
+        start_timeout_s: float | None = None,
         name: str = "dali_lite",
     ) -> None:
         if num_workers < 1:
@@ -159,7 +164,9 @@ class RayWorkerPool:
         self._pickler = pickler
         self._actor_options = dict(_DEFAULT_ACTOR_OPTIONS if actor_options is None
                                    else actor_options)
-        self._start_timeout_s = float(start_timeout_s)
+        self._start_timeout_s = float(
+            start_timeout_s if start_timeout_s is not None
+            else os.environ.get(START_TIMEOUT_ENV, _DEFAULT_START_TIMEOUT_S))
         self._name = name
         self._lock = threading.RLock()
         self._closing = False

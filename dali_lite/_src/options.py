@@ -10,7 +10,9 @@ import os
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-_START_METHODS = ("fork", "spawn")
+#: "ray" runs the workers as Ray actors on the cluster the process is connected to (or a
+#: local Ray instance); see docs/scale-out.md.
+_START_METHODS = ("fork", "spawn", "ray")
 
 
 def _int(value: Any, name: str, minimum: int | None = None) -> int:
@@ -49,6 +51,7 @@ class PipelineOptions:
     py_start_method: str
     py_callback_pickler: Any
     py_timeout: float | None
+    py_ray_options: dict[str, Any] | None
     enable_conditionals: bool
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -80,13 +83,22 @@ class PipelineOptions:
             _int(depth, "prefetch_queue_depth", 1)
         method = arguments["py_start_method"]
         if method not in _START_METHODS:
-            raise ValueError(f"py_start_method must be 'fork' or 'spawn'; got {method!r}")
+            raise ValueError(f"py_start_method must be 'fork', 'spawn' or 'ray'; got {method!r}")
         if arguments["py_callback_pickler"] is not None and method == "fork":
             raise ValueError(
                 "py_callback_pickler is used only with py_start_method='spawn' (forked workers "
                 "inherit the callbacks without pickling); remove it or use 'spawn'"
             )
         check_timeout(arguments["py_timeout"], "py_timeout")
+        ray_options = arguments["py_ray_options"]
+        if ray_options is not None:
+            if not isinstance(ray_options, dict) or not all(isinstance(k, str)
+                                                            for k in ray_options):
+                raise TypeError("py_ray_options must be a dict of Ray actor options (e.g. "
+                                f"{{'num_cpus': 2}}); got {ray_options!r}")
+            if method != "ray":
+                raise ValueError("py_ray_options is used only with py_start_method='ray'; "
+                                 f"got py_start_method={method!r}")
         if arguments["enable_conditionals"]:
             raise NotImplementedError("enable_conditionals=True is not supported by dali_lite")
         names = {f.name for f in fields(cls)}

@@ -90,6 +90,7 @@ class Pipeline(PipelineExtras):
         py_start_method: str = "fork",
         py_callback_pickler: Any = None,
         py_timeout: float | None = None,
+        py_ray_options: dict[str, Any] | None = None,
         output_dtype: Any = None,
         output_ndim: Any = None,
         enable_conditionals: bool = False,
@@ -102,6 +103,7 @@ class Pipeline(PipelineExtras):
             max_streams=max_streams, default_cuda_stream_priority=default_cuda_stream_priority,
             py_num_workers=py_num_workers, py_start_method=py_start_method,
             py_callback_pickler=py_callback_pickler, py_timeout=py_timeout,
+            py_ray_options=py_ray_options,
             enable_conditionals=enable_conditionals, extra=kwargs,
         )
         self._registered: list[Operator] = []
