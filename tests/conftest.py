@@ -122,3 +122,28 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if isolation.in_child():
         isolation.write_report(_CONFIG[0], report)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[str]:
+    """A one-node Ray cluster on 127.0.0.1 (2 CPUs) that this process is connected to, shared
+    by the session and removed whole at its end (see tests/ray_cluster.py)."""
+    ray = pytest.importorskip("ray")
+    from ray_cluster import RAY_ENV, LocalRayCluster
+
+    saved = {key: os.environ.get(key) for key in RAY_ENV}
+    os.environ.update(RAY_ENV)
+    cluster = LocalRayCluster(num_cpus=2)
+    address = cluster.start()
+    try:
+        ray.init(address=address, _node_ip_address="127.0.0.1", log_to_driver=False)
+        yield address
+    finally:
+        ray.shutdown()
+        survivors = cluster.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        assert not survivors, f"Ray processes survived the cluster's stop: {survivors}"

@@ -28,7 +28,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import recv_handle
@@ -47,6 +47,7 @@ from workers.messages import (
     TaskStarted,
 )
 from workers.pickling import PicklerSpec
+from workers.task_calls import run_calls
 
 __all__ = ["PARENT_CONNECTIONS", "WorkerSetup", "worker_main"]
 
@@ -203,35 +204,6 @@ def _serve(conn: Connection, state: _WorkerState, parent_pid: int) -> None:
             raise TypeError(f"worker {state.index} received an unknown request {request!r}")
 
 
-def _is_sequence(value: Any) -> bool:
-    # Exact list/tuple first: the abstract-class check costs more than the rest of a merge.
-    if type(value) is list or type(value) is tuple:
-        return True
-    return not isinstance(value, str | bytes) and isinstance(value, Sequence)
-
-
-def _merge(outputs: list[list[Any]] | None, result: Any, call_index: int) -> list[list[Any]]:
-    if not _is_sequence(result):
-        raise TypeError(
-            f"the callback returned {type(result).__name__}; expected a sequence of outputs, "
-            "each a sequence of samples (numpy arrays)"
-        )
-    if outputs is None:
-        outputs = [[] for _ in range(len(result))]
-    elif len(result) != len(outputs):
-        raise ValueError(
-            f"call {call_index} returned {len(result)} outputs but earlier calls of the same "
-            f"task returned {len(outputs)}"
-        )
-    for o, samples in enumerate(result):
-        if not _is_sequence(samples):
-            raise TypeError(
-                f"output {o} is a {type(samples).__name__}; expected a sequence of samples"
-            )
-        outputs[o].extend(samples)
-    return outputs
-
-
 def run_task(task: RunTask, state: _WorkerState) -> Reply:
     """Run ``task`` and write its result into its segment; never raises."""
 
@@ -259,24 +231,11 @@ def run_task(task: RunTask, state: _WorkerState) -> Reply:
     callback = state.callbacks[task.callback]
     if isinstance(callback, RemoteError):
         return failed(-1, callback)
-    outputs: list[list[Any]] | None = None
-    call_many = getattr(callback, "call_many", None)
-    if call_many is not None:
-        # The callback takes the whole task at once (see workers.pool.BatchedCallback).
-        try:
-            outputs, failure = call_many(task.args)
-        except BaseException as exc:
-            return failed(-1, exc)
-        if failure is not None:
-            return failed(*failure)
-    else:
-        for call_index, arg in enumerate(task.args):
-            try:
-                outputs = _merge(outputs, callback(arg), call_index)
-            except BaseException as exc:
-                return failed(call_index, exc)
+    outputs, failure = run_calls(callback, task.args)
+    if failure is not None:
+        return failed(*failure)
     try:
-        layout = codec.write(segment, outputs if outputs is not None else [])
+        layout = codec.write(segment, outputs)
     except BaseException as exc:
         return failed(-1, exc)
     return TaskDone(task.task_id, state.index, state.pid, layout)

@@ -18,7 +18,9 @@ from typing import Any
 
 from dali_lite._src.errors import RuntimeTypeError
 
-_START_METHODS = ("fork", "spawn")
+#: "ray" runs the workers as Ray actors on the cluster the process is connected to (or a
+#: local Ray instance); see docs/scale-out.md.
+_START_METHODS = ("fork", "spawn", "ray")
 _QUEUE_KEYS = ("cpu_size", "gpu_size")
 
 
@@ -54,6 +56,17 @@ def _check_prefetch_queue_depth(depth: Any, exec_async: bool) -> None:
                         f"{depth!r}")
 
 
+def _check_ray_options(ray_options: Any, method: str) -> None:
+    if ray_options is None:
+        return
+    if not isinstance(ray_options, dict) or not all(isinstance(k, str) for k in ray_options):
+        raise TypeError("py_ray_options must be a dict of Ray actor options (e.g. "
+                        f"{{'num_cpus': 2}}); got {ray_options!r}")
+    if method != "ray":
+        raise ValueError("py_ray_options is used only with py_start_method='ray'; "
+                         f"got py_start_method={method!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class PipelineOptions:
     """The constructor's arguments as DALI keeps them (None where not given)."""
@@ -80,6 +93,7 @@ class PipelineOptions:
     stream_policy: Any
     concurrency: Any
     py_timeout: float | None
+    py_ray_options: dict[str, Any] | None
 
     @classmethod
     def from_arguments(cls, **arguments: Any) -> PipelineOptions:
@@ -108,9 +122,10 @@ class PipelineOptions:
             )
         method = arguments["py_start_method"]
         if method not in _START_METHODS:
-            raise ValueError(f"py_start_method must be 'fork' or 'spawn'; got {method!r}")
+            raise ValueError(f"py_start_method must be 'fork', 'spawn' or 'ray'; got {method!r}")
         _check_prefetch_queue_depth(arguments["prefetch_queue_depth"], arguments["exec_async"])
         check_timeout(arguments["py_timeout"], "py_timeout")
+        _check_ray_options(arguments["py_ray_options"], method)
         if (arguments["exec_dynamic"] is None and arguments["exec_pipelined"]
                 and arguments["exec_async"]
                 and type(arguments["prefetch_queue_depth"]) is not dict):

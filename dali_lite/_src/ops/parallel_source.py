@@ -495,8 +495,7 @@ class ParallelSourceGroup:
         # start_py_workers() may run before build() has set up the operators' callbacks.
         callbacks = [op._callback if op._callback is not None
                      else op.callback_for(self.options.batch_size) for op in self.ops]
-        self.pool = WorkerPool(callbacks, num_workers, self.options.py_start_method,
-                               pickler=self.options.py_callback_pickler)
+        self.pool = self._new_pool(callbacks)
         dedicated = itertools.cycle(range(num_workers))
         depth = self.options.prefetch_queue_depth
         # DALI keeps the pipeline's prefetch queue's worth of batches alive beside each
@@ -519,6 +518,22 @@ class ParallelSourceGroup:
                 f"{op.display_name!r}: {op.source!r}" for index, op in enumerate(self.ops)))
             raise
 
+    def _new_pool(self, callbacks: list[Any]) -> Any:
+        """The fork/spawn pool, or with py_start_method="ray" the Ray pool (same interface)."""
+        options = self.options
+        if options.py_start_method != "ray":
+            return WorkerPool(callbacks, options.py_num_workers, options.py_start_method,
+                              pickler=options.py_callback_pickler)
+        # Ray is an optional extra: its pool loads only for py_start_method="ray".
+        from workers.ray_pool import RayWorkerPool
+
+        # Callables are stateless by DALI's contract and can run again on another actor;
+        # an iterator or generator keeps its position in the actor that runs it.
+        return RayWorkerPool(callbacks, options.py_num_workers,
+                             pickler=options.py_callback_pickler,
+                             actor_options=options.py_ray_options,
+                             replayable=[not isinstance(c, IteratorCall) for c in callbacks])
+
     def pump(self, timeout: float) -> None:
         """Collect finished tasks and hand them to their sources."""
         try:
@@ -531,9 +546,11 @@ class ParallelSourceGroup:
             results = [TaskFailed(task_id, error.worker, error.pid or -1, -1, remote)
                        for task_id in error.task_ids]
         except WorkerDiedError as error:
+            lost = sorted({self.tasks[t].source.name for t in error.task_ids if t in self.tasks})
             add_context(error, "parallel external sources of this pipeline: "
-                               f"{[s.name for s in self.sources]}; the pipeline cannot go on: "
-                               "create a new one")
+                               f"{[s.name for s in self.sources]}"
+                               + (f" (the lost work was {lost}'s)" if lost else "")
+                               + "; the pipeline cannot go on: create a new one")
             raise
         for result in results:
             task = self.tasks.pop(result.task_id, None)

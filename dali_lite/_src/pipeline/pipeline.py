@@ -106,6 +106,7 @@ class Pipeline(PipelineProperties, PipelineExtras):
         stream_policy: Any = None,
         concurrency: Any = None,
         py_timeout: float | None = None,
+        py_ray_options: dict[str, Any] | None = None,
         **unknown: Any,
     ) -> None:
         # The pipeline's own state first: a constructor that raises leaves an object that
@@ -128,6 +129,7 @@ class Pipeline(PipelineProperties, PipelineExtras):
             output_dtype=output_dtype, output_ndim=output_ndim, output_layout=output_layout,
             exec_dynamic=exec_dynamic, experimental_exec_dynamic=experimental_exec_dynamic,
             stream_policy=stream_policy, concurrency=concurrency, py_timeout=py_timeout,
+            py_ray_options=py_ray_options,
         )
         self._registered: list[Operator] = []
         self._sinks: list[DataNode] = []

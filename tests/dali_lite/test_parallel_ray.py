@@ -1,0 +1,255 @@
+"""py_start_method="ray": the same pipeline, its callbacks on Ray actors, the same batches.
+
+On the session's loopback Ray cluster (tests/ray_cluster.py, 2 CPUs). Every wait is bounded;
+every test checks or relies on the cleanup of its actors.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from parallel_sources import (
+    Failure,
+    PerBatchSource,
+    PerSampleSource,
+    SampleSpec,
+    SourceError,
+    drain,
+    generate_batches,
+    pipeline,
+)
+
+import dali_lite as dali
+from dali_lite import fn
+
+pytest.importorskip("ray")
+from ray_cluster import RAY_ENV, wait_gone
+
+from workers.ray_pool import RayPlacementError, RayWorkerLostError
+
+pytestmark = pytest.mark.usefixtures("ray_cluster")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _pool_pids(pipe: dali.Pipeline) -> list[int]:
+    return list(pipe._resources.parallel.pool.pids)
+
+
+def _both(define, batch_size: int, epochs: int = 2, **kwargs) -> tuple[list, list]:
+    """Every batch of `epochs` epochs, with the fork pool and with Ray actors."""
+    runs = []
+    for method in ("fork", "ray"):
+        pipe = pipeline(define, batch_size, py_start_method=method, **kwargs)
+        pipe.build()
+        batches = []
+        for _ in range(epochs):
+            batches.append(drain(pipe, 50))
+            pipe.reset()
+        runs.append(batches)
+        pipe.close()
+    return runs[0], runs[1]
+
+
+SPECS = st.lists(st.builds(SampleSpec, dtype=st.sampled_from(["uint8", "int32", "float32",
+                                                             "float64", "bool"]),
+                           shape=st.sampled_from([(), (3,), (2, 5), (4, 1, 2)]),
+                           vary=st.booleans()),
+                 min_size=1, max_size=2)
+
+
+@settings(max_examples=6, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(specs=SPECS, workers=st.integers(1, 2), depth=st.integers(1, 3),
+       per_batch=st.booleans())
+def test_ray_workers_give_the_fork_pool_s_batches(specs, workers, depth, per_batch) -> None:
+    batch_size = 3
+    if per_batch:
+        source = PerBatchSource(batch_size, specs, iterations=4, batch_info=True, as_tuple=True)
+    else:
+        source = PerSampleSource(specs, length=10, as_tuple=True)
+
+    def define():
+        return fn.external_source(source, parallel=True, batch=per_batch,
+                                  batch_info=per_batch, num_outputs=len(specs),
+                                  prefetch_queue_depth=depth)
+
+    forked, on_ray = _both(define, batch_size, py_num_workers=workers)
+    assert on_ray == forked
+    assert len(forked[0]) in (4, 3)  # 10 samples in batches of 3; 4 iterations per batch
+
+
+def test_a_generator_function_runs_on_one_actor() -> None:
+    gen = functools.partial(generate_batches, batch_size=2, iterations=3)
+
+    def define():
+        return fn.external_source(gen, parallel=True, batch=True)
+
+    forked, on_ray = _both(define, 2, py_num_workers=2)
+    assert on_ray == forked and len(forked[0]) == 3
+
+
+def test_dense_batches_come_back_as_one_array_without_a_copy() -> None:
+    source = PerSampleSource((SampleSpec("uint8", (4, 4)),), length=8)
+    pipe = pipeline(lambda: fn.external_source(source, parallel=True, batch=False,
+                                               prefetch_queue_depth=2),
+                    4, py_num_workers=2, py_start_method="ray")
+    pipe.build()
+    (out,) = pipe.run()
+    first = out.as_array()
+    assert first.shape == (4, 4, 4)
+    assert out.as_array() is first or np.shares_memory(out.as_array(), first)
+    stats = pipe.external_source_shm_statistics()
+    assert stats["capacities"], "the main process's slots hold the batches"
+    pipe.close()
+
+
+def test_a_callback_error_reaches_run_with_its_type_and_remote_traceback() -> None:
+    pipe = pipeline(lambda: fn.external_source(Failure("custom", at=5), parallel=True,
+                                               batch=False),
+                    4, py_num_workers=1, py_start_method="ray")
+    pipe.build()
+    pipe.run()
+    with pytest.raises(SourceError) as caught:
+        pipe.run()
+    assert type(caught.value) is SourceError  # not Ray's wrapper
+    assert "SourceError: " in str(caught.value.__cause__)  # the actor's traceback
+    pipe.close()
+
+
+def test_an_actor_killed_mid_epoch_is_replaced_and_no_sample_is_lost() -> None:
+    source = PerSampleSource((SampleSpec("int32", (2,)),), length=24, with_meta=True,
+                             as_tuple=True, delay_s=0.05)
+    pipe = pipeline(lambda: fn.external_source(source, parallel=True, batch=False,
+                                               num_outputs=2),
+                    4, py_num_workers=2, py_start_method="ray")
+    pipe.build()
+    seen = [int(i) for i in pipe.run()[1].as_array()[:, 0]]  # meta rows: idx_in_epoch first
+    os.kill(_pool_pids(pipe)[0], signal.SIGKILL)
+    while True:
+        try:
+            seen += [int(i) for i in pipe.run()[1].as_array()[:, 0]]
+        except StopIteration:
+            break
+    assert seen == list(range(24))
+    pipe.close()
+
+
+def test_an_iterator_on_a_dead_actor_is_an_error_naming_the_source() -> None:
+    gen = functools.partial(generate_batches, batch_size=2, iterations=100)
+    pipe = pipeline(lambda: fn.external_source(gen, parallel=True, batch=True, name="frames"),
+                    2, py_num_workers=1, py_start_method="ray")
+    pipe.build()
+    pipe.run()
+    os.kill(_pool_pids(pipe)[0], signal.SIGKILL)
+    with pytest.raises(RayWorkerLostError) as caught:
+        for _ in range(50):
+            pipe.run()
+    assert "keeps state" in str(caught.value)
+    assert "frames" in "\n".join(getattr(caught.value, "__notes__", []))
+    pipe.close()
+
+
+def test_a_cluster_that_cannot_place_the_workers_fails_build_in_bounded_time(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DALI_LITE_RAY_START_TIMEOUT_S", "3")
+    pipe = pipeline(lambda: fn.external_source(PerSampleSource(), parallel=True, batch=False),
+                    2, py_num_workers=3, py_start_method="ray")
+    started = time.monotonic()
+    with pytest.raises(RayPlacementError, match="could not start 3 Ray worker"):
+        pipe.build()
+    assert time.monotonic() - started < 30
+
+
+def test_resources_per_worker_come_from_py_ray_options(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DALI_LITE_RAY_START_TIMEOUT_S", "3")
+    pipe = pipeline(lambda: fn.external_source(PerSampleSource(), parallel=True, batch=False),
+                    2, py_num_workers=1, py_start_method="ray",
+                    py_ray_options={"num_cpus": 2})
+    pipe.build()
+    assert pipe._resources.parallel.pool.actor_options == {"num_cpus": 2}
+    pipe.close()
+    with pytest.raises(ValueError, match="only with py_start_method='ray'"):
+        dali.Pipeline(batch_size=2, py_ray_options={"num_cpus": 1})
+    with pytest.raises(TypeError, match="py_ray_options must be a dict"):
+        dali.Pipeline(batch_size=2, py_start_method="ray", py_ray_options=["num_cpus"])
+
+
+def test_del_pipe_removes_every_actor() -> None:
+    pipe = pipeline(lambda: fn.external_source(PerSampleSource(), parallel=True, batch=False),
+                    2, py_num_workers=2, py_start_method="ray")
+    pipe.build()
+    pipe.run()
+    pids = _pool_pids(pipe)
+    del pipe
+    assert wait_gone(pids) == []
+
+
+_CHILD = textwrap.dedent('''
+    import os, sys, time
+    import ray
+    ray.init(address=sys.argv[1], _node_ip_address="127.0.0.1", log_to_driver=False)
+    sys.path.insert(0, sys.argv[2])
+    from parallel_sources import PerSampleSource, pipeline
+    from dali_lite import fn
+    pipe = pipeline(lambda: fn.external_source(PerSampleSource(delay_s=0.2), parallel=True,
+                                               batch=False), 2, py_num_workers=2,
+                    py_start_method="ray")
+    pipe.build()
+    pipe.run()
+    print(" ".join(map(str, pipe._resources.parallel.pool.pids)), flush=True)
+    if sys.argv[3] == "sigint":
+        while True:
+            pipe.run()
+''')
+
+
+@pytest.mark.parametrize("ending", ["exit", "sigint"])
+def test_process_exit_or_ctrl_c_removes_every_actor(ending: str, ray_cluster: str) -> None:
+    env = {**os.environ, **RAY_ENV, "PYTHONPATH": str(ROOT)}
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, ray_cluster,
+                              str(ROOT / "tests" / "dali_lite"), ending],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        pids = [int(p) for p in child.stdout.readline().split()]
+        assert len(pids) == 2, child.stderr.read()
+        if ending == "sigint":
+            child.send_signal(signal.SIGINT)
+        child.wait(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(10)
+    assert wait_gone(pids, 30) == []
+
+
+def test_without_ray_installed_the_error_says_what_to_install() -> None:
+    code = textwrap.dedent('''
+        import sys; sys.modules["ray"] = None
+        import numpy as np
+        import dali_lite as dali
+        from dali_lite import fn
+        pipe = dali.Pipeline(batch_size=2, num_threads=1, device_id=None,
+                             py_start_method="ray")
+        with pipe:
+            pipe.set_outputs(fn.external_source(lambda i: np.zeros(2), parallel=True,
+                                                batch=False))
+        try:
+            pipe.build()
+        except ImportError as e:
+            print(e)
+    ''')
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert "pip install 'dali-lite[ray]'" in out.stdout, out.stderr[-2000:]

@@ -1,0 +1,89 @@
+"""A Ray cluster on 127.0.0.1 for the tests, started with `ray start` and removed whole.
+
+Its processes are not children of the test process (so the leak check of every test, which
+watches children, keeps its meaning), never listen beyond the loopback address, and are all
+killed at the end, with every process they started (actors, agents). Token authentication is
+off for this private, loopback-only cluster. Starting one takes several seconds, so the
+tests share one per session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import psutil
+
+LOOPBACK = "127.0.0.1"
+#: The environment of the cluster and of the drivers that connect to it.
+RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+_START_TIMEOUT_S = 180.0
+_STOP_TIMEOUT_S = 10.0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((LOOPBACK, 0))
+        return int(sock.getsockname()[1])
+
+
+class LocalRayCluster:
+    """A one-node Ray cluster of `num_cpus` CPUs; `address` is what `ray.init` takes."""
+
+    def __init__(self, num_cpus: int = 2) -> None:
+        self.num_cpus = num_cpus
+        # Ray's socket paths must stay short: a short directory right under /tmp.
+        self.temp_dir = tempfile.mkdtemp(prefix="dlray", dir="/tmp")
+        self.port = _free_port()
+        self.address = f"{LOOPBACK}:{self.port}"
+
+    def start(self) -> str:
+        command = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head",
+                   f"--port={self.port}", f"--node-ip-address={LOOPBACK}",
+                   f"--num-cpus={self.num_cpus}", "--include-dashboard=false",
+                   f"--temp-dir={self.temp_dir}", "--disable-usage-stats"]
+        result = subprocess.run(command, env={**os.environ, **RAY_ENV}, capture_output=True,
+                                text=True, timeout=_START_TIMEOUT_S)
+        if result.returncode != 0:
+            self.stop()
+            raise RuntimeError(f"ray start failed:\n{result.stdout[-2000:]}"
+                               f"{result.stderr[-2000:]}")
+        return self.address
+
+    def processes(self) -> list[psutil.Process]:
+        """Every process of the cluster: those naming its directory, and their descendants."""
+        found: dict[int, psutil.Process] = {}
+        for proc in psutil.process_iter(["cmdline"]):
+            with contextlib.suppress(psutil.Error):
+                if self.temp_dir in " ".join(proc.info["cmdline"] or ()):
+                    found[proc.pid] = proc
+                    for child in proc.children(recursive=True):
+                        found[child.pid] = child
+        return list(found.values())
+
+    def stop(self) -> list[int]:
+        """Kill the cluster; the pids that were still alive after the timeout (none, ever)."""
+        procs = self.processes()
+        for proc in procs:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        _, alive = psutil.wait_procs(procs, timeout=_STOP_TIMEOUT_S)
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+        return [proc.pid for proc in alive if proc.status() != psutil.STATUS_ZOMBIE]
+
+
+def wait_gone(pids: list[int], timeout_s: float = 15.0) -> list[int]:
+    """The pids still running after up to `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        alive = [pid for pid in pids if psutil.pid_exists(pid)
+                 and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.1)

@@ -1,0 +1,72 @@
+"""The Ray side of a Ray-backed pool: the actor that runs tasks, wherever Ray places it.
+
+This module is imported in the actor's process (and by the pool, to create actors). It never
+imports Ray itself: the pool turns :class:`RayWorker` into an actor class with
+``ray.remote``, so that the module imports on machines without Ray.
+
+A task's result travels back through Ray's object store: the outputs' numpy arrays are stored
+as out-of-band buffers (no pickling of array bytes) and arrive in the main process as
+read-only views of the object store on the same node. An exception raised by a callback is
+returned, not raised, as a :class:`~workers.errors.RemoteError` (type, message, traceback),
+so that the main process re-raises the callback's own type, as with the local pool, and
+never Ray's wrapper.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from workers.errors import RemoteError
+from workers.pickling import PicklerSpec
+from workers.task_calls import run_calls
+
+__all__ = ["RayTaskFailure", "RayWorker"]
+
+
+@dataclass(frozen=True, slots=True)
+class RayTaskFailure:
+    """What a failed task returns: the call that failed (-1: not one call) and the error."""
+
+    call_index: int
+    error: RemoteError
+
+
+class RayWorker:
+    """Holds the pool's callbacks and runs tasks on them, one at a time (an actor)."""
+
+    def __init__(self, index: int, payloads: Sequence[bytes], pickler: PicklerSpec,
+                 driver_path: Sequence[str] = ()) -> None:
+        self.index = index
+        # As spawn does: the driver's import path, so that callbacks pickled by reference
+        # (functions of the user's modules) import here. On another node, paths that do not
+        # exist there are harmless; ship code with Ray's runtime_env (docs/scale-out.md).
+        sys.path.extend(entry for entry in driver_path if entry not in sys.path)
+        self.callbacks: list[Any] = []
+        for payload in payloads:
+            try:
+                self.callbacks.append(pickler.loads(payload))
+            except BaseException as exc:  # reported when a task uses it, as the pool does
+                self.callbacks.append(RemoteError.from_exception(exc))
+
+    def ready(self) -> int:
+        """The actor's process id, once it runs."""
+        return os.getpid()
+
+    def run(self, callback: int, args: Sequence[Any]) -> list[list[Any]] | RayTaskFailure:
+        """Outputs x samples of arrays, or the failure."""
+        if not 0 <= callback < len(self.callbacks):
+            error = IndexError(f"callback index {callback} out of range; the pool has "
+                               f"{len(self.callbacks)} callbacks")
+            return RayTaskFailure(-1, RemoteError.from_exception(error))
+        target = self.callbacks[callback]
+        if isinstance(target, RemoteError):
+            return RayTaskFailure(-1, target)
+        outputs, failure = run_calls(target, args)
+        if failure is not None:
+            index, exc = failure
+            return RayTaskFailure(index, RemoteError.from_exception(exc))
+        return outputs if outputs is not None else []

@@ -1,0 +1,68 @@
+"""Running one task's calls of a callback, in whatever process hosts the worker.
+
+A task is a callback and a sequence of arguments; the result is outputs x samples of arrays.
+This module owns how the calls' results are checked and merged, so that a forked or spawned
+worker (`workers.worker`) and a Ray actor (`workers.ray_actor`) run a task in exactly the
+same way, with the same errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["TaskOutcome", "run_calls"]
+
+#: (outputs, None) on success; (None, (call_index, error)) for the first call that failed,
+#: with call_index -1 when the failure is not tied to one call.
+TaskOutcome = tuple[list[list[Any]] | None, tuple[int, BaseException] | None]
+
+
+def _is_sequence(value: Any) -> bool:
+    # Exact list/tuple first: the abstract-class check costs more than the rest of a merge.
+    if type(value) is list or type(value) is tuple:
+        return True
+    return not isinstance(value, str | bytes) and isinstance(value, Sequence)
+
+
+def _merge(outputs: list[list[Any]] | None, result: Any, call_index: int) -> list[list[Any]]:
+    if not _is_sequence(result):
+        raise TypeError(
+            f"the callback returned {type(result).__name__}; expected a sequence of outputs, "
+            "each a sequence of samples (numpy arrays)"
+        )
+    if outputs is None:
+        outputs = [[] for _ in range(len(result))]
+    elif len(result) != len(outputs):
+        raise ValueError(
+            f"call {call_index} returned {len(result)} outputs but earlier calls of the same "
+            f"task returned {len(outputs)}"
+        )
+    for o, samples in enumerate(result):
+        if not _is_sequence(samples):
+            raise TypeError(
+                f"output {o} is a {type(samples).__name__}; expected a sequence of samples"
+            )
+        outputs[o].extend(samples)
+    return outputs
+
+
+def run_calls(callback: Any, args: Sequence[Any]) -> TaskOutcome:
+    """Call `callback` on every item of `args` (or its `call_many` once); never raises."""
+    call_many = getattr(callback, "call_many", None)
+    if call_many is not None:
+        # The callback takes the whole task at once (see workers.pool.BatchedCallback).
+        try:
+            outputs, failure = call_many(args)
+        except BaseException as exc:
+            return None, (-1, exc)
+        if failure is not None:
+            return None, failure
+        return (outputs if outputs is not None else []), None
+    outputs = None
+    for call_index, arg in enumerate(args):
+        try:
+            outputs = _merge(outputs, callback(arg), call_index)
+        except BaseException as exc:
+            return None, (call_index, exc)
+    return (outputs if outputs is not None else []), None
