@@ -21,8 +21,11 @@ import time
 import psutil
 
 LOOPBACK = "127.0.0.1"
-#: The environment of the cluster and of the drivers that connect to it.
-RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+#: The environment of the cluster and of the drivers that connect to it. The last entry is
+#: Ray's own switch to resolve every node's address to the loopback one (what it does on
+#: macOS and Windows), so nothing of the tests' clusters listens or dials beyond 127.0.0.1.
+RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
+           "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 _START_TIMEOUT_S = 180.0
 _STOP_TIMEOUT_S = 10.0
 

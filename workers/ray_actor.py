@@ -56,6 +56,12 @@ class RayWorker:
         """The actor's process id, once it runs."""
         return os.getpid()
 
+    def node_id(self) -> str:
+        """The Ray node this actor runs on."""
+        import ray  # inside an actor Ray is always there; the module imports without it
+
+        return str(ray.get_runtime_context().get_node_id())
+
     def run(self, callback: int, args: Sequence[Any]) -> list[list[Any]] | RayTaskFailure:
         """Outputs x samples of arrays, or the failure."""
         if not 0 <= callback < len(self.callbacks):

@@ -202,6 +202,15 @@ class RayWorkerPool:
     def closed(self) -> bool:
         return self._closing
 
+    def node_ids(self) -> list[str]:
+        """The Ray node each worker runs on, by worker index."""
+        import ray
+
+        with self._lock:
+            self._check_usable()
+            return list(ray.get([a.handle.node_id.remote() for a in self._actors],
+                                timeout=self._start_timeout_s))
+
     @property
     def actor_options(self) -> dict[str, Any]:
         """The resources and options every actor is created with (``num_cpus`` etc.)."""
