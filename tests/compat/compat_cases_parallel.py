@@ -278,6 +278,18 @@ def batch_callback_gets_the_iteration(ctx):
     _epoch(ctx, pipe, "epoch 1")
 
 
+@case(params=[None, "none"], ids=["omitted", "None"])
+def parallel_without_batch_is_per_batch(ctx):
+    """The reference page says parallel=True turns batch off when it is not given; DALI 2.4's
+    fn.external_source reads an omitted batch (and batch=None) as True all the same: the
+    callback gets the iteration as an int and returns whole batches."""
+    extra = {} if ctx.params is None else {"batch": None}
+    pipe = _pipe(ctx, lambda fn: fn.external_source(batch_from_index, parallel=True, **extra),
+                 batch_size=3)
+    pipe.build()
+    _epoch(ctx, pipe, "epoch 0")
+
+
 @case(params=[1, 2, 3, 4])
 def workers_do_not_change_the_batches(ctx):
     pipe = _pipe(ctx, lambda fn: fn.external_source(sample_info_fields, batch=False,

@@ -136,7 +136,11 @@ def _signature(function) -> list[Any]:
 
     return [[name, repr(p.default), p.kind.name]
             for name, p in inspect.signature(function).parameters.items()
-            if p.kind is not inspect.Parameter.VAR_KEYWORD and name != "py_timeout"]
+            if p.kind is not inspect.Parameter.VAR_KEYWORD and name not in EXTENSIONS]
+
+
+#: dali_lite's own constructor arguments, keyword-only in effect and listed in docs/compat.md.
+EXTENSIONS = frozenset({"py_timeout", "py_ray_options"})
 
 
 @case(params=["foo", "py_num_worker", "batch_sz", "enable_conditionals"])

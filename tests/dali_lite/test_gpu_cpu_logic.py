@@ -234,7 +234,7 @@ def test_gpu_argument_errors() -> None:
         with pytest.raises(ValueError, match=r"\.gpu\(\)"):
             fn.python_function(cpu, function=lambda x: x, device="gpu")
         with pytest.raises(ValueError, match="parallel"):
-            fn.external_source(lambda i: np.zeros(1), device="gpu", parallel=True)
+            fn.external_source(lambda i: np.zeros(1), device="gpu", parallel=True, batch=False)
         with pytest.raises(TypeError, match="cuda_stream"):
             fn.external_source(name="s", device="gpu", cuda_stream="fast")
     pipe.close()

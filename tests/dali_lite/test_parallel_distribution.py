@@ -35,7 +35,7 @@ def rows(tl: Any) -> list[tuple[int, int]]:
 def test_a_per_sample_batch_is_split_into_contiguous_slices_over_the_workers(
     workers: int, batch_size: int
 ) -> None:
-    pipe = pipeline(lambda: fn.external_source(WhoSample(), parallel=True), batch_size,
+    pipe = pipeline(lambda: fn.external_source(WhoSample(), parallel=True, batch=False), batch_size,
                     py_num_workers=workers)
     try:
         with deadline(30):
@@ -56,7 +56,8 @@ def test_a_per_sample_batch_is_split_into_contiguous_slices_over_the_workers(
 @pytest.mark.parametrize("start_method", START_METHODS)
 def test_per_sample_work_runs_concurrently(start_method: str) -> None:
     delay_s, batch_size = 0.1, 8
-    pipe = pipeline(lambda: fn.external_source(WhoSample(delay_s), parallel=True), batch_size,
+    pipe = pipeline(lambda: fn.external_source(WhoSample(delay_s), parallel=True,
+                                               batch=False), batch_size,
                     py_num_workers=4, py_start_method=start_method)
     try:
         with deadline(30):

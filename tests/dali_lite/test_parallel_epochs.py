@@ -41,7 +41,7 @@ def meta_pipeline(start_method: str, batch_size: int, length: int, *, workers: i
     per_sample = PerSampleSource(TINY, length=length, with_meta=True)
 
     def define() -> list[Any]:
-        outputs = fn.external_source(per_sample, num_outputs=2, parallel=True,
+        outputs = fn.external_source(per_sample, num_outputs=2, parallel=True, batch=False,
                                      prefetch_queue_depth=source_depth)
         if batch_source_iterations:
             per_batch = PerBatchSource(batch_size, TINY, iterations=batch_source_iterations,
@@ -169,7 +169,7 @@ def test_reset_while_workers_are_still_computing_the_old_epoch() -> None:
     # of epoch 0; their late results must be thrown away, not served as epoch 1.
     batch_size = 4
     slow = PerSampleSource(TINY, length=2 * batch_size, with_meta=True, delay_s=0.01)
-    pipe = pipeline(lambda: fn.external_source(slow, num_outputs=2, parallel=True,
+    pipe = pipeline(lambda: fn.external_source(slow, num_outputs=2, parallel=True, batch=False,
                                                prefetch_queue_depth=3),
                     batch_size, py_num_workers=2, prefetch_queue_depth=2)
     try:
@@ -227,7 +227,8 @@ def test_no_callback_of_the_discarded_epoch_runs_after_reset_returns(
     preempt_executor(monkeypatch)
     log = CallLog()
     pipe = pipeline(lambda: [fn.external_source(log, batch=False),
-                             fn.external_source(PerSampleSource(TINY, length=2), parallel=True)],
+                             fn.external_source(PerSampleSource(TINY, length=2), parallel=True,
+                                                batch=False)],
                     2, py_num_workers=1)
     try:
         with deadline(30):

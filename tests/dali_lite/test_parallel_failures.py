@@ -172,7 +172,8 @@ def test_a_callback_returning_the_wrong_number_of_outputs_is_an_error() -> None:
     # Too few outputs fail as in DALI (an IndexError); extra ones are ignored there
     # (compat: serial.num_outputs_wrong_count).
     source = Failure("one output", at=2, outputs=2)
-    pipe = pipeline(lambda: fn.external_source(source, num_outputs=2, parallel=True), BATCH,
+    pipe = pipeline(lambda: fn.external_source(source, num_outputs=2, parallel=True,
+                                               batch=False), BATCH,
                     py_num_workers=2)
     try:
         with deadline(30), pytest.raises(IndexError, match=r"num_outputs=2.*got 1") as info:
@@ -311,10 +312,8 @@ def define_refused(case: str) -> Callable[[], Any]:
             generate_batches, parallel=True, batch=False),
         "generator object": lambda: fn.external_source(
             generate_batches(BATCH), parallel=True, batch=True),
-        "default batch=False with an iterable": lambda: fn.external_source(
-            BatchIterable(BATCH, 2), parallel=True),
         "device='gpu'": lambda: fn.external_source(
-            PerSampleSource(), parallel=True, device="gpu"),
+            PerSampleSource(), parallel=True, batch=False, device="gpu"),
     }
     return sources[case]
 
@@ -323,7 +322,6 @@ def define_refused(case: str) -> Callable[[], Any]:
     ("no-arg per-sample callable", TypeError, "accept a SampleInfo"),
     ("no-arg per-batch callable", TypeError, "accept a SampleInfo"),
     ("iterable with batch=False", TypeError, "set batch=True"),
-    ("default batch=False with an iterable", TypeError, "set batch=True"),
     ("generator function with batch=False", TypeError, "set batch=True"),
     ("generator object", TypeError, "pass the generator function"),
     ("device='gpu'", ValueError, "device='cpu'"),
@@ -344,7 +342,8 @@ def test_sources_refused_in_parallel_mode_say_what_to_change(
 
 
 def test_parallel_source_with_no_workers_is_refused_at_build() -> None:
-    pipe = pipeline(lambda: fn.external_source(PerSampleSource(), parallel=True), BATCH,
+    pipe = pipeline(lambda: fn.external_source(PerSampleSource(), parallel=True,
+                                               batch=False), BATCH,
                     py_num_workers=0)
     try:
         with pytest.raises(ValueError, match=r"py_num_workers >= 1.*py_num_workers=0"):
@@ -354,7 +353,7 @@ def test_parallel_source_with_no_workers_is_refused_at_build() -> None:
 
 
 def test_starting_workers_before_the_batch_size_is_known_is_refused() -> None:
-    pipe = pipeline(lambda: fn.external_source(PerSampleSource(), parallel=True), -1,
+    pipe = pipeline(lambda: fn.external_source(PerSampleSource(), parallel=True, batch=False), -1,
                     py_num_workers=2)
     try:
         with pytest.raises(ValueError, match="batch_size"):
@@ -365,7 +364,8 @@ def test_starting_workers_before_the_batch_size_is_known_is_refused() -> None:
 
 
 def test_a_callback_spawn_cannot_pickle_is_a_clear_error_at_build() -> None:
-    pipe = pipeline(lambda: fn.external_source(Unpicklable(), parallel=True, name="locked"),
+    pipe = pipeline(lambda: fn.external_source(Unpicklable(), parallel=True,
+                                               batch=False, name="locked"),
                     BATCH, py_num_workers=2, py_start_method="spawn")
     try:
         with pytest.raises(TypeError, match="cannot be pickled") as info:
@@ -400,7 +400,7 @@ def test_a_callback_pickler_under_spawn_is_used(pickler_name: str) -> None:
         pickler = (KwargPickler(), {"marker": "dumps-ok"}, {"marker": "loads-ok"})
         source = per_sample_lambda_factory(0)
     pipe = pipeline(lambda: fn.external_source(source, getattr(source, "num_outputs", None),
-                                               parallel=True),
+                                               parallel=True, batch=False),
                     BATCH, py_num_workers=1, py_start_method="spawn", py_callback_pickler=pickler)
     try:
         with deadline(30):
@@ -417,7 +417,8 @@ def test_a_callback_pickler_under_spawn_is_used(pickler_name: str) -> None:
 def test_pickler_keyword_arguments_reach_dumps_and_loads() -> None:
     # Without its dumps keyword the pickler refuses at build; without its loads keyword the
     # worker cannot load the callback, which run() reports.
-    pipe = pipeline(lambda: fn.external_source(PerSampleSource(), parallel=True), BATCH,
+    pipe = pipeline(lambda: fn.external_source(PerSampleSource(), parallel=True,
+                                               batch=False), BATCH,
                     py_num_workers=1, py_start_method="spawn",
                     py_callback_pickler=(KwargPickler(), {}, {"marker": "loads-ok"}))
     try:
@@ -425,7 +426,8 @@ def test_pickler_keyword_arguments_reach_dumps_and_loads() -> None:
             pipe.build()
     finally:
         pipe.close()
-    pipe = pipeline(lambda: fn.external_source(PerSampleSource(), parallel=True), BATCH,
+    pipe = pipeline(lambda: fn.external_source(PerSampleSource(), parallel=True,
+                                               batch=False), BATCH,
                     py_num_workers=1, py_start_method="spawn",
                     py_callback_pickler=(KwargPickler(), {"marker": "dumps-ok"}, None))
     try:

@@ -129,7 +129,7 @@ def test_declared_layout_dtype_and_ndim_are_kept() -> None:
     def define() -> Any:
         return fn.external_source(
             PerSampleSource((SampleSpec("float32", (2, 3, 3)), SampleSpec("int64", (4,)))),
-            num_outputs=2, parallel=True, layout=["HWC", "X"],
+            num_outputs=2, parallel=True, batch=False, layout=["HWC", "X"],
             dtype=[types.FLOAT, types.INT64], ndim=[3, 1])
 
     pipe = pipeline(define, 6, py_num_workers=2)
@@ -146,7 +146,7 @@ def test_closure_source_works_with_fork_and_spawn_alike() -> None:
     outputs = []
     for method in START_METHODS:
         source = per_sample_lambda_factory(100)
-        pipe = pipeline(lambda s=source: fn.external_source(s, parallel=True), 4,
+        pipe = pipeline(lambda s=source: fn.external_source(s, parallel=True, batch=False), 4,
                         py_num_workers=1, py_start_method=method)
         try:
             outputs.append(run_n(pipe, 2))

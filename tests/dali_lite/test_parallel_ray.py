@@ -38,7 +38,9 @@ from ray_cluster import RAY_ENV, wait_gone
 
 from workers.ray_pool import RayPlacementError, RayWorkerLostError
 
-pytestmark = pytest.mark.usefixtures("ray_cluster")
+# Starting the session's Ray cluster (in the first test's setup) takes up to a minute on a
+# loaded 2-core machine; every wait inside is bounded more tightly.
+pytestmark = [pytest.mark.usefixtures("ray_cluster"), pytest.mark.timeout(300)]
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -45,7 +45,8 @@ def start_method(request: pytest.FixtureRequest) -> str:
 
 def stats_pipe(source: Any, batch_size: int, workers: int, start_method: str = "fork",
                **source_kwargs: Any) -> Any:
-    return pipeline(lambda: fn.external_source(source, parallel=True, **source_kwargs),
+    return pipeline(lambda: fn.external_source(source, parallel=True,
+                                               **{"batch": False, **source_kwargs}),
                     batch_size, py_num_workers=workers, py_start_method=start_method)
 
 
@@ -143,9 +144,9 @@ def test_slots_are_reused_when_another_source_fails_every_other_iteration() -> N
     # The failing source stops each odd iteration before the other source's batch is read;
     # that batch will never be read, and its slots must go back to the pool all the same.
     def define() -> list[Any]:
-        return [fn.external_source(FailOddIterations(), parallel=True, name="failing"),
+        return [fn.external_source(FailOddIterations(), parallel=True, batch=False, name="failing"),
                 *fn.external_source(PerSampleSource(with_meta=True), num_outputs=2,
-                                    parallel=True)]
+                                    parallel=True, batch=False)]
 
     pipe = pipeline(define, 4, py_num_workers=2)
     slots = []
@@ -236,7 +237,7 @@ def test_statistics_report_every_source_and_worker_consistently() -> None:
     iterable = BatchIterable(5, 100, (SampleSpec("float16", (3,)),))
 
     def define() -> list[Any]:
-        return [fn.external_source(sample, parallel=True, name="samples",
+        return [fn.external_source(sample, parallel=True, batch=False, name="samples",
                                    bytes_per_sample_hint=hint),
                 fn.external_source(batches, batch=True, batch_info=True, parallel=True,
                                    name="batches", prefetch_queue_depth=2),
@@ -296,7 +297,7 @@ def test_a_dense_per_sample_batch_is_one_task_when_the_depth_covers_the_workers(
     """README: with `prefetch_queue_depth >= py_num_workers` a per-sample batch is one task
     (one worker, one slot), so `as_array()` returns it without a copy."""
     batch_size = 6
-    pipe = pipeline(lambda: fn.external_source(WhoSample(), parallel=True,
+    pipe = pipeline(lambda: fn.external_source(WhoSample(), parallel=True, batch=False,
                                                prefetch_queue_depth=depth),
                     batch_size, py_num_workers=workers)
     try:
@@ -315,7 +316,7 @@ def test_a_dense_per_sample_batch_is_one_task_when_the_depth_covers_the_workers(
 
 def test_a_per_sample_batch_is_split_when_the_depth_is_below_the_workers() -> None:
     """The other side of the rule: depth 1 with 2 workers splits a batch in two slices."""
-    pipe = pipeline(lambda: fn.external_source(WhoSample(), parallel=True,
+    pipe = pipeline(lambda: fn.external_source(WhoSample(), parallel=True, batch=False,
                                                prefetch_queue_depth=1),
                     6, py_num_workers=2)
     try:

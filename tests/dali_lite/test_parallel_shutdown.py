@@ -53,7 +53,8 @@ def start_method(request: pytest.FixtureRequest) -> str:
 
 
 def running_pipe(start_method: str, workers: int = 2) -> Any:
-    pipe = pipeline(lambda: fn.external_source(PerSampleSource((SampleSpec(),)), parallel=True),
+    pipe = pipeline(lambda: fn.external_source(PerSampleSource((SampleSpec(),)), parallel=True,
+                                               batch=False),
                     4, py_num_workers=workers, py_start_method=start_method)
     with deadline(30):
         pipe.run()
@@ -82,7 +83,8 @@ def test_close_ends_every_worker_at_once(start_method: str) -> None:
 
 def test_close_while_a_batch_is_being_computed_does_not_wait_for_it() -> None:
     slow = PerSampleSource((SampleSpec(),), delay_s=5.0)
-    pipe = pipeline(lambda: fn.external_source(slow, parallel=True), 2, py_num_workers=2)
+    pipe = pipeline(lambda: fn.external_source(slow, parallel=True,
+                                               batch=False), 2, py_num_workers=2)
     pipe.schedule_run()  # builds, and starts computing the first (slow) batches
     workers = child_pids()
     time.sleep(0.2)
@@ -118,7 +120,7 @@ def test_leaving_a_with_block_that_built_the_pipeline_ends_the_workers(
     start_method: str,
 ) -> None:
     held_before = segments()
-    pipe = pipeline(lambda: fn.external_source(PerSampleSource(), parallel=True), 4,
+    pipe = pipeline(lambda: fn.external_source(PerSampleSource(), parallel=True, batch=False), 4,
                     py_num_workers=2, py_start_method=start_method)
     with pipe:
         pipe.build()
@@ -134,7 +136,7 @@ def test_leaving_a_with_block_that_built_the_pipeline_ends_the_workers(
 
 
 def test_a_with_block_that_only_defines_the_graph_leaves_the_pipeline_usable() -> None:
-    pipe = pipeline(lambda: fn.external_source(PerSampleSource(), parallel=True), 4,
+    pipe = pipeline(lambda: fn.external_source(PerSampleSource(), parallel=True, batch=False), 4,
                     py_num_workers=1)  # defined inside `with pipe:` by the helper
     try:
         with deadline(30):
@@ -150,7 +152,7 @@ def test_a_with_block_that_only_defines_the_graph_leaves_the_pipeline_usable() -
 
 
 def test_an_exception_inside_the_with_block_still_ends_the_workers() -> None:
-    pipe = pipeline(lambda: fn.external_source(PerSampleSource(), parallel=True), 4,
+    pipe = pipeline(lambda: fn.external_source(PerSampleSource(), parallel=True, batch=False), 4,
                     py_num_workers=2)
     workers: set[int] = set()
     with pytest.raises(KeyError), pipe:
@@ -190,7 +192,8 @@ from dali_lite import fn
 
 def main():
     source = PerSampleSource((SampleSpec("uint8", (64, 64)),), delay_s={delay_s})
-    pipe = pipeline(lambda: fn.external_source(source, parallel=True, prefetch_queue_depth=2),
+    pipe = pipeline(lambda: fn.external_source(source, parallel=True,
+                                               batch=False, prefetch_queue_depth=2),
                     8, py_num_workers=2, py_start_method={start_method!r})
     pipe.run()
     pids = [child.pid for child in psutil.Process().children(recursive=True)]

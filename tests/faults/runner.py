@@ -128,11 +128,16 @@ def proc_error(case: dict[str, Any], out: dict[str, Any]) -> Any:
             if died:
                 out["report_s"] = raised_at - max(min(died), resume)
     if case.get("after") == "reset":
+        # Mid-epoch, reset() does nothing (as in DALI): the run goes on with the batch after
+        # the failed one; the reset after the epoch's end starts a whole new epoch.
         pipe.reset()
-        try:
-            out["after_reset"] = one_epoch(pipe)
-        except BaseException as again:
-            out["after_reset_error"] = describe(again)
+        for key in ("after_reset", "next_epoch"):
+            try:
+                out[key] = one_epoch(pipe)
+            except BaseException as again:
+                out[f"{key}_error"] = describe(again)
+                break
+            pipe.reset()
     return pipe
 
 
@@ -176,6 +181,8 @@ def proc_reset(case: dict[str, Any], out: dict[str, Any]) -> Any:
     out["first"] = first_values(pipe.run()) + first_values(pipe.run())
     pipe.reset()
     out["after_reset"] = one_epoch(pipe)
+    pipe.reset()
+    out["next_epoch"] = one_epoch(pipe)
     return pipe
 
 

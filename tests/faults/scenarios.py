@@ -175,30 +175,40 @@ class PerBatch:
 
 
 class Iterator:
-    """``batch=True`` iterable: one batch per ``next``, ``epoch_size`` batches per epoch."""
+    """``batch=True`` iterable: each ``iter()`` starts a new pass (an epoch) of ``epoch_size``
+    batches, one per ``next``. (An iterator whose ``__iter__`` returns itself runs one pass
+    only, in DALI as here: see the compat case ``parallel.iterator_that_cannot_start_over``.)"""
 
     def __init__(self, fault: Fault, batch_size: int, epoch_size: int) -> None:
         self.fault = fault
         self.batch_size = batch_size
         self.epoch_size = epoch_size
-        self.epoch = 0
-        self.iteration = 0
-        self.started = False
+        self.passes = 0
 
-    def __iter__(self) -> Iterator:
-        # The main process may call iter() once to inspect the source; only a pass that
-        # produced something counts as an epoch.
-        if self.started:
-            self.epoch += 1
+    def __iter__(self) -> _Pass:
+        return _Pass(self)
+
+
+class _Pass:
+    """One pass of an :class:`Iterator`; a fault raised by one ``next`` does not end it."""
+
+    def __init__(self, owner: Iterator) -> None:
+        self.owner = owner
         self.iteration = 0
-        self.started = False
+        self.epoch: int | None = None
+
+    def __iter__(self) -> _Pass:
         return self
 
     def __next__(self) -> list[Any]:
-        self.started = True
-        if self.iteration >= self.epoch_size:
+        owner = self.owner
+        if self.epoch is None:
+            # The main process may call iter() once to inspect the source: only a pass that
+            # is read counts as an epoch.
+            self.epoch, owner.passes = owner.passes, owner.passes + 1
+        if self.iteration >= owner.epoch_size:
             raise StopIteration
         iteration, self.iteration = self.iteration, self.iteration + 1
-        first = iteration * self.batch_size
-        return [self.fault.sample(iteration, first + i, self.epoch)
-                for i in range(self.batch_size)]
+        first = iteration * owner.batch_size
+        return [owner.fault.sample(iteration, first + i, self.epoch)
+                for i in range(owner.batch_size)]

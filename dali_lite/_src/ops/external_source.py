@@ -214,7 +214,10 @@ class ExternalSource(Operator):
             # Load the worker pool and shared memory now, while the graph is defined, so that
             # build() only starts processes (DALI, too, has everything loaded before build).
             importlib.import_module(".parallel_source", __package__)
-        self.batch = (not self.parallel) if batch is None else bool(batch)
+        # DALI 2.4's fn.external_source reads batch=None as True, parallel or not (its
+        # reference page says parallel=True makes it False; the code does not, and a program
+        # written against DALI relies on the code).
+        self.batch = True if batch is None else bool(batch)
         self.batch_info = bool(batch_info)
         self.blocking = bool(blocking)
         self.repeat_last = bool(repeat_last)

@@ -84,7 +84,7 @@ def external_source(
     cuda_stream: Any = None,
     use_copy_kernel: bool | None = None,
     blocking: bool | None = None,
-    batch: bool | None = None,
+    batch: bool | None = True,
     repeat_last: bool = False,
     parallel: bool | None = None,
     no_copy: bool | None = None,

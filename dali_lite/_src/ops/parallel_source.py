@@ -96,6 +96,9 @@ class Task:
     worker: int
     slot: Slot
     first_sample: int
+    #: What the worker calls the callback with: kept so that a task lost, unstarted, with a
+    #: stuck worker can be sent again to its replacement.
+    args: Sequence[Any] = ()
     result: TaskDone | TaskFailed | None = None
 
 
@@ -234,17 +237,32 @@ class ParallelSource:
 
     def _submit(self, batch: ScheduledBatch, position: int, worker: int, args: Sequence[Any],
                 slot: Slot, first_sample: int) -> None:
-        task = Task(self, batch, position, worker, slot, first_sample)
+        task = Task(self, batch, position, worker, slot, first_sample, args)
         slot.worker = worker
         try:
-            task_id = self.group.pool.submit(worker, self.callback_index, args,
-                                             slot.segment_id, slot.segment,
-                                             timeout_s=self.timeout_s)
+            self._send(task)
         except BaseException:
             self._release(slot)
             raise
-        self.group.tasks[task_id] = task
         batch.tasks.append(task)
+
+    def _send(self, task: Task) -> None:
+        task_id = self.group.pool.submit(task.worker, self.callback_index, task.args,
+                                         task.slot.segment_id, task.slot.segment,
+                                         timeout_s=self.timeout_s)
+        self.group.tasks[task_id] = task
+
+    def replay(self, task: Task) -> bool:
+        """Send again a task that its worker never started (it was queued behind a stuck
+        one): a callable is stateless by DALI's contract, so its replacement computes the
+        same samples. False for an iterator, whose position was lost with the worker."""
+        if self.is_iterator:
+            return False
+        if task.batch.stale:
+            self._release(task.slot)
+            return True
+        self._send(task)
+        return True
 
     def on_result(self, task: Task, result: TaskDone | TaskFailed) -> None:
         task.result = result
@@ -539,12 +557,19 @@ class ParallelSourceGroup:
         try:
             results = self.pool.collect(timeout)
         except TaskTimeoutError as error:
-            # The pool replaced the stuck worker and goes on. Every task lost with it fails
-            # its own batch (now, or when that batch is fetched; reset() discards them), with
-            # the worker's stack shown as the remote traceback.
+            # The pool replaced the stuck worker and goes on. The stuck task fails its batch,
+            # with the worker's stack shown as the remote traceback; the tasks queued behind it
+            # go to the replacement (an iterator's fail too: its position died with the
+            # worker), so that one stuck batch costs no other.
             remote = dataclasses.replace(RemoteError.from_exception(error), traceback=error.stack)
-            results = [TaskFailed(task_id, error.worker, error.pid or -1, -1, remote)
-                       for task_id in error.task_ids]
+            stuck, *queued = error.task_ids
+            results = [TaskFailed(stuck, error.worker, error.pid or -1, -1, remote)]
+            for task_id in queued:
+                task = self.tasks.pop(task_id, None)
+                if task is not None and not task.source.replay(task):
+                    self.tasks[task_id] = task
+                    results.append(TaskFailed(task_id, error.worker, error.pid or -1, -1,
+                                              remote))
         except WorkerDiedError as error:
             lost = sorted({self.tasks[t].source.name for t in error.task_ids if t in self.tasks})
             add_context(error, "parallel external sources of this pipeline: "
