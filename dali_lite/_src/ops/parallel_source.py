@@ -36,8 +36,9 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -132,6 +133,9 @@ class ParallelSource:
         self.scheduled: dict[int, ScheduledBatch] = {}
         self.next_iteration = 0
         self.epoch_idx = 0
+        #: Told (epoch_idx, iteration, "item" | "stop" | "error") of every reply, in the
+        #: order the worker ran the calls: how checkpoints follow an iterator on a worker.
+        self.observer: Callable[[int, int, str], None] | None = None
 
     # ------------------------------------------------------------------ slots
     def _acquire_slot(self, worker: int, samples: int) -> Slot:
@@ -197,6 +201,10 @@ class ParallelSource:
 
     def on_result(self, task: Task, result: TaskDone | TaskFailed) -> None:
         task.result = result
+        if self.observer is not None:
+            outcome = ("item" if isinstance(result, TaskDone)
+                       else "stop" if result.error.type_name == "StopIteration" else "error")
+            self.observer(task.batch.epoch_idx, task.batch.iteration, outcome)
         if isinstance(result, TaskDone):
             if result.layout.capacity > task.slot.segment.capacity:
                 task.slot.segment.refresh()
@@ -285,6 +293,23 @@ class ParallelSource:
         self.scheduled.clear()
         self.next_iteration = 0
         self.epoch_idx = epoch_idx
+
+    # ------------------------------------------------------------------ checkpoints
+    def seek(self, epoch_idx: int, iteration: int) -> None:
+        """Go on from `iteration` of epoch `epoch_idx` (a restored checkpoint's position)."""
+        self.reset(epoch_idx)
+        self.next_iteration = iteration
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Collect replies until no task of this source is in flight (the executor must be
+        idle); False if some still are after `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while any(task.source is self for task in self.group.tasks.values()):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            self.group.pump(min(_COLLECT_INTERVAL_S, remaining))
+        return True
 
     # ------------------------------------------------------------------ statistics
     def statistics(self) -> dict[str, Any]:

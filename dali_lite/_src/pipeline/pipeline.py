@@ -24,6 +24,7 @@ from dali_lite._src.graph.nodes import (
 from dali_lite._src.graph.scope import PipelineScope
 from dali_lite._src.ops.external_source import ExternalSource, NoDataFedError
 from dali_lite._src.options import PipelineOptions
+from dali_lite._src.pipeline.checkpointing import CheckpointingMixin, CheckpointState
 from dali_lite._src.pipeline.extras import PipelineExtras
 
 __all__ = ["Pipeline"]
@@ -63,7 +64,7 @@ class _Resources:
                 op.close()
 
 
-class Pipeline(PipelineExtras):
+class Pipeline(PipelineExtras, CheckpointingMixin):
     """Pipeline class encapsulates all data required to define and run a dali_lite pipeline.
 
     Arguments and defaults follow `nvidia.dali.pipeline.Pipeline`; `py_num_workers`,
@@ -93,6 +94,8 @@ class Pipeline(PipelineExtras):
         output_dtype: Any = None,
         output_ndim: Any = None,
         enable_conditionals: bool = False,
+        enable_checkpointing: bool = False,
+        checkpoint: Any = None,
         **kwargs: Any,
     ) -> None:
         self._options = PipelineOptions.from_arguments(
@@ -120,6 +123,7 @@ class Pipeline(PipelineExtras):
         self._last_outputs: Any = None
         self._shared_outputs: list[Any] = []
         self._built_in_scope_depth: int | None = None
+        self._checkpointing = CheckpointState(enable_checkpointing, checkpoint)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -242,12 +246,14 @@ class Pipeline(PipelineExtras):
         for op in self._operators:
             op.setup(self)
         self._resources.operators = list(self._operators)
+        self._checkpoint_prepare_sources()
         self.start_py_workers()
         # Weak trampolines: the executor outlives nothing, but a strong reference from it
         # would keep a deleted pipeline alive through the finalizer that owns the executor.
         self._resources.executor = Executor(_weakly(self._compute), self._options.exec_async)
         self._resources.executor.starvation = _weakly(self._starvation)
         self._built = True
+        self._checkpoint_built()
         stack = PipelineScope.stack()
         if self in stack:
             self._built_in_scope_depth = len(stack)
@@ -266,6 +272,7 @@ class Pipeline(PipelineExtras):
         # The worker pool (workers, shm, multiprocessing) loads only for parallel sources.
         from dali_lite._src.ops.parallel_source import ParallelSourceGroup
 
+        self._checkpoint_prepare_sources()  # workers take restored iterators with them
         group = ParallelSourceGroup(parallel, self._options)
         self._resources.parallel = group
         group.start()
@@ -326,8 +333,10 @@ class Pipeline(PipelineExtras):
             if isinstance(ticket.error, StopIteration):
                 self._end_reached = True
                 executor.discard_all()
+                self._checkpoint_epoch_ended()
                 raise StopIteration
             raise ticket.error
+        self._checkpoint_delivered(ticket)
         return ticket.outputs
 
     def schedule_run(self) -> None:
@@ -403,6 +412,7 @@ class Pipeline(PipelineExtras):
         self._shared_outputs.clear()
         for op in self._operators:
             op.reset(self._epoch_idx)
+        self._checkpoint_reset()
 
     def empty(self) -> bool:
         """True when no scheduled iteration is waiting to be consumed."""
