@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 import pickle
-from contextlib import closing
 import threading
 import time
+from contextlib import closing
 from typing import Any
 
 import numpy as np
@@ -484,7 +484,7 @@ def test_a_renamed_source_is_refused() -> None:
                          checkpoint=data)
     with pipe:
         pipe.set_outputs(fn.external_source(PerSample(), batch=False, name="labels"))
-        with pytest.raises(CheckpointError, match="named 'images'.*named 'labels'"):
+        with pytest.raises(CheckpointError, match=r"named 'images'.*named 'labels'"):
             pipe.build()
 
 
