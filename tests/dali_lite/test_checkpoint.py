@@ -22,6 +22,7 @@ import pytest
 from checkpoint_sources import (
     BATCH_SIZE,
     Config,
+    Items,
     PerSample,
     build,
     play,
@@ -311,8 +312,6 @@ def test_start_py_workers_before_build_still_restores_iterators() -> None:
         expected = run_epochs(original, 4)
     pipe = dali.Pipeline(batch_size=BATCH_SIZE, num_threads=1, device_id=None,
                          py_num_workers=1, enable_checkpointing=True, checkpoint=data)
-    from checkpoint_sources import Items
-
     with pipe:
         pipe.set_outputs(fn.external_source(Items(), batch=True, parallel=True, cycle="quiet"))
     pipe.start_py_workers()
