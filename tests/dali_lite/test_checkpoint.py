@@ -10,10 +10,12 @@ positions.
 
 from __future__ import annotations
 
+import gc
 import json
 import pickle
 import threading
 import time
+import weakref
 from contextlib import closing
 from typing import Any
 
@@ -44,6 +46,7 @@ SERIAL_CONFIGS = {
     "iterable-no": Config(("iterable",), cycle="no"),
     "iterable-quiet": Config(("iterable",), cycle="quiet"),
     "iterable-raise": Config(("iterable",), cycle="raise"),
+    "iterable-samples-no": Config(("iterable_samples",), cycle="no"),
     "iterable-samples-quiet": Config(("iterable_samples",), cycle="quiet"),
     "iterable-samples-raise": Config(("iterable_samples",), cycle="raise"),
     "genfunc": Config(("genfunc",)),
@@ -151,6 +154,13 @@ def test_pipeline_def_takes_the_checkpoint_arguments() -> None:
         assert step(restored) == expected
 
 
+def test_a_checkpoint_restores_from_str_too() -> None:
+    """DALI documents the checkpoint argument as a str; the JSON text works as the bytes do."""
+    data = _checkpoint_of(Config(), runs=2)
+    with closing(build(Config(), checkpoint=data.decode("utf-8"))) as restored:
+        assert step(restored)[0][0] == [6, 2, 0]
+
+
 def test_is_restored_from_checkpoint_is_false_without_one() -> None:
     with closing(build(Config())) as pipe:
         assert pipe.is_restored_from_checkpoint is False
@@ -169,7 +179,7 @@ def test_iterator_data_round_trips() -> None:
 
 # ---------------------------------------------------------------------- positions
 @pytest.mark.parametrize("name", sorted(SERIAL_CONFIGS))
-@pytest.mark.parametrize("prefix_runs", [0, 2, 4, 5, 9])
+@pytest.mark.parametrize("prefix_runs", [0, 2, 4, 5, 6, 9])
 def test_serial_restore_continues_exactly(name: str, prefix_runs: int) -> None:
     """Mid-epoch, at an epoch's end (STOP delivered, reset not yet called), after a reset."""
     config = SERIAL_CONFIGS[name]
@@ -517,3 +527,15 @@ def test_a_parameterless_callable_warns_as_dali_does() -> None:
         pipe.set_outputs(fn.external_source(lambda: np.zeros(1), batch=False))
         with pytest.warns(UserWarning, match="doesn't capture state"):
             pipe.build()
+
+
+def test_a_checkpointing_pipeline_is_still_collected_when_dropped() -> None:
+    """The trackers and observers hold no reference to the pipeline: dropping it ends its
+    workers (the autouse fixture checks that no child process is left)."""
+    pipe = build(PARALLEL_CONFIGS["several"], py_num_workers=2)
+    run_epochs(pipe, 3)
+    pipe.checkpoint()
+    reference = weakref.ref(pipe)
+    del pipe
+    gc.collect()
+    assert reference() is None

@@ -43,7 +43,8 @@ class CheckpointState:
         self.given = checkpoint
         self.restored: Checkpoint | None = None
         self.tracker: PipelineTracker | None = None
-        self.handled: set[int] = set()  # ids of source callbacks already restored/observed
+        # Source callbacks already restored/observed, held so that their ids stay unique.
+        self.handled: dict[int, Any] = {}
         self.iterator_data: str | None = None
 
 
@@ -137,7 +138,7 @@ class CheckpointingMixin:
             if not op.parallel and isinstance(callback, IteratorCall):
                 # Serial: the tracker sees each call in the executor's thread.
                 op._callback = ObservedCall(callback, source.tracker)
-            state.handled.update((id(callback), id(op._callback)))
+            state.handled.update({id(callback): callback, id(op._callback): op._callback})
 
     def _checkpoint_built(self: Pipeline) -> None:
         """After build: move the pipeline (and its parallel sources) to the restored position
