@@ -9,6 +9,7 @@ positions, not just values.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,7 @@ BATCH_SIZE = 3
 EPOCH_SAMPLES = 10  # a per-sample epoch: 3 full batches, then StopIteration
 EPOCH_BATCHES = 4  # a per-batch epoch
 ITERABLE_ITEMS = 5  # items per pass of an iterable / generator function
+SLOW_ITEM_S = 0.3
 
 
 class PerSample:
@@ -66,6 +68,16 @@ class Items:
             yield [sample] * self.batch_size if self.batch else sample
 
 
+class SlowItems(Items):
+    """`Items` that take a while each: a worker is still busy with one when the pipeline
+    delivers the StopIteration of another source."""
+
+    def __iter__(self) -> Iterator[Any]:
+        for item in super().__iter__():
+            time.sleep(SLOW_ITEM_S)
+            yield item
+
+
 def generator_function() -> Iterator[list[np.ndarray]]:
     """A generator function of whole batches: `[item, -1]`."""
     for item in range(ITERABLE_ITEMS + 1):
@@ -105,6 +117,8 @@ def _source(name: str, config: Config) -> Any:
         return fn.external_source(PerBatch(), batch=True, batch_info=True, parallel=parallel)
     if name == "iterable":
         return fn.external_source(Items(), batch=True, parallel=parallel, **cycle)
+    if name == "slow_iterable":
+        return fn.external_source(SlowItems(), batch=True, parallel=parallel, **cycle)
     if name == "iterable_samples":
         return fn.external_source(Items(batch=False), batch=False, **cycle)
     if name == "genfunc":

@@ -274,7 +274,7 @@ def test_prefetched_iterator_items_are_not_counted_as_taken() -> None:
 
 # ---------------------------------------------------------------------- parallel
 @pytest.mark.parametrize("name", sorted(PARALLEL_CONFIGS))
-@pytest.mark.parametrize("prefix_runs", [2, 5])
+@pytest.mark.parametrize("prefix_runs", [2, 5, 6])
 def test_parallel_restore_continues_exactly(name: str, prefix_runs: int) -> None:
     config = PARALLEL_CONFIGS[name]
     prefix = ["run"] * prefix_runs
@@ -283,6 +283,21 @@ def test_parallel_restore_continues_exactly(name: str, prefix_runs: int) -> None
         original_kwargs={"py_num_workers": 2, "py_start_method": "fork"},
         restored_kwargs={"py_num_workers": 2, "py_start_method": "fork"})
     assert got == expected
+
+
+@pytest.mark.parametrize("reset_first", [False, True])
+def test_epoch_end_checkpoint_counts_a_parallel_iterator_running_past_the_end(
+        reset_first: bool) -> None:
+    """Another source ends the epoch while the iterator's worker still takes an item for a
+    prefetched iteration: the next epoch does not see that item, so the checkpoint (at the
+    epoch's end, or just after reset) must wait for the worker and count it."""
+    config = Config(("sample", "slow_iterable"), parallel=True, cycle="quiet")
+    prefix = ["run"] * 4 + (["reset"] if reset_first else [])
+    suffix = ([] if reset_first else ["run", "reset"]) + ["run", "run"]
+    expected, got, data = _continuations(config, prefix, suffix, {"py_num_workers": 2},
+                                         {"py_num_workers": 2})
+    assert got == expected
+    assert json.loads(data)["sources"][1]["state"]["taken"] == 4
 
 
 @pytest.mark.parametrize(("original", "restored"), [
