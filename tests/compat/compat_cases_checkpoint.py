@@ -179,6 +179,14 @@ def checkpoint_written_to_file(ctx):
         ctx.record("restored continues", _steps(restored, 2))
 
 
+@case(params=[None, 1, 0, True], ids=["None", "1", "0", "True"])
+def enable_checkpointing_values(ctx):
+    pipe = _pipe(ctx, "sample", enable_checkpointing=ctx.params)
+    pipe.run()
+    with ctx.attempting("checkpoint()", words=["enable_checkpointing"]):
+        pipe.checkpoint()
+
+
 @case
 def checkpoint_without_enable_checkpointing(ctx):
     pipe = _pipe(ctx, "sample")

@@ -351,7 +351,7 @@ def test_start_py_workers_before_build_still_restores_iterators() -> None:
 ACTIONS = st.lists(st.sampled_from(["run", "run", "run", "reset"]), max_size=14)
 
 
-@settings(max_examples=25, deadline=None,
+@settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(name=st.sampled_from(sorted(SERIAL_CONFIGS)), prefix=ACTIONS,
        suffix=ACTIONS.map(lambda a: [*a, "run", "run"]),

@@ -17,6 +17,8 @@ import os
 import warnings
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from dali_lite._src.execution.checkpoint import Checkpoint, CheckpointError, decode, encode
 from dali_lite._src.execution.checkpoint_tracking import (
     ObservedCall,
@@ -37,9 +39,10 @@ class CheckpointState:
     """A pipeline's checkpointing settings and, once built, its tracker."""
 
     def __init__(self, enabled: Any, checkpoint: Any) -> None:
-        if not isinstance(enabled, bool):
+        # As DALI's: None means False, and ints are taken as truth values.
+        if enabled is not None and not isinstance(enabled, (bool, int, np.bool_, np.integer)):
             raise TypeError(f"enable_checkpointing must be True or False; got {enabled!r}")
-        self.enabled = enabled
+        self.enabled = bool(enabled)
         self.given = checkpoint
         self.restored: Checkpoint | None = None
         self.tracker: PipelineTracker | None = None
