@@ -20,6 +20,7 @@ from contextlib import closing
 from typing import Any
 
 import numpy as np
+import psutil
 import pytest
 from checkpoint_sources import (
     BATCH_SIZE,
@@ -550,7 +551,11 @@ def test_a_checkpointing_pipeline_is_still_collected_when_dropped() -> None:
     pipe = build(PARALLEL_CONFIGS["several"], py_num_workers=2)
     run_epochs(pipe, 3)
     pipe.checkpoint()
+    workers = psutil.Process().children(recursive=True)
     reference = weakref.ref(pipe)
     del pipe
     gc.collect()
     assert reference() is None
+    # Wait for the workers here, with room for a loaded machine, rather than in the fixture.
+    _, alive = psutil.wait_procs(workers, timeout=30)
+    assert not [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
