@@ -548,10 +548,14 @@ def test_a_parameterless_callable_warns_as_dali_does() -> None:
 def test_a_checkpointing_pipeline_is_still_collected_when_dropped() -> None:
     """The trackers and observers hold no reference to the pipeline: dropping it ends its
     workers (the autouse fixture checks that no child process is left)."""
+    # Children alive before (the spawn resource tracker of earlier tests) are not workers.
+    before = {child.pid for child in psutil.Process().children(recursive=True)}
     pipe = build(PARALLEL_CONFIGS["several"], py_num_workers=2)
     run_epochs(pipe, 3)
     pipe.checkpoint()
-    workers = psutil.Process().children(recursive=True)
+    workers = [child for child in psutil.Process().children(recursive=True)
+               if child.pid not in before]
+    assert workers
     reference = weakref.ref(pipe)
     del pipe
     gc.collect()
