@@ -141,6 +141,8 @@ class Operator:
         self.device = device
         self.preserve = preserve
         current = PipelineScope.current()
+        #: Whether `name` is the user's (a checkpoint matches only those).
+        self.named_by_user = name is not None
         if name is not None:
             self.name = name
         elif current is not None:

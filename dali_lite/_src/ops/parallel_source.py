@@ -55,7 +55,8 @@ import itertools
 import math
 import os
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -160,6 +161,9 @@ class ParallelSource:
         self.last_fetched = -1
         self.epoch_idx = 0
         self.raised_stop = False  # this source ended the current epoch itself
+        #: Told (epoch_idx, iteration, "item" | "stop" | "error") of every reply, in the
+        #: order the worker ran the calls: how checkpoints follow an iterator on a worker.
+        self.observer: Callable[[int, int, str], None] | None = None
 
     # ------------------------------------------------------------------ slots
     def create_slots(self) -> None:
@@ -266,6 +270,10 @@ class ParallelSource:
 
     def on_result(self, task: Task, result: TaskDone | TaskFailed) -> None:
         task.result = result
+        if self.observer is not None:
+            outcome = ("item" if isinstance(result, TaskDone)
+                       else "stop" if result.error.type_name == "StopIteration" else "error")
+            self.observer(task.batch.epoch_idx, task.batch.iteration, outcome)
         if isinstance(result, TaskDone):
             if result.layout.capacity > task.slot.segment.capacity:
                 task.slot.segment.refresh()
@@ -398,6 +406,23 @@ class ParallelSource:
         self.last_fetched = -1
         self.raised_stop = False
         self.epoch_idx = epoch_idx
+
+    # ------------------------------------------------------------------ checkpoints
+    def seek(self, epoch_idx: int, iteration: int) -> None:
+        """Go on from `iteration` of epoch `epoch_idx` (a restored checkpoint's position)."""
+        self.reset(epoch_idx)
+        self.next_iteration = iteration
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Collect replies until no task of this source is in flight (the executor must be
+        idle); False if some still are after `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while any(task.source is self for task in self.group.tasks.values()):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            self.group.pump(min(_COLLECT_INTERVAL_S, remaining))
+        return True
 
     # ------------------------------------------------------------------ statistics
     def shm_statistics(self) -> tuple[list[int], list[int]]:

@@ -20,6 +20,7 @@ import numpy as np
 
 from dali_lite._src.data.conversions import SampleList, to_batch_samples, to_sample_array
 from dali_lite._src.data.tensor_cpu import TensorCPU
+from dali_lite._src.ops.source_state import IteratorPosition
 from dali_lite._src.types import _NP_TO_DALI, BatchInfo, SampleInfo
 
 Outputs = list[list[np.ndarray]]
@@ -324,6 +325,16 @@ class IteratorCall(_SourceCall):
         self._iterator: Iterator[Any] | None = None
         self._ended_epoch: int | None = None
         self._restart_pending = False
+        # A checkpoint's position, applied when the first iterator is made (in whichever
+        # process polls the source: it travels to a worker with the rest of the state).
+        self._resume: IteratorPosition | None = None
+
+    def resume_at(self, position: IteratorPosition) -> None:
+        """Continue as a call that stood at `position` (restoring a checkpoint)."""
+        self._iterator = None
+        self._restart_pending = False
+        self._ended_epoch = position.ended_epoch
+        self._resume = position
 
     def __getstate__(self) -> dict[str, Any]:
         # A live iterator does not travel between processes; the receiver starts its own.
@@ -341,7 +352,9 @@ class IteratorCall(_SourceCall):
 
     def _next_item(self) -> Any:
         if self._iterator is None or self._restart_pending:
-            self._iterator = self._fresh_iterator()
+            resume, self._resume = self._resume, None
+            self._iterator = (self._fresh_iterator() if resume is None else
+                              resume.reopen(self._fresh_iterator, self.cycle, self.source_name))
             self._restart_pending = False
         try:
             return next(self._iterator)

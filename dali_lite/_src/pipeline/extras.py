@@ -55,14 +55,6 @@ class PipelineExtras:
             return None
         return cuda.context_for(self).stream
 
-    def checkpoint(self: Pipeline, filename: str | None = None) -> bytes:
-        """DALI's checkpoints are not supported by dali_lite."""
-        self.build()
-        if not self._options.enable_checkpointing:
-            raise RuntimeError("Cannot save the checkpoint. The `enable_checkpointing` was not "
-                               "specified when creating the pipeline")
-        raise NotImplementedError("dali_lite does not support DALI's pipeline checkpoints")
-
     def external_source_shm_statistics(self: Pipeline) -> dict[str, Any]:
         """DALI's `capacities` and `per_sample_capacities` of every shared-memory slot, plus
         `per_source`: capacity, bytes in use, high-water mark and resizes per source and worker

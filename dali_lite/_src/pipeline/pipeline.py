@@ -27,6 +27,7 @@ from dali_lite._src.graph.scope import PipelineScope
 from dali_lite._src.ops.constant import constant_array, constant_node
 from dali_lite._src.ops.external_source import ExternalSource, NoDataFedError, UnknownInputError
 from dali_lite._src.options import PipelineOptions
+from dali_lite._src.pipeline.checkpointing import CheckpointingMixin, CheckpointState
 from dali_lite._src.pipeline.extras import PipelineExtras
 
 __all__ = ["Pipeline"]
@@ -68,7 +69,7 @@ class _Resources:
                 op.close()
 
 
-class Pipeline(PipelineProperties, PipelineExtras):
+class Pipeline(PipelineProperties, PipelineExtras, CheckpointingMixin):
     """Pipeline class encapsulates all data required to define and run a dali_lite pipeline.
 
     Arguments and defaults follow `nvidia.dali.pipeline.Pipeline` (DALI 2.4): `batch_size`,
@@ -152,6 +153,7 @@ class Pipeline(PipelineProperties, PipelineExtras):
         self._last_outputs: Any = None
         self._shared_outputs: list[Any] = []
         self._built_in_scope_depth: int | None = None
+        self._checkpointing = CheckpointState(enable_checkpointing, checkpoint)
 
     # ------------------------------------------------------------------ graph definition
     @staticmethod
@@ -263,12 +265,14 @@ class Pipeline(PipelineProperties, PipelineExtras):
         for op in self._operators:
             op.setup(self)
         self._resources.operators = list(self._operators)
+        self._checkpoint_prepare_sources()
         self.start_py_workers()
         # Weak trampolines: the executor outlives nothing, but a strong reference from it
         # would keep a deleted pipeline alive through the finalizer that owns the executor.
         self._resources.executor = Executor(_weakly(self._compute), self._options.exec_async)
         self._resources.executor.starvation = _weakly(self._starvation)
         self._built = True
+        self._checkpoint_built()
         stack = PipelineScope.stack()
         if self in stack:
             self._built_in_scope_depth = len(stack)
@@ -287,6 +291,7 @@ class Pipeline(PipelineProperties, PipelineExtras):
         # The worker pool (workers, shm, multiprocessing) loads only for parallel sources.
         from dali_lite._src.ops.parallel_source import ParallelSourceGroup
 
+        self._checkpoint_prepare_sources()  # workers take restored iterators with them
         group = ParallelSourceGroup(parallel, self._options)
         self._resources.parallel = group
         group.start()
@@ -374,6 +379,7 @@ class Pipeline(PipelineProperties, PipelineExtras):
             if isinstance(ticket.error, StopIteration):
                 self._end_reached = self._last_iter = True
                 executor.discard_all()
+                self._checkpoint_epoch_ended()
                 raise StopIteration
             error, ticket.error = ticket.error, None
             try:
@@ -383,6 +389,7 @@ class Pipeline(PipelineProperties, PipelineExtras):
                 # error (or the ticket that held it) would make a cycle that keeps a dropped
                 # pipeline, and its worker processes, alive until the next garbage collection.
                 del error, ticket
+        self._checkpoint_delivered(ticket)
         return ticket.outputs
 
     def schedule_run(self) -> None:
@@ -500,6 +507,7 @@ class Pipeline(PipelineProperties, PipelineExtras):
         self._next_iteration = 0
         for op in self._operators:
             op.reset(self._epoch_idx)
+        self._checkpoint_reset()
 
     def empty(self) -> bool:
         """If there is any work scheduled in the pipeline but not yet consumed (DALI's words:

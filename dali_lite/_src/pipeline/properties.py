@@ -127,11 +127,6 @@ class PipelineProperties:
         return self._options.concurrency
 
     @property
-    def is_restored_from_checkpoint(self) -> bool:
-        """If True, this pipeline was restored from a checkpoint (never, in dali_lite)."""
-        return False
-
-    @property
     def num_outputs(self: Pipeline) -> int:
         """Number of pipeline outputs (builds the pipeline)."""
         self.build()

@@ -1,0 +1,238 @@
+"""The checkpoint format: a pipeline's position in its data, as versioned JSON.
+
+`Pipeline.checkpoint()` returns `encode(...)` (UTF-8 JSON bytes, DALI's return type) and
+`Pipeline(checkpoint=...)` reads it back with `decode`. The format is documented field by field
+in docs/checkpointing.md; in short:
+
+    {"format": "dali_lite.checkpoint", "version": 1,
+     "batch_size": 4, "epoch_idx": 1, "iteration": 3, "epoch_ended": false,
+     "sources": [{"name": null, "kind": "callable", "batch": false, "cycle": "no",
+                  "num_outputs": null, "state": null}, ...],
+     "iterator_data": "", "sha256": "..."}
+
+Reading never runs code (JSON only, never pickle) and trusts nothing: every field is checked
+for presence, type and range, and a SHA-256 of the rest catches a file damaged on disk. A
+checkpoint of a pipeline of another shape (batch size, number, kinds or names of its sources)
+is refused with a `CheckpointError` that names the first difference.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from dali_lite._src.errors import RuntimeValueError
+
+FORMAT_NAME = "dali_lite.checkpoint"
+FORMAT_VERSION = 1
+
+#: How a source gets its data, as a checkpoint names it.
+SOURCE_KINDS = ("callable", "callable_no_arg", "iterable", "generator_function", "generator",
+                "feed_input")
+#: Kinds whose state is an `IteratorPosition`; the others' position is the pipeline's.
+ITERATOR_KINDS = frozenset({"iterable", "generator_function", "generator"})
+CYCLE_MODES = ("no", "quiet", "raise")
+
+_TOP_FIELDS = ("format", "version", "batch_size", "epoch_idx", "iteration", "epoch_ended",
+               "sources", "iterator_data", "sha256")
+_SOURCE_FIELDS = ("name", "kind", "batch", "cycle", "num_outputs", "state")
+_STATE_FIELDS = ("taken", "exhausted", "restart", "ended_epoch")
+
+
+class CheckpointError(RuntimeValueError):
+    """A checkpoint that cannot be restored: not one, damaged, of a newer format, or of a
+    pipeline of another shape. A `RuntimeError` (what DALI raises) and a `ValueError`."""
+
+
+@dataclass(frozen=True, slots=True)
+class SourceShape:
+    """What a checkpoint must agree on with a pipeline's source to restore into it."""
+
+    name: str | None  # the user's `name=`, or None (sources are matched by position)
+    kind: str
+    batch: bool
+    cycle: str
+    num_outputs: int | None
+
+    def describe(self) -> str:
+        what = "per-batch" if self.batch else "per-sample"
+        cycle = f", cycle={self.cycle!r}" if self.kind in ITERATOR_KINDS else ""
+        outputs = "" if self.num_outputs is None else f", num_outputs={self.num_outputs}"
+        name = "unnamed" if self.name is None else f"named {self.name!r}"
+        return f"{what} {self.kind} ({name}{cycle}{outputs})"
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRecord:
+    shape: SourceShape
+    state: dict[str, Any] | None  # IteratorPosition.to_json() for ITERATOR_KINDS
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A decoded checkpoint: the pipeline's position and each source's state."""
+
+    batch_size: int
+    epoch_idx: int
+    iteration: int  # iterations of the epoch delivered to the caller
+    epoch_ended: bool  # StopIteration was delivered and reset() not yet called
+    sources: tuple[SourceRecord, ...]
+    iterator_data: str = ""
+
+    def check_shape(self, batch_size: int, shapes: list[SourceShape]) -> None:
+        """Raise CheckpointError unless a pipeline of this batch size and these sources (in
+        definition order) is the one this checkpoint was taken of."""
+        if batch_size != self.batch_size:
+            raise CheckpointError(
+                f"the checkpoint is of a pipeline with batch_size={self.batch_size}; this one "
+                f"has batch_size={batch_size} (a checkpoint's positions count whole batches)")
+        if len(shapes) != len(self.sources):
+            raise CheckpointError(
+                f"the checkpoint is of a pipeline with {len(self.sources)} external sources; "
+                f"this one has {len(shapes)}: {[s.describe() for s in shapes]}")
+        for index, (mine, record) in enumerate(zip(shapes, self.sources)):
+            if mine != record.shape:
+                raise CheckpointError(
+                    f"external source {index} does not match the checkpoint: the checkpoint's "
+                    f"is a {record.shape.describe()}, this pipeline's is a {mine.describe()}; "
+                    "restore into the pipeline the checkpoint was taken of")
+
+
+def _digest(body: dict[str, Any]) -> str:
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
+
+
+def encode(checkpoint: Checkpoint) -> bytes:
+    """The checkpoint as UTF-8 JSON bytes."""
+    body: dict[str, Any] = {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "batch_size": checkpoint.batch_size,
+        "epoch_idx": checkpoint.epoch_idx,
+        "iteration": checkpoint.iteration,
+        "epoch_ended": checkpoint.epoch_ended,
+        "sources": [{"name": r.shape.name, "kind": r.shape.kind, "batch": r.shape.batch,
+                     "cycle": r.shape.cycle, "num_outputs": r.shape.num_outputs,
+                     "state": r.state} for r in checkpoint.sources],
+        "iterator_data": checkpoint.iterator_data,
+    }
+    body["sha256"] = _digest(body)
+    return json.dumps(body, indent=1).encode("utf-8")
+
+
+# ---------------------------------------------------------------------- decoding
+def decode(data: Any) -> Checkpoint:
+    """Read and validate a checkpoint (bytes, bytearray, memoryview or str)."""
+    if isinstance(data, (bytearray, memoryview)):
+        data = bytes(data)
+    if isinstance(data, bytes):
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise CheckpointError(_not_ours("it is not UTF-8 text")) from None
+    elif isinstance(data, str):
+        text = data
+    else:
+        raise CheckpointError(f"a checkpoint is the bytes (or str) that Pipeline.checkpoint() "
+                              f"returned; got {type(data).__name__}")
+    try:
+        body = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise CheckpointError(_not_ours(f"it is not valid JSON ({exc})")) from None
+    if not isinstance(body, dict) or body.get("format") != FORMAT_NAME:
+        raise CheckpointError(_not_ours(f"it has no \"format\": {FORMAT_NAME!r} field"))
+    version = body.get("version")
+    if not _is_int(version) or version < 1:
+        raise CheckpointError(f"the checkpoint's version is {version!r}; expected an int >= 1")
+    if version > FORMAT_VERSION:
+        raise CheckpointError(
+            f"the checkpoint has format version {version}, newer than this dali_lite reads "
+            f"({FORMAT_VERSION}); restore it with the dali_lite version that wrote it or newer")
+    _exact_fields(body, _TOP_FIELDS, "the checkpoint")
+    digest = body.pop("sha256")
+    if digest != _digest(body):
+        raise CheckpointError(
+            "the checkpoint is damaged: its contents do not match their SHA-256 (the file was "
+            "changed or truncated after it was written)")
+    batch_size = _int_field(body, "batch_size", "the checkpoint", minimum=1)
+    epoch_idx = _int_field(body, "epoch_idx", "the checkpoint")
+    iteration = _int_field(body, "iteration", "the checkpoint")
+    epoch_ended = _bool_field(body, "epoch_ended", "the checkpoint")
+    if not isinstance(body["iterator_data"], str):
+        raise CheckpointError("the checkpoint's iterator_data must be a string")
+    if not isinstance(body["sources"], list):
+        raise CheckpointError("the checkpoint's sources must be a list")
+    sources = tuple(_source(entry, index) for index, entry in enumerate(body["sources"]))
+    return Checkpoint(batch_size, epoch_idx, iteration, epoch_ended, sources,
+                      body["iterator_data"])
+
+
+def _not_ours(why: str) -> str:
+    return (f"the data is not a dali_lite checkpoint: {why}. A checkpoint is what "
+            "Pipeline.checkpoint() returned (JSON); NVIDIA DALI's protobuf checkpoints "
+            "cannot be read by dali_lite")
+
+
+def _source(entry: Any, index: int) -> SourceRecord:
+    where = f"source {index} of the checkpoint"
+    if not isinstance(entry, dict):
+        raise CheckpointError(f"{where} must be an object; got {entry!r}")
+    _exact_fields(entry, _SOURCE_FIELDS, where)
+    name = entry["name"]
+    if name is not None and not isinstance(name, str):
+        raise CheckpointError(f"{where}: name must be a string or null; got {name!r}")
+    kind = entry["kind"]
+    if kind not in SOURCE_KINDS:
+        raise CheckpointError(f"{where}: kind must be one of {SOURCE_KINDS}; got {kind!r}")
+    cycle = entry["cycle"]
+    if cycle not in CYCLE_MODES:
+        raise CheckpointError(f"{where}: cycle must be one of {CYCLE_MODES}; got {cycle!r}")
+    num_outputs = entry["num_outputs"]
+    if num_outputs is not None:
+        num_outputs = _int_field(entry, "num_outputs", where, minimum=1)
+    shape = SourceShape(name, kind, _bool_field(entry, "batch", where), cycle, num_outputs)
+    state = entry["state"]
+    if kind not in ITERATOR_KINDS:
+        if state is not None:
+            raise CheckpointError(f"{where}: a {kind} source has no state of its own (null); "
+                                  f"got {state!r}")
+        return SourceRecord(shape, None)
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{where}: the state of a {kind} must be an object; got "
+                              f"{state!r}")
+    _exact_fields(state, _STATE_FIELDS, f"the state of {where}")
+    _int_field(state, "taken", f"the state of {where}")
+    _bool_field(state, "exhausted", f"the state of {where}")
+    _bool_field(state, "restart", f"the state of {where}")
+    if state["ended_epoch"] is not None:
+        _int_field(state, "ended_epoch", f"the state of {where}")
+    return SourceRecord(shape, dict(state))
+
+
+def _exact_fields(entry: dict[str, Any], expected: tuple[str, ...], where: str) -> None:
+    missing = [key for key in expected if key not in entry]
+    unknown = sorted(set(entry) - set(expected))
+    if missing or unknown:
+        raise CheckpointError(f"{where} is malformed: missing fields {missing}, unknown "
+                              f"fields {unknown}")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _int_field(entry: dict[str, Any], key: str, where: str, minimum: int = 0) -> int:
+    value = entry[key]
+    if not _is_int(value) or value < minimum:
+        raise CheckpointError(f"{where}: {key} must be an int >= {minimum}; got {value!r}")
+    return int(value)
+
+
+def _bool_field(entry: dict[str, Any], key: str, where: str) -> bool:
+    value = entry[key]
+    if not isinstance(value, bool):
+        raise CheckpointError(f"{where}: {key} must be true or false; got {value!r}")
+    return value

@@ -1,0 +1,192 @@
+"""The pipeline's side of checkpointing: `checkpoint()`, `Pipeline(checkpoint=...)`, and the
+hooks the run protocol calls so that only delivered iterations count.
+
+Mixed into `Pipeline` (as `PipelineExtras` is), so that `pipeline.py` only calls a hook at
+each point that matters: sources set up (before workers start), pipeline built, an iteration
+delivered, an epoch's StopIteration delivered, reset. The format is
+`dali_lite._src.execution.checkpoint`'s; following the sources is `checkpoint_tracking`'s.
+
+DALI's iterators (`plugin.pytorch`, `plugin.jax`) store their own counters in the checkpoint
+through `_get_checkpoint(iterator_data=...)` and read them back from `_iterator_data` after
+the pipeline is built, as they do with NVIDIA DALI.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dali_lite._src.execution.checkpoint import Checkpoint, CheckpointError, decode, encode
+from dali_lite._src.execution.checkpoint_tracking import (
+    ObservedCall,
+    PipelineTracker,
+    observe_parallel,
+    track_sources,
+)
+from dali_lite._src.ops.external_source import ExternalSource
+from dali_lite._src.ops.source_callbacks import IteratorCall
+from dali_lite._src.ops.source_state import IteratorPosition
+
+if TYPE_CHECKING:
+    from dali_lite._src.execution.executor import IterationTicket
+    from dali_lite._src.pipeline.pipeline import Pipeline
+
+
+class CheckpointState:
+    """A pipeline's checkpointing settings and, once built, its tracker."""
+
+    def __init__(self, enabled: Any, checkpoint: Any) -> None:
+        # As DALI's: None means False, and ints are taken as truth values.
+        if enabled is not None and not isinstance(enabled, (bool, int, np.bool_, np.integer)):
+            raise TypeError(f"enable_checkpointing must be True or False; got {enabled!r}")
+        self.enabled = bool(enabled)
+        self.given = checkpoint
+        self.restored: Checkpoint | None = None
+        self.tracker: PipelineTracker | None = None
+        # Source callbacks already restored/observed, held so that their ids stay unique.
+        self.handled: dict[int, Any] = {}
+        self.iterator_data: str | None = None
+
+
+class CheckpointingMixin:
+    """Mixed into `Pipeline`; relies on its `_operators`, `_options`, `_epoch_idx`,
+    `_next_iteration`, `_end_reached` and `build()`."""
+
+    _checkpointing: CheckpointState
+
+    # ------------------------------------------------------------------ public API
+    @property
+    def is_restored_from_checkpoint(self: Pipeline) -> bool:
+        """If True, this pipeline was restored from checkpoint."""
+        return self._checkpointing.restored is not None
+
+    @property
+    def _enable_checkpointing(self: Pipeline) -> bool:
+        return self._checkpointing.enabled
+
+    @property
+    def _iterator_data(self: Pipeline) -> str | None:
+        """The `iterator_data` of the checkpoint this pipeline was restored from (None if it
+        was not): what a framework iterator stored with `_get_checkpoint`."""
+        return self._checkpointing.iterator_data
+
+    def checkpoint(self: Pipeline, filename: str | os.PathLike[str] | None = None) -> bytes:
+        """The pipeline's state as bytes (UTF-8 JSON, see docs/checkpointing.md), written to
+        `filename` too when one is given.
+
+        Counts the iterations delivered by `run()`/`share_outputs()`, not those prefetched:
+        `Pipeline(..., enable_checkpointing=True, checkpoint=<these bytes>)` produces exactly
+        the batches this pipeline would produce next.
+        """
+        self.build()
+        data = self._get_checkpoint()
+        if filename is not None:
+            with open(filename, "wb") as file:
+                file.write(data)
+        return data
+
+    def _get_checkpoint(self: Pipeline, iterator_data: str = "") -> bytes:
+        """`checkpoint()` with a framework iterator's own data stored beside the pipeline's."""
+        state = self._checkpointing
+        if not state.enabled:
+            raise CheckpointError(
+                "Cannot save the checkpoint: the `enable_checkpointing` was not specified when "
+                "creating the pipeline; create it with enable_checkpointing=True")
+        self.build()
+        if isinstance(iterator_data, bytes):
+            iterator_data = iterator_data.decode("utf-8")
+        if not isinstance(iterator_data, str):
+            raise TypeError(f"iterator_data must be a str; got {type(iterator_data).__name__}")
+        if state.tracker is None:
+            raise CheckpointError("internal error: the pipeline was built without a tracker")
+        return encode(state.tracker.checkpoint(self._options.batch_size, iterator_data))
+
+    # ------------------------------------------------------------------ hooks
+    def _checkpoint_prepare_sources(self: Pipeline) -> None:
+        """Before workers start and after operators are set up: read the checkpoint, check the
+        pipeline's shape against it, and bring iterator sources' callbacks to its position."""
+        state = self._checkpointing
+        if not state.enabled:
+            if state.given is not None:
+                raise CheckpointError(
+                    "Cannot restore checkpoint: the `enable_checkpointing` was not specified "
+                    "when creating the pipeline; create it with enable_checkpointing=True")
+            return
+        ops = [op for op in self._operators if isinstance(op, ExternalSource)]
+        if state.tracker is None:
+            tracked = track_sources(ops, self._options.batch_size)
+            if state.given is not None:
+                restored = decode(state.given)
+                restored.check_shape(self._options.batch_size, [s.shape for s in tracked])
+                state.restored = restored
+            state.tracker = PipelineTracker(tracked)
+            _warn_untracked(tracked)
+        restored = state.restored
+        for index, source in enumerate(state.tracker.sources):
+            op = source.op
+            if source.tracker is None or op.source is None:
+                continue
+            if op._callback is None:
+                op._callback = op.callback_for(self._options.batch_size)
+            if id(op._callback) in state.handled:
+                continue
+            callback = op._callback
+            if isinstance(callback, IteratorCall) and restored is not None:
+                position = restored.sources[index].state
+                if position is not None:
+                    callback.resume_at(IteratorPosition.from_json(position))
+            if not op.parallel and isinstance(callback, IteratorCall):
+                # Serial: the tracker sees each call in the executor's thread.
+                op._callback = ObservedCall(callback, source.tracker)
+            state.handled.update({id(callback): callback, id(op._callback): op._callback})
+
+    def _checkpoint_built(self: Pipeline) -> None:
+        """After build: move the pipeline (and its parallel sources) to the restored position
+        and let parallel iterators report their workers' replies."""
+        state = self._checkpointing
+        if state.tracker is None:
+            return
+        restored = state.restored
+        if restored is not None:
+            state.tracker.restore(restored)
+            state.iterator_data = restored.iterator_data
+            self._epoch_idx = restored.epoch_idx
+            self._next_iteration = restored.iteration
+            self._end_reached = restored.epoch_ended
+        for source in state.tracker.sources:
+            parallel = source.op.parallel_source
+            if parallel is None:
+                continue
+            parallel.observer = observe_parallel(source)
+            if restored is not None:
+                parallel.seek(restored.epoch_idx, restored.iteration)
+
+    def _checkpoint_delivered(self: Pipeline, ticket: IterationTicket) -> None:
+        tracker = self._checkpointing.tracker
+        if tracker is not None:
+            tracker.on_delivered(ticket.epoch_idx, ticket.iteration)
+
+    def _checkpoint_epoch_ended(self: Pipeline) -> None:
+        tracker = self._checkpointing.tracker
+        if tracker is not None:
+            tracker.on_epoch_ended()
+
+    def _checkpoint_reset(self: Pipeline) -> None:
+        tracker = self._checkpointing.tracker
+        if tracker is not None:
+            tracker.on_reset(self._epoch_idx)
+
+
+def _warn_untracked(tracked: list[Any]) -> None:
+    for source in tracked:
+        if source.shape.kind == "callable_no_arg":
+            # As NVIDIA DALI warns: such a callable keeps its position to itself.
+            warnings.warn(
+                "Checkpointing enabled in a pipeline with external source operator, with "
+                f"parameterless callable as a 'source' ({source.op.display_name!r}). dali_lite "
+                "doesn't capture state of such 'source'. When loading the checkpoint, the "
+                "'source' must be manually adjusted by the user to start from the correct "
+                "point, otherwise it will start from the beginning.", stacklevel=4)
