@@ -46,6 +46,9 @@ LOADERS: dict[str, str] = {
     "dali_lite": "dali_lite",
     "dali": "nvidia.dali",
     "torch": "torch",
+    # dali_lite with py_start_method="ray": the same pipeline, its callbacks on Ray actors of
+    # a local Ray instance (started by the measurement process) instead of forked workers.
+    "dali_lite_ray": "ray",
 }
 
 
@@ -83,7 +86,8 @@ def join_samples(samples: list[np.ndarray]) -> np.ndarray:
 class _PipelineLoader:
     """DALI or dali_lite: a pipeline with one parallel per-sample external_source."""
 
-    def __init__(self, module: Any, fn: Any, workload: Workload) -> None:
+    def __init__(self, module: Any, fn: Any, workload: Workload,
+                 start_method: str = START_METHOD) -> None:
         self.dense = workload.dense
         self.pipe = module.Pipeline(
             batch_size=workload.batch_size,
@@ -91,7 +95,7 @@ class _PipelineLoader:
             device_id=None,
             prefetch_queue_depth=PREFETCH,
             py_num_workers=NUM_WORKERS,
-            py_start_method=START_METHOD,
+            py_start_method=start_method,
         )
         with self.pipe:
             out = fn.external_source(
@@ -117,6 +121,30 @@ class _PipelineLoader:
         if close is not None:
             close()
         del self.pipe
+
+
+class _RayLoader(_PipelineLoader):
+    """dali_lite with ``py_start_method="ray"`` on a local Ray instance of ``NUM_WORKERS``
+    CPUs. Ray starts in ``start()``, so the start workload counts it, as a user would."""
+
+    def __init__(self, workload: Workload) -> None:
+        import dali_lite
+        import dali_lite.fn
+
+        super().__init__(dali_lite, dali_lite.fn, workload, start_method="ray")
+
+    def start(self) -> None:
+        import ray
+
+        if not ray.is_initialized():
+            ray.init(num_cpus=NUM_WORKERS, include_dashboard=False, log_to_driver=False)
+        super().start()
+
+    def close(self) -> None:
+        import ray
+
+        super().close()
+        ray.shutdown()
 
 
 def _list_collate(batch: list[np.ndarray]) -> list[Any]:
@@ -174,6 +202,8 @@ def make_loader(name: str, workload: Workload, total_batches: int) -> Loader:
         raise LoaderMissing(f"{LOADERS[name]} is not installed (pip install '.[bench]')")
     if name == "torch":
         return _TorchLoader(workload, total_batches)
+    if name == "dali_lite_ray":
+        return _RayLoader(workload)
     module = importlib.import_module(LOADERS[name])
     fn = importlib.import_module(f"{LOADERS[name]}.fn")
     return _PipelineLoader(module, fn, workload)

@@ -183,7 +183,8 @@ def _header(args: argparse.Namespace, loaders: Sequence[str], load_before: tuple
         f"Code: {_code_state()}. Load average (1 min) {load_before[0]:.2f} before, "
         f"{load_after[0]:.2f} after; the run took {elapsed_s / 60:.1f} min.",
         "",
-        f"Settings: {NUM_WORKERS} workers started with {START_METHOD} for every loader; DALI and "
+        f"Settings: {NUM_WORKERS} workers started with {START_METHOD} for every loader (but "
+        f"dali_lite_ray: {NUM_WORKERS} Ray actors of a local Ray instance); DALI and "
         f"dali_lite with prefetch_queue_depth={PREFETCH} for pipeline and source, equal "
         f"bytes_per_sample_hint; DataLoader with prefetch_factor={PREFETCH}, persistent "
         f"workers, default collate. Each batch consumed as one contiguous numpy array. "

@@ -8,6 +8,11 @@ that parallel output is bit-identical to computing the same samples in the main 
 prints the shared-memory statistics (see README, "Shared memory").
 
     python examples/parallel_loading.py [--workers 2] [--batch-size 32] [--iterations 40]
+                                        [--start-method fork|spawn|ray]
+
+With ``--start-method ray`` (``pip install 'dali-lite[ray]'``) the callbacks run on Ray actors:
+in the cluster that ``RAY_ADDRESS`` names, or else on a local Ray instance started here (see
+docs/scale-out.md). Nothing else in the program changes.
 """
 
 from __future__ import annotations
@@ -58,8 +63,13 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--iterations", type=int, default=40)
-    parser.add_argument("--start-method", choices=("fork", "spawn"), default="fork")
+    parser.add_argument("--start-method", choices=("fork", "spawn", "ray"), default="fork")
     args = parser.parse_args()
+    if args.start_method == "ray":
+        import ray
+
+        # RAY_ADDRESS (if set) names the cluster to join; without it, a local instance.
+        ray.init(log_to_driver=False)
 
     source = SyntheticImages(num_samples=args.batch_size * args.iterations)
     pipe = loading_pipeline(source, batch_size=args.batch_size, num_threads=2, device_id=None,
@@ -90,6 +100,7 @@ def main() -> None:
           f"{megabytes / elapsed:,.0f} MB/s; first batch verified against the callback")
 
     stats = pipe.external_source_shm_statistics()
+    # With Ray, the slots are the main process's: every actor's results are written there.
     print(f"shared memory: {len(stats['capacities'])} slots, "
           f"{sum(stats['capacities']) / 1e6:.1f} MB in all")
     for name, source_stats in stats["per_source"].items():

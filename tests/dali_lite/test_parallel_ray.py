@@ -255,3 +255,16 @@ def test_without_ray_installed_the_error_says_what_to_install() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert "pip install 'dali-lite[ray]'" in out.stdout, out.stderr[-2000:]
+
+
+def test_the_readme_example_runs_on_the_cluster_that_ray_address_names(ray_cluster: str) -> None:
+    """README: `examples/parallel_loading.py --start-method ray` joins the cluster that
+    RAY_ADDRESS names, checks its first batch against the callback and prints the figures."""
+    env = {**os.environ, **RAY_ENV, "PYTHONPATH": str(ROOT), "RAY_ADDRESS": ray_cluster}
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / "parallel_loading.py"),
+                          "--start-method", "ray", "--workers", "2", "--batch-size", "8",
+                          "--iterations", "4"],
+                         capture_output=True, text=True, env=env, timeout=240)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "4 batches of 8 from 2 workers (ray)" in out.stdout
+    assert "first batch verified against the callback" in out.stdout
