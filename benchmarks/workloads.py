@@ -9,7 +9,9 @@ The functions are built so that the loader, not the callback, is what is measure
 
 * ``tiny``: a fresh 1 KiB array per sample (overhead per sample);
 * ``large``: a 1024x683x3 uint8 image, one of four prepared once per process, so the callback
-  costs nothing and the loader's bytes-moving is what shows (bandwidth);
+  costs nothing and the loader's bytes-moving is what shows (bandwidth; "copy-only");
+* ``large-fresh``: the same image made fresh by every call (a prepared one XOR a byte of the
+  index), as a decoder or an augmentation returns new memory per sample;
 * ``heavy``: 1 ms of CPU time per sample, spun on the thread's CPU clock so that time stolen
   by other tenants does not count as work (parallel efficiency);
 * ``varying``: an ``(h, w, 3)`` uint8 view of a prepared buffer with ``h, w`` in [19, 591]
@@ -32,6 +34,7 @@ __all__ = [
     "SampleDataset",
     "Workload",
     "heavy_sample",
+    "large_fresh_sample",
     "large_sample",
     "tiny_sample",
     "varying_sample",
@@ -64,6 +67,12 @@ def large_sample(index: int) -> np.ndarray:
             rng.integers(0, 256, size=LARGE_SHAPE, dtype=np.uint8) for _ in range(_LARGE_VARIANTS)
         )
     return _large_images[index % _LARGE_VARIANTS]
+
+
+def large_fresh_sample(index: int) -> np.ndarray:
+    """A fresh 2 MiB image per call, as an augmentation makes one: one of the four prepared
+    images XOR a byte of ``index`` (one read and one write pass, into new memory)."""
+    return np.bitwise_xor(large_sample(index), np.uint8(index & 0xFF))
 
 
 def heavy_sample(index: int) -> np.ndarray:
@@ -158,6 +167,8 @@ WORKLOADS: dict[str, Workload] = {
         Workload("tiny", tiny_sample, 256, warmup_batches=40, timed_batches=500,
                  bytes_per_sample_hint=TINY_NBYTES + 64),
         Workload("large", large_sample, 16, warmup_batches=10, timed_batches=100,
+                 bytes_per_sample_hint=_LARGE_NBYTES + 64),
+        Workload("large-fresh", large_fresh_sample, 16, warmup_batches=10, timed_batches=100,
                  bytes_per_sample_hint=_LARGE_NBYTES + 64),
         Workload("heavy", heavy_sample, 64, warmup_batches=8, timed_batches=50,
                  bytes_per_sample_hint=HEAVY_NBYTES + 64),

@@ -6,7 +6,7 @@ Each case defines, builds and runs its pipeline inside one `ctx.attempt`, so tha
 DALI raises when building or running and dali_lite raises when the graph is defined are
 compared alike. Layouts are recorded as `str(layout)` (the type of `layout()` is the tensors
 area's case, smoke.layout_is_a_plain_str). Cases marked `differs` are the rows of
-docs/compat_functions.md.
+docs/compat.md.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 Batches come from the constructors where DALI's constructors give the object, and from a real
 pipeline run (``fn.external_source``, ``device_id=None``) where they do not. Calls that crash
 NVIDIA DALI 2.4 (a float or slice index, an int pointer given to ``copy_to_external``) run on
-dali_lite only; their cases are marked ``differs`` and listed in docs/compat_tensors.md.
+dali_lite only; their cases are marked ``differs`` and listed in docs/compat.md.
 """
 
 from __future__ import annotations

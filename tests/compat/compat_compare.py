@@ -12,6 +12,7 @@ Rules (what a user's program could tell apart):
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -19,6 +20,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -41,12 +43,41 @@ def _dev_shm() -> set[str]:
         return set()
 
 
-def run_case(case: Case, root: str, params: Any = None) -> dict[str, Any]:
-    """Run `case` against `root` in a child process of its own session; its record."""
+def run_pair(case: Case, params: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Run `case` against NVIDIA DALI and dali_lite at once (one child each: a case is mostly
+    interpreter start and imports, so two cores halve the suite's time); their records.
+
+    Each child checks its own leftover processes and mappings. A file in /dev/shm cannot be
+    told apart by its creator, so it counts against dali_lite when it outlives both runs by
+    a grace period (DALI's are transient: it unlinks what it opens at once)."""
+    shm_before = _dev_shm()
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        runs = [pool.submit(run_case, case, root, params, shm_before=shm_before)
+                for root in ("nvidia.dali", "dali_lite")]
+        dali, lite = (run.result() for run in runs)
+    lite["new_dev_shm"] = _lasting_new_files(shm_before)
+    return dali, lite
+
+
+def _lasting_new_files(before: set[str], grace_s: float = 2.0) -> list[str]:
+    deadline = time.monotonic() + grace_s
+    while True:
+        new = sorted(_dev_shm() - before)
+        if not new or time.monotonic() >= deadline:
+            return new
+        time.sleep(0.05)
+
+
+def run_case(case: Case, root: str, params: Any = None,
+             shm_before: set[str] | None = None) -> dict[str, Any]:
+    """Run `case` against `root` in a child process of its own session; its record.
+
+    `new_dev_shm` lists the files it added to /dev/shm (compared with `shm_before`, or with
+    what was there when it started)."""
     params = case.params if params is None else params
     with tempfile.TemporaryDirectory(prefix="compat-") as tmp:
         out = Path(tmp) / "record.json"
-        shm_before = _dev_shm()
+        shm_before = _dev_shm() if shm_before is None else shm_before
         # The checkout under test, not whatever an editable install points at.
         pythonpath = os.pathsep.join(filter(None, [str(_REPO), os.environ.get("PYTHONPATH")]))
         env = dict(os.environ, PYTHONHASHSEED="0", PYTHONPATH=pythonpath)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
-from compat_compare import compare_records, run_case
+from compat_compare import compare_records, run_pair
 from compat_registry import Case, all_cases
 
 CASES = all_cases()
@@ -27,8 +27,7 @@ def _missing_extra(case: Case) -> str | None:
 def test_case_behaves_as_dali(case: Case) -> None:
     if (missing := _missing_extra(case)) is not None:
         pytest.skip(f"{case.name} needs {missing}")
-    dali = run_case(case, "nvidia.dali")
-    lite = run_case(case, "dali_lite")
+    dali, lite = run_pair(case)
     problems = compare_records(case, dali, lite)
     if problems:
         detail = "\n".join(f"- {p}" for p in problems)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from compat_cases_pipeline import OPERATIONS
-from compat_compare import compare_records, run_case
+from compat_compare import compare_records, run_pair
 from compat_registry import find
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -35,8 +35,7 @@ sequences = st.fixed_dictionaries({
 @given(params=sequences)
 def test_random_call_sequences_behave_as_dali(params: dict[str, Any]) -> None:
     case = find(REPLAY)
-    dali = run_case(case, "nvidia.dali", params=params)
-    lite = run_case(case, "dali_lite", params=params)
+    dali, lite = run_pair(case, params=params)
     problems = compare_records(case, dali, lite)
     assert not problems, (f"sequence {params} differs from NVIDIA DALI:\n"
                           + "\n".join(f"- {p}" for p in problems))
