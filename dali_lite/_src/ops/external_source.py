@@ -213,7 +213,7 @@ class ExternalSource(Operator):
         if self.parallel:
             # Load the worker pool and shared memory now, while the graph is defined, so that
             # build() only starts processes (DALI, too, has everything loaded before build).
-            importlib.import_module(".parallel_source", __package__)
+            importlib.import_module(".parallel_group", __package__)
         # DALI 2.4's fn.external_source reads batch=None as True, parallel or not (its
         # reference page says parallel=True makes it False; the code does not, and a program
         # written against DALI relies on the code).
@@ -270,7 +270,7 @@ class ExternalSource(Operator):
                 )
             if self.parallel:
                 # The parallel side (workers, shm) loads only for parallel sources.
-                from dali_lite._src.ops.parallel_source import check_parallel_source
+                from dali_lite._src.ops.parallel_group import check_parallel_source
 
                 check_parallel_source(self.kind, self.batch, display)
             if self.kind is SourceKind.GENERATOR and self.cycle != "no":

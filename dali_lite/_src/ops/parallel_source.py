@@ -1,14 +1,14 @@
 """Parallel external sources: wiring `fn.external_source(parallel=True)` to the worker pool.
 
-`ParallelSourceGroup` owns the pipeline's `workers.WorkerPool` and routes its results to the
-`ParallelSource` of each parallel external_source. A `ParallelSource` keeps up to its
-`prefetch_queue_depth` batches scheduled, turns a batch into worker tasks (a per-sample
-source's batch is split into contiguous slices; a per-batch callable is one task; an iterator
-lives on a dedicated worker), and gives every task a shared-memory slot of its source (any
-worker may write it; see `parallel_slots`). Results are read as numpy views straight out of
-the slot; a slot goes back to its free list only when the last array pointing into it is
-garbage-collected (a lease from `shm.SharedSegment.lease`), so no output a user may still
-hold is ever overwritten.
+`ParallelSourceGroup` (`parallel_group`) owns the pipeline's worker pool and routes its results
+to the `ParallelSource` of each parallel external_source, defined here. A `ParallelSource`
+keeps up to its `prefetch_queue_depth` batches scheduled, turns a batch into worker tasks (a
+per-sample source's batch is split into contiguous slices; a per-batch callable is one task; an
+iterator lives on a dedicated worker), and gives every task a shared-memory slot of its source
+(any worker may write it; see `parallel_slots`). Results are read as numpy views straight out
+of the slot; a slot goes back to its free list only when the last array pointing into it is
+garbage-collected (a lease from `shm.SharedSegment.lease`), so no output a user may still hold
+is ever overwritten.
 
 Slots, as DALI has them: when the workers start, each source creates the slots of DALI's ring
 (its `ShmChunkManager`): (the pipeline's prefetch depth + the source's) batches, each split
@@ -50,11 +50,7 @@ process's work per batch does not grow with the number of samples.
 
 from __future__ import annotations
 
-import dataclasses
-import itertools
 import math
-import os
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -62,29 +58,25 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dali_lite._src.cuda import refuse_fork_after_cuda
-from dali_lite._src.errors import RuntimeValueError, add_context
+from dali_lite._src.errors import add_context
 from dali_lite._src.graph.nodes import IterationContext
 from dali_lite._src.ops.parallel_slots import Slot, SlotRing, SlotState, tasks_per_batch
 from dali_lite._src.ops.sample_range import SampleRange
-from dali_lite._src.ops.source_callbacks import IteratorCall, PerSampleCall, SourceKind
+from dali_lite._src.ops.source_callbacks import IteratorCall, PerSampleCall
 from dali_lite._src.types import BatchInfo
 from shm import codec
 from workers import (
-    CallbackPicklingError,
-    RemoteError,
     TaskDone,
     TaskFailed,
-    TaskTimeoutError,
-    WorkerDiedError,
-    WorkerPool,
 )
 
 if TYPE_CHECKING:
     from dali_lite._src.ops.external_source import ExternalSource
-    from dali_lite._src.options import PipelineOptions
+    from dali_lite._src.ops.parallel_group import ParallelSourceGroup
 
 _COLLECT_INTERVAL_S = 0.1
+
+
 class IterationCancelled(Exception):
     """The iteration waiting for workers was discarded by reset() or shutdown."""
 
@@ -432,201 +424,3 @@ class ParallelSource:
     def statistics(self) -> dict[str, Any]:
         """The per-source view: every slot's bytes, by the worker that last wrote it."""
         return {"bytes_per_sample_hint": self.hint, **self.ring.usage()}
-
-
-def check_parallel_source(kind: SourceKind | None, batch: bool, name: str) -> None:
-    """Refuse a source that workers cannot run (DALI refuses these when the graph is defined,
-    with a TypeError)."""
-    if kind is SourceKind.CALLABLE_NO_ARG:
-        raise TypeError(
-            f"parallel external_source {name!r}: the source callable takes no argument, so "
-            "workers could not tell which sample or batch to produce (in parallel mode it must "
-            "accept exactly one argument); accept a SampleInfo (batch=False) or the "
-            "iteration/BatchInfo (batch=True)"
-        )
-    if kind is SourceKind.GENERATOR:
-        raise TypeError(
-            f"parallel external_source {name!r}: a generator object cannot be sent to a "
-            "worker process; pass the generator function itself"
-        )
-    if not batch and kind in (SourceKind.ITERABLE, SourceKind.GENERATOR_FUNCTION):
-        raise TypeError(
-            f"parallel external_source {name!r}: an iterable or generator function must "
-            "produce whole batches in parallel mode; it must be run in a batch mode: set "
-            "batch=True"
-        )
-
-
-class ParallelSourceGroup:
-    """The worker pool of one pipeline and the parallel sources that share it."""
-
-    def __init__(self, sources: list[ExternalSource], options: PipelineOptions) -> None:
-        self.options = options
-        self.ops = sources
-        self.pool: WorkerPool | None = None  # type: ignore[assignment]
-        self.tasks: dict[int, Task] = {}
-        self.sources: list[ParallelSource] = []
-        self._segment_ids = itertools.count()
-        self._closed = False
-        self._owner_pid = os.getpid()
-        # Guards the sources' scheduling state: the executor's thread fetches, reset() comes
-        # from the program's thread, and a lease may end (and refill) in any thread. Never
-        # waited for by a lease's end (see schedule_deferred), so it need not be reentrant.
-        self.lock = threading.Lock()
-        # (epoch, iteration) of the first StopIteration a parallel source raised this epoch.
-        self._end_of_epoch: tuple[int, int] | None = None
-
-    def new_segment_id(self) -> int:
-        return next(self._segment_ids)
-
-    def schedule_deferred(self) -> None:
-        """Let every source schedule the prefetches that waited for a released slot, unless
-        another thread (or this one, further up) is scheduling: it will see the slot."""
-        if self._closed or self.pool is None or os.getpid() != self._owner_pid:
-            return
-        if not self.lock.acquire(blocking=False):
-            return
-        try:
-            for source in self.sources:
-                if source.ring.released:
-                    source.schedule_deferred()
-        except Exception:  # a lease's end must not raise
-            # A dead worker or a closed pool: the next fetch reports it, where it can.
-            pass
-        finally:
-            self.lock.release()
-
-    def note_end_of_epoch(self, epoch_idx: int, iteration: int) -> None:
-        """A source raised StopIteration for `iteration`: the epoch ends there."""
-        end = self._end_of_epoch
-        if end is None or end[0] != epoch_idx or iteration < end[1]:
-            self._end_of_epoch = (epoch_idx, iteration)
-
-    def end_of_epoch(self, epoch_idx: int) -> int | None:
-        """The iteration at which epoch `epoch_idx` ended, if a parallel source ended it."""
-        end = self._end_of_epoch
-        return end[1] if end is not None and end[0] == epoch_idx else None
-
-    def epoch_ended_before(self, epoch_idx: int, iteration: int) -> bool:
-        ended_at = self.end_of_epoch(epoch_idx)
-        return ended_at is not None and iteration > ended_at
-
-    def _check(self) -> None:
-        if self.options.batch_size < 1:
-            # start_py_workers() may come before build(), which checks this too late.
-            raise ValueError(
-                "parallel external_source needs the pipeline's batch_size (a positive int) "
-                f"before its workers start; got batch_size={self.options.batch_size}"
-            )
-        workers = self.options.py_num_workers
-        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-            # DALI raises RuntimeError here, at build() (or start_py_workers()).
-            raise RuntimeValueError(
-                "The pipeline contains `fn.external_source` with `parallel` argument specified "
-                "to True, which needs a pool of Python workers: py_num_workers >= 1 in the "
-                f"Pipeline constructor; got py_num_workers={workers!r}. Pass a positive int, "
-                "or set parallel=False."
-            )
-        for op in self.ops:
-            check_parallel_source(op.kind, op.batch, op.display_name)
-
-    def start(self) -> None:
-        self._check()
-        if self.options.py_start_method == "fork":
-            refuse_fork_after_cuda()
-        num_workers = self.options.py_num_workers
-        # start_py_workers() may run before build() has set up the operators' callbacks.
-        callbacks = [op._callback if op._callback is not None
-                     else op.callback_for(self.options.batch_size) for op in self.ops]
-        self.pool = self._new_pool(callbacks)
-        dedicated = itertools.cycle(range(num_workers))
-        depth = self.options.prefetch_queue_depth
-        # DALI keeps the pipeline's prefetch queue's worth of batches alive beside each
-        # source's own queue (`keep_alive_queue_size`): its CPU queue for split queues.
-        keep_alive = depth["cpu_size"] if isinstance(depth, dict) else depth
-        for index, (op, callback) in enumerate(zip(self.ops, callbacks)):
-            worker = next(dedicated) if isinstance(callback, IteratorCall) else None
-            source = ParallelSource(self, op, callback, index, self.options.batch_size,
-                                    num_workers, worker, keep_alive)
-            op.parallel_source = source
-            self.sources.append(source)
-        try:
-            for source in self.sources:
-                source.create_slots()
-            self.pool.start()
-        except CallbackPicklingError as error:
-            # The pool names a callback by its index and internal wrapper; say whose it is.
-            add_context(error, "; ".join(
-                f"callback {index} is the source of parallel external_source "
-                f"{op.display_name!r}: {op.source!r}" for index, op in enumerate(self.ops)))
-            raise
-
-    def _new_pool(self, callbacks: list[Any]) -> Any:
-        """The fork/spawn pool, or with py_start_method="ray" the Ray pool (same interface)."""
-        options = self.options
-        if options.py_start_method != "ray":
-            return WorkerPool(callbacks, options.py_num_workers, options.py_start_method,
-                              pickler=options.py_callback_pickler)
-        # Ray is an optional extra: its pool loads only for py_start_method="ray".
-        from workers.ray_pool import RayWorkerPool
-
-        # Callables are stateless by DALI's contract and can run again on another actor;
-        # an iterator or generator keeps its position in the actor that runs it.
-        return RayWorkerPool(callbacks, options.py_num_workers,
-                             pickler=options.py_callback_pickler,
-                             actor_options=options.py_ray_options,
-                             replayable=[not isinstance(c, IteratorCall) for c in callbacks])
-
-    def pump(self, timeout: float) -> None:
-        """Collect finished tasks and hand them to their sources."""
-        try:
-            results = self.pool.collect(timeout)
-        except TaskTimeoutError as error:
-            # The pool replaced the stuck worker and goes on. The stuck task fails its batch,
-            # with the worker's stack shown as the remote traceback; the tasks queued behind it
-            # go to the replacement (an iterator's fail too: its position died with the
-            # worker), so that one stuck batch costs no other.
-            remote = dataclasses.replace(RemoteError.from_exception(error), traceback=error.stack)
-            stuck, *queued = error.task_ids
-            results = [TaskFailed(stuck, error.worker, error.pid or -1, -1, remote)]
-            for task_id in queued:
-                task = self.tasks.pop(task_id, None)
-                if task is not None and not task.source.replay(task):
-                    self.tasks[task_id] = task
-                    results.append(TaskFailed(task_id, error.worker, error.pid or -1, -1,
-                                              remote))
-        except WorkerDiedError as error:
-            lost = sorted({self.tasks[t].source.name for t in error.task_ids if t in self.tasks})
-            add_context(error, "parallel external sources of this pipeline: "
-                               f"{[s.name for s in self.sources]}"
-                               + (f" (the lost work was {lost}'s)" if lost else "")
-                               + "; the pipeline cannot go on: create a new one")
-            raise
-        for result in results:
-            task = self.tasks.pop(result.task_id, None)
-            if task is not None:
-                task.source.on_result(task, result)
-
-    def statistics(self) -> dict[str, Any]:
-        """DALI's keys (each slot listed once, source after source; DALI 2.4 lists the slots
-        of all sources once per source) and the per-source view."""
-        capacities: list[int] = []
-        per_sample: list[int] = []
-        for source in self.sources:
-            source_capacities, source_per_sample = source.shm_statistics()
-            capacities.extend(source_capacities)
-            per_sample.extend(source_per_sample)
-        return {
-            "capacities": capacities,
-            "per_sample_capacities": per_sample,
-            "per_source": {source.name: source.statistics() for source in self.sources},
-        }
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if self.pool is not None:
-            self.pool.close()
-        for source in self.sources:
-            source.ring.close()
