@@ -137,7 +137,10 @@ class _RayLoader(_PipelineLoader):
         import ray
 
         if not ray.is_initialized():
-            ray.init(num_cpus=NUM_WORKERS, include_dashboard=False, log_to_driver=False)
+            # address="local": a new instance of its own, even where a cluster started with
+            # `ray start` runs on this machine (plain ray.init() would join that one).
+            ray.init(address="local", num_cpus=NUM_WORKERS, include_dashboard=False,
+                     log_to_driver=False)
         super().start()
 
     def close(self) -> None:

@@ -512,3 +512,68 @@ def torch_ragged_iterator_partial_last_batch(ctx):
         return [[t.tolist() for t in step[0]["x"]] for step in it]
 
     ctx.expect("the last batch is trimmed to the epoch", epoch, [[[0], [0, 1]], [[0, 1, 2]]])
+
+
+# ---------------------------------------------------------------------------- checkpoints
+def _checkpointed_pipe(ctx, checkpoint=None, parallel=False):
+    kwargs = {"py_num_workers": 2, "py_start_method": "fork"} if parallel else {}
+
+    @ctx.pipeline_def(batch_size=2, num_threads=1, device_id=None, enable_checkpointing=True,
+                      checkpoint=checkpoint, **kwargs)
+    def pipe_def():
+        return ctx.fn.external_source(Counting(6), batch=False, parallel=parallel)
+
+    return pipe_def()
+
+
+def _next_values(it, steps):
+    seen = []
+    for _ in range(steps):
+        try:
+            seen.append(_values(next(it)))
+        except StopIteration:
+            seen.append("StopIteration")
+    return seen
+
+
+@case(params=[(taken, size, parallel) for taken in (0, 1, 2) for size in (-1, 6)
+              for parallel in (False, True)], needs=_TORCH, timeout_s=90)
+def torch_iterator_checkpoints_mid_epoch(ctx):
+    """Three batches per epoch; checkpoints() after 0-2 of them; a new pipeline restored from
+    it, in a new iterator, gives what the original gives next."""
+    taken, size, parallel = ctx.params
+    pt = ctx.module("plugin.pytorch")
+    it = pt.DALIGenericIterator(_checkpointed_pipe(ctx, parallel=parallel), ["x"], size=size,
+                                auto_reset=True)
+    for _ in range(taken):
+        next(it)
+    checkpoints = it.checkpoints()
+    ctx.record("checkpoints", [type(c).__name__ for c in checkpoints])
+    ctx.record("original goes on", _next_values(it, 5))
+    restored = _checkpointed_pipe(ctx, checkpoint=checkpoints[0], parallel=parallel)
+    again = pt.DALIGenericIterator(restored, ["x"], size=size, auto_reset=True)
+    ctx.record("restored goes on", _next_values(again, 5))
+
+
+@case(params=[-1, 6], needs=_TORCH, differs="iterator-checkpoint-at-epoch-end")
+def torch_iterator_checkpoint_after_the_last_batch(ctx):
+    """checkpoints() after an epoch's last batch, before its StopIteration (auto_reset=True):
+    the restored iterator must raise that StopIteration first, as the original does."""
+    pt = ctx.module("plugin.pytorch")
+    it = pt.DALIGenericIterator(_checkpointed_pipe(ctx), ["x"], size=ctx.params,
+                                auto_reset=True)
+    for _ in range(3):
+        next(it)
+    checkpoint = it.checkpoints()[0]
+    original = _next_values(it, 3)
+    restored = pt.DALIGenericIterator(_checkpointed_pipe(ctx, checkpoint=checkpoint), ["x"],
+                                      size=ctx.params, auto_reset=True)
+    ctx.expect("the restored iterator goes on as the original", _next_values(restored, 3),
+               original)
+
+
+@case(needs=_TORCH)
+def torch_iterator_checkpoints_need_checkpointing(ctx):
+    pt = ctx.module("plugin.pytorch")
+    it = pt.DALIGenericIterator(_pipe(ctx, [Counting(6)]), ["x"])
+    ctx.attempt("checkpoints()", it.checkpoints, words=["checkpointing disabled"])

@@ -44,10 +44,12 @@ class DenseBatches:
 
 
 def counting_pipeline(batch_size: int, length: int | None, offset: int = 0,
-                      parallel: bool = False) -> dali.Pipeline:
-    """A pipeline with outputs (value, epoch) from `Counting(length, offset)`."""
+                      parallel: bool = False, **pipeline_kwargs: Any) -> dali.Pipeline:
+    """A pipeline with outputs (value, epoch) from `Counting(length, offset)`;
+    `pipeline_kwargs` go to the Pipeline (e.g. enable_checkpointing, checkpoint)."""
     kwargs: dict[str, Any] = ({"py_num_workers": 2, "py_start_method": "spawn"}
                               if parallel else {})
+    kwargs.update(pipeline_kwargs)
 
     @dali.pipeline_def(batch_size=batch_size, num_threads=1, device_id=None, **kwargs)
     def pipe_def() -> Any:

@@ -21,7 +21,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from iterator_sources import counting_pipeline, dense_pipeline, spy_outputs  # noqa: E402
 
@@ -376,3 +376,59 @@ def test_device_memory_of_dead_tensors_is_held_until_its_event_completes() -> No
     second.done = True
     _conversion.collect_retired()
     assert not _conversion._retired
+
+
+
+# ---------------------------------------------------------------------------- checkpoints
+def _steps(it: DALIGenericIterator, count: int) -> list[object]:
+    """The next `count` steps as (values, epochs), "stop" where an epoch ended."""
+    seen: list[object] = []
+    for _ in range(count):
+        try:
+            step = next(it)
+        except StopIteration:
+            seen.append("stop")
+            continue
+        seen.append((values(step, "x"), values(step, "epoch")))
+    return seen
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(length=st.integers(1, 9), batch=st.integers(1, 4), taken=st.integers(0, 12),
+       sized=st.booleans(), policy=st.sampled_from(list(LastBatchPolicy)))
+def test_a_checkpoint_restores_the_iterator_where_it_stood(
+    length: int, batch: int, taken: int, sized: bool, policy: LastBatchPolicy
+) -> None:
+    """Stopped anywhere (mid-epoch, after an epoch's last batch, after its StopIteration), a
+    new iterator over pipelines restored from `checkpoints()` gives what the original gives
+    next, epoch ends included."""
+    # Fewer samples than a batch: the source's StopIteration drops the partial batch and the
+    # epoch is empty (DALI reports an empty pipeline; tested above).
+    assume(length >= batch)
+    size = length if sized else -1
+    options = {"size": size, "auto_reset": True,
+               "last_batch_policy": policy if sized else LastBatchPolicy.FILL}
+    with ExitStack() as stack:
+        pipe = counting_pipeline(batch, length, enable_checkpointing=True)
+        stack.callback(pipe.close)
+        it = DALIGenericIterator(pipe, ["x", "epoch"], **options)
+        _steps(it, taken)
+        (checkpoint,) = it.checkpoints()
+        assert isinstance(checkpoint, bytes)
+        restored = counting_pipeline(batch, length, enable_checkpointing=True,
+                                     checkpoint=checkpoint)
+        stack.callback(restored.close)
+        again = DALIGenericIterator(restored, ["x", "epoch"], **options)
+        assert _steps(again, 8) == _steps(it, 8)
+
+
+def test_checkpoints_need_checkpointing_and_agree_across_pipelines() -> None:
+    plain = counting_pipeline(2, 4)
+    try:
+        with pytest.raises(ValueError, match="checkpointing disabled"):
+            DALIGenericIterator(plain, ["x", "epoch"]).checkpoints()
+        mixed = [counting_pipeline(2, 4, enable_checkpointing=True), counting_pipeline(2, 4)]
+        with pytest.raises(ValueError, match="same value for `enable_checkpointing`"):
+            DALIGenericIterator(mixed, ["x", "epoch"], size=8)
+    finally:
+        plain.close()

@@ -7,20 +7,26 @@ arguments and their checks, when an epoch ends (after `size` samples, or when a 
 schedule/share/release rhythm that keeps one iteration prefetched in every pipeline. The
 framework modules only turn a pipeline's outputs into their tensors.
 
-It talks to pipelines through their public API only (`build`, `schedule_run`,
-`share_outputs`, `release_outputs`, `reset`, `empty`, the batch size). `release_outputs` only
-drops the pipeline's own reference to an iteration's outputs: a framework tensor made from
-them without a copy keeps their memory (a shared-memory slot, a device allocation) alive.
+It talks to pipelines through their public API (`build`, `schedule_run`, `share_outputs`,
+`release_outputs`, `reset`, `empty`, the batch size) and, for checkpoints, through the
+protocol DALI's iterators use (`_enable_checkpointing`, `_get_checkpoint(iterator_data)`,
+`_iterator_data`), which stores the iterator's position inside each pipeline's checkpoint.
+`release_outputs` only drops the pipeline's own reference to an iteration's outputs: a
+framework tensor made from them without a copy keeps their memory (a shared-memory slot, a
+device allocation) alive.
 
 Behaviour follows DALI 2.4 (its docstrings and what it does), except where DALI is wrong;
 each such place says so in a comment and has a row in docs/compat.md:
 - a `reset()` before the end of an epoch is ignored for `size=-1` too (DALI can swallow the
   end of the epoch, running epoch 0 into epoch 1);
-- `len()` of an iterator whose length is unknown (`size=-1`) raises `TypeError` (DALI: 0).
+- `len()` of an iterator whose length is unknown (`size=-1`) raises `TypeError` (DALI: 0);
+- an iterator restored from a checkpoint taken after an epoch's last batch raises that
+  epoch's `StopIteration` first, as the original would have (DALI skips it).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import warnings
@@ -175,6 +181,75 @@ class _DaliBaseIterator:
                 "per epoch), or let the pipeline raise StopIteration at the end of the epoch")
         self._ever_scheduled = False
         self._ever_consumed = False
+        # What `prepare_first_batch` took ahead: a batch, or the end of an epoch.
+        self._first_batch: Any = None
+        self._pending_stop = False
+        self._init_checkpointing()
+
+    # ------------------------------------------------------------------ checkpoints
+    def _init_checkpointing(self) -> None:
+        """Take the iterator's position from the checkpoint its pipelines were restored from
+        (as DALI: warnings, not errors, when they disagree), and keep the checkpoints of the
+        start, taken before `prepare_first_batch` runs a pipeline."""
+        self._enable_checkpointing = bool(self._pipes[0]._enable_checkpointing)
+        if any(bool(p._enable_checkpointing) != self._enable_checkpointing
+               for p in self._pipes):
+            raise ValueError(
+                "All wrapped pipelines must have the same value for `enable_checkpointing`.")
+        if not self._enable_checkpointing:
+            return
+        restored = [p.is_restored_from_checkpoint for p in self._pipes]
+        if any(restored):
+            data = [p._iterator_data for p in self._pipes]
+            if not all(restored):
+                _logger.warning("Some, but not all of the pipelines used were restored from "
+                                "checkpoint. This iterator might produce unexpected results.")
+            elif any(d != data[0] for d in data):
+                _logger.warning("The provided pipelines had different iterator data in the "
+                                "checkpoints they were restored from. This iterator might "
+                                "produce unexpected results.")
+            self._restore_state(data[0])
+        state = self._save_state()
+        self._initial_checkpoints = [p._get_checkpoint(iterator_data=state) for p in self._pipes]
+
+    def _save_state(self) -> str:
+        """The iterator's position (DALI's field names; dali_lite has no shards)."""
+        return json.dumps({"_counter": int(self._counter), "_size": int(self._size)})
+
+    def _restore_state(self, iterator_data: str | None) -> None:
+        if not iterator_data:
+            _logger.warning("Iterator data was not saved in the checkpoint. This iterator "
+                            "might produce unexpected results.")
+            return
+        try:
+            state = json.loads(iterator_data)
+        except json.JSONDecodeError:
+            raise ValueError(
+                "Iterator checkpoint data is not a valid JSON string. Please make sure that "
+                "the checkpoint was created with the same version of DALI.") from None
+        if not isinstance(state, dict):
+            raise ValueError(f"iterator checkpoint data must be a JSON object; got {state!r}")
+        for field in ("_counter", "_size"):
+            value = state.get(field)
+            if value is not None:
+                if type(value) is not int:
+                    raise ValueError(f"iterator checkpoint data: {field} must be an integer; "
+                                     f"got {value!r}")
+                setattr(self, field, value)
+
+    def checkpoints(self) -> list[bytes]:
+        """Returns the current checkpoints of the pipelines.
+
+        One per pipeline, each with the iterator's position: a pipeline created with
+        `checkpoint=` one of them, wrapped in a new iterator, goes on with the batch this
+        iterator would give next (the end of an epoch included: see docs/checkpointing.md).
+        """
+        if not self._enable_checkpointing:
+            raise ValueError("Cannot access checkpoints with checkpointing disabled")
+        if not self._ever_consumed:
+            return list(self._initial_checkpoints)
+        state = self._save_state()
+        return [p._get_checkpoint(iterator_data=state) for p in self._pipes]
 
     # ------------------------------------------------------------------ one step
     def _get_outputs(self) -> list[tuple[Any, ...]]:
@@ -241,6 +316,35 @@ class _DaliBaseIterator:
         pipes = math.ceil(wanted / self.batch_size)
         last = wanted % self.batch_size or self.batch_size
         return pipes, last
+
+    def _prepare_first(self) -> None:
+        """`prepare_first_batch`: take the first step now. A pipeline restored from a
+        checkpoint taken after an epoch's last batch has no batch yet: the epoch's end is
+        kept for the first `next()`, as the original iterator would have raised it there
+        (DALI's restored iterator skips it and runs straight into the next epoch)."""
+        try:
+            self._first_batch = self._step()
+        except StopIteration:
+            if not any(getattr(p, "is_restored_from_checkpoint", False) for p in self._pipes):
+                self._report_no_data_in_pipeline()
+            self._pending_stop = True
+        # Preparing is not consuming: iter() on this iterator must not reset it.
+        self._ever_consumed = False
+
+    def _next_step(self) -> Any:
+        """`__next__`: the prepared first batch, the kept end of an epoch, or a new step."""
+        self._ever_consumed = True
+        if self._pending_stop:
+            self._pending_stop = False
+            raise StopIteration
+        first = self._first_batch
+        if first is not None:
+            self._first_batch = None
+            return first
+        return self._step()
+
+    def _step(self) -> Any:
+        raise NotImplementedError
 
     def _report_no_data_in_pipeline(self) -> None:
         raise RuntimeError(

@@ -100,20 +100,12 @@ class DALIGenericIterator(_DaliBaseIterator):
             raise AssertionError("JAX iterator does not support partial last batch policy.")
         super().__init__(pipelines, size, reader_name, auto_reset, None, last_batch_padded,
                          last_batch_policy, prepare_first_batch)
-        self._first_batch: dict[str, jax.Array] | None = None
         if self._prepare_first_batch:
-            try:
-                self._first_batch = self._step()
-            except StopIteration:
-                self._report_no_data_in_pipeline()
-            self._ever_consumed = False
+            self._prepare_first()
 
     def __next__(self) -> dict[str, jax.Array]:
-        self._ever_consumed = True
-        if self._first_batch is not None:
-            batch, self._first_batch = self._first_batch, None
-            return batch
-        return self._step()
+        batch: dict[str, jax.Array] = self._next_step()
+        return batch
 
     def _step(self) -> dict[str, jax.Array]:
         outputs = self._get_outputs()

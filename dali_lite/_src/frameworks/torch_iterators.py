@@ -45,21 +45,12 @@ class _TorchIterator(_DaliBaseIterator):
     output_map: list[str]
 
     def _prepare(self) -> None:
-        self._first_batch: list[dict[str, Any]] | None = None
         if self._prepare_first_batch:
-            try:
-                self._first_batch = self._step()
-            except StopIteration:
-                self._report_no_data_in_pipeline()
-            # Preparing is not consuming: iter() on this iterator must not reset it.
-            self._ever_consumed = False
+            self._prepare_first()
 
     def __next__(self) -> list[dict[str, Any]]:
-        self._ever_consumed = True
-        if self._first_batch is not None:
-            batch, self._first_batch = self._first_batch, None
-            return batch
-        return self._step()
+        batch: list[dict[str, Any]] = self._next_step()
+        return batch
 
     def _convert(self, outputs: Sequence[Any]) -> dict[str, Any]:
         raise NotImplementedError
