@@ -1,14 +1,26 @@
-"""A tiny PyTorch training loop fed by a parallel external_source through DALIGenericIterator.
+"""A tiny PyTorch training loop fed by a parallel external_source through DALIGenericIterator,
+which checkpoints and resumes.
 
-    python examples/pytorch_training.py
+    python examples/pytorch_training.py [--checkpoint-dir DIR] [--stop-after STEPS]
 
 Two worker processes produce batches of a linear regression problem (y = x @ w_true + noise)
 and write them into shared memory; the iterator hands each batch to PyTorch as tensors that
 share that memory (no copy), and a linear model learns w_true. It prints the loss per epoch and
 checks that the model learned.
+
+Every CHECKPOINT_EVERY steps it saves, in one file, the model, the optimizer and the loader's
+position (`loader.checkpoints()`: the pipeline's checkpoint with the iterator's counters). Run
+it with `--stop-after 30` to end the job abruptly after 30 steps (as a kill would), then again
+with the same `--checkpoint-dir`: it resumes from the last checkpoint and sees exactly the
+batches the uninterrupted run would have seen next.
 """
 
 from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -18,6 +30,7 @@ from dali_lite import fn
 from dali_lite.plugin.pytorch import DALIGenericIterator
 
 FEATURES, BATCH_SIZE, BATCHES_PER_EPOCH, EPOCHS = 8, 64, 20, 5
+CHECKPOINT_EVERY = 7
 W_TRUE = np.linspace(-1.0, 1.0, FEATURES).astype(np.float32)
 
 
@@ -36,7 +49,7 @@ class RegressionBatches:
 
 
 @dali.pipeline_def(batch_size=BATCH_SIZE, num_threads=1, device_id=None, py_num_workers=2,
-                   py_start_method="fork")
+                   py_start_method="fork", enable_checkpointing=True)
 def regression_pipeline():
     x, y = fn.external_source(RegressionBatches(), num_outputs=2, batch=True, batch_info=True,
                               parallel=True)
@@ -44,23 +57,50 @@ def regression_pipeline():
 
 
 def main() -> None:
-    pipe = regression_pipeline()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--checkpoint-dir", type=Path, default=None,
+                        help="where the checkpoint lives (default: a new temporary folder)")
+    parser.add_argument("--stop-after", type=int, default=None,
+                        help="end the process abruptly after this many steps")
+    args = parser.parse_args()
+    folder = args.checkpoint_dir or Path(tempfile.mkdtemp(prefix="dali_lite_training_"))
+    folder.mkdir(parents=True, exist_ok=True)
+    saved = folder / "checkpoint.pt"
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(FEATURES, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    state = torch.load(saved) if saved.exists() else None
+    if state is not None:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        print(f"resumed at epoch {state['epoch']}, step {state['step']}")
+    # A restored pipeline goes on where the checkpointed one stood.
+    pipe = regression_pipeline(checkpoint=None if state is None else state["pipeline"])
+    epoch, step = (0, 0) if state is None else (state["epoch"], state["step"])
     try:
         # The iterator builds the pipeline, which forks the workers: before PyTorch starts
         # any thread of its own (forking a process that runs threads can deadlock them).
         loader = DALIGenericIterator(pipe, ["x", "y"], auto_reset=True)
-        torch.manual_seed(0)
-        model = torch.nn.Linear(FEATURES, 1)
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-        for epoch in range(EPOCHS):
+        while epoch < EPOCHS:
             total, steps = 0.0, 0
             for (batch,) in loader:
                 loss = torch.nn.functional.mse_loss(model(batch["x"]), batch["y"])
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()
-                total, steps = total + loss.item(), steps + 1
-            print(f"epoch {epoch}: {steps} batches, mean loss {total / steps:.5f}")
+                total, steps, step = total + loss.item(), steps + 1, step + 1
+                if step % CHECKPOINT_EVERY == 0:
+                    (pipeline_state,) = loader.checkpoints()
+                    torch.save({"model": model.state_dict(),
+                                "optimizer": optimizer.state_dict(),
+                                "pipeline": pipeline_state, "epoch": epoch, "step": step},
+                               saved)
+                if args.stop_after is not None and step >= args.stop_after:
+                    print(f"stopping abruptly after step {step}", flush=True)
+                    os._exit(3)  # as a kill would: no cleanup, no final checkpoint
+            print(f"epoch {epoch}: {steps} batches, mean loss {total / max(steps, 1):.5f}")
+            epoch += 1
     finally:
         pipe.close()
     learned = model.weight.detach().numpy().ravel()

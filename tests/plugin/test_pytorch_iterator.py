@@ -306,12 +306,21 @@ def test_torch_python_function_on_cpu(batch_processing: bool) -> None:
 
 
 # ---------------------------------------------------------------------------- example
-def test_pytorch_training_example_runs() -> None:
+def test_pytorch_training_example_stops_abruptly_and_resumes(tmp_path: Path) -> None:
+    """examples/pytorch_training.py: killed (os._exit) after 30 steps, it resumes from its
+    last checkpoint (step 28, epoch 1) and the model still learns."""
     env = dict(os.environ, PYTHONPATH=str(_REPO))
-    result = subprocess.run([sys.executable, str(_REPO / "examples" / "pytorch_training.py")],
-                            env=env, capture_output=True, text=True, timeout=90)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "loss" in result.stdout
+    command = [sys.executable, str(_REPO / "examples" / "pytorch_training.py"),
+               "--checkpoint-dir", str(tmp_path)]
+    first = subprocess.run([*command, "--stop-after", "30"], env=env, capture_output=True,
+                           text=True, timeout=120)
+    assert first.returncode == 3, first.stderr[-3000:]
+    assert "stopping abruptly after step 30" in first.stdout
+    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "resumed at epoch 1, step 28" in again.stdout
+    assert "epoch 1: 12 batches" in again.stdout and "epoch 4: 20 batches" in again.stdout
+    assert "largest weight error" in again.stdout
 
 
 # ---------------------------------------------------------------------------- GPU
