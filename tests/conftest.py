@@ -15,6 +15,13 @@ import isolation
 import psutil
 import pytest
 from leaks import kill_tree, new_segments, segments
+from ray_cluster import RAY_ENV
+
+# Ray reads these when it is imported, which test modules do while they are collected: set
+# here, before any of them, they keep every Ray client and cluster of the session on the
+# loopback address (Ray would otherwise swap 127.0.0.1 for the machine's routable address,
+# where the tests' loopback-only clusters do not listen).
+os.environ.update(RAY_ENV)
 
 _DEV_SHM = "/dev/shm"
 _CHILD_EXIT_GRACE_S = 2.0
@@ -129,10 +136,8 @@ def ray_cluster() -> Iterator[str]:
     """A one-node Ray cluster on 127.0.0.1 (2 CPUs) that this process is connected to, shared
     by the session and removed whole at its end (see tests/ray_cluster.py)."""
     ray = pytest.importorskip("ray")
-    from ray_cluster import RAY_ENV, LocalRayCluster
+    from ray_cluster import LocalRayCluster
 
-    saved = {key: os.environ.get(key) for key in RAY_ENV}
-    os.environ.update(RAY_ENV)
     cluster = LocalRayCluster(num_cpus=2)
     address = cluster.start()
     try:
@@ -141,9 +146,4 @@ def ray_cluster() -> Iterator[str]:
     finally:
         ray.shutdown()
         survivors = cluster.stop()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
         assert not survivors, f"Ray processes survived the cluster's stop: {survivors}"
