@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workers.errors import RemoteError
+from workers.heap import keep_freed_memory
 from workers.pickling import PicklerSpec
 from workers.task_calls import run_calls
 
@@ -41,6 +42,7 @@ class RayWorker:
     def __init__(self, index: int, payloads: Sequence[bytes], pickler: PicklerSpec,
                  driver_path: Sequence[str] = ()) -> None:
         self.index = index
+        keep_freed_memory()  # as the local workers do (workers/heap.py)
         # As spawn does: the driver's import path, so that callbacks pickled by reference
         # (functions of the user's modules) import here. On another node, paths that do not
         # exist there are harmless; ship code with Ray's runtime_env (docs/scale-out.md).

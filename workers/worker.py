@@ -14,6 +14,8 @@ Why it is shaped so:
   become a :class:`~workers.messages.TaskFailed` reply; only a lost parent ends the loop.
 * The whole entry point takes one :class:`WorkerSetup` rather than a row of positional
   arguments.
+* The C heap keeps what a task freed for the next one (:mod:`workers.heap`): fresh arrays
+  would otherwise fault in new pages on every task.
 * A stuck callback can be looked into: ``faulthandler`` dumps every thread's Python stack
   into a pipe of the pool's on SIGUSR1, from its C signal handler, so it answers even while
   the callback holds the GIL in native code.
@@ -36,6 +38,7 @@ from typing import Any
 
 from shm import SharedSegment, ShmError, codec
 from workers.errors import RemoteError
+from workers.heap import keep_freed_memory
 from workers.messages import (
     AttachSegment,
     DetachSegment,
@@ -114,6 +117,7 @@ def _prepare_process(setup: WorkerSetup) -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     if setup.set_pdeathsig:
         _set_pdeathsig()
+    keep_freed_memory()  # fresh arrays reuse the last task's pages (workers/heap.py)
     for conn in list(PARENT_CONNECTIONS):
         with contextlib.suppress(OSError):
             conn.close()
