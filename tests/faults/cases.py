@@ -157,7 +157,7 @@ def build_cases(full: bool | None = None) -> list[Case]:
                 {"action": "big", "nbytes": 8 * _MiB}, hint=16))
         for kind, workers in _twice_for_spawn("shm-exhausted", start, shapes):
             cases.append(Case("shm-exhausted", "error", start, kind, workers, Expect(
-                "ShmAllocationError naming DALI_LITE_SHM_LIMIT_BYTES; reset() then works",
+                "ShmAllocationError naming DALI_LITE_SHM_LIMIT_BYTES; the epoch goes on",
                 "shm.errors.ShmAllocationError", ("cannot allocate", "DALI_LITE_SHM_LIMIT_BYTES",
                                                   "in worker"),
                 resumes_at=_AFTER_FAULT, full_epochs=_RECOVERS),
@@ -167,7 +167,7 @@ def build_cases(full: bool | None = None) -> list[Case]:
             if kind == "iter":
                 continue  # an iterator's state dies with its worker; covered below
             cases.append(Case("stuck", "error", start, kind, workers, Expect(
-                "TaskTimeoutError (a TimeoutError) with the worker's stack; reset() then works",
+                "TaskTimeoutError (a TimeoutError) with the worker's stack; the epoch goes on",
                 "builtins.TimeoutError", ("ran longer than its timeout of 0.5 s", "(pid ",
                                           "in _misbehave", "replaced"), 2.5,
                 resumes_at=_AFTER_FAULT, full_epochs=_RECOVERS), {"action": "stuck"},
@@ -280,10 +280,14 @@ def seen(out: dict[str, Any]) -> str:
                        ("exit_s", "workers gone in")):
         if out.get(key) is not None:
             parts.append(f"{label} {out[key]:.3f} s")
-    if out.get("after_reset") == EPOCH:
+    rest = out.get("after_reset")
+    if rest == EPOCH:
         parts.append("next epoch complete")
-    elif out.get("after_reset"):
-        parts.append(f"next epoch: samples {out['after_reset'][0]}..{out['after_reset'][-1]}")
+    elif rest:
+        parts.append(f"then samples {rest[0]}..{rest[-1]}")
+    if "next_epoch" in out:
+        parts.append("next epoch complete" if out["next_epoch"] == EPOCH
+                     else f"next epoch: {len(out['next_epoch'])} samples")
     if out.get("values") == EPOCH:
         parts.append(f"epoch complete, {out.get('resizes', 0)} resizes")
     parts.append("nothing left" if not (out.get("leftover_children") or out.get("lingering")
