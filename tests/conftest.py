@@ -8,6 +8,7 @@ not leave workers running for the rest of the session.
 from __future__ import annotations
 
 import os
+import signal
 import time
 from collections.abc import Iterator
 
@@ -22,6 +23,13 @@ from ray_cluster import RAY_ENV
 # loopback address (Ray would otherwise swap 127.0.0.1 for the machine's routable address,
 # where the tests' loopback-only clusters do not listen).
 os.environ.update(RAY_ENV)
+
+# A test run started as a background job (`cmd &`, nohup, some CI runners) inherits SIGINT
+# ignored, and so would every program the tests start: the Ctrl-C tests would then test
+# nothing but that. Give the session, and through it its children, Python's own handler, as
+# a program started from a terminal has.
+if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL):
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 _DEV_SHM = "/dev/shm"
 _CHILD_EXIT_GRACE_S = 2.0
