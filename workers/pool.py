@@ -44,6 +44,7 @@ from workers.deadlines import Deadlines, capture_stack, check_timeout
 from workers.errors import PoolClosedError, TaskTimeoutError, WorkerDiedError
 from workers.messages import AttachSegment, DetachSegment, Reply, RunTask, TaskStarted
 from workers.pickling import PicklerSpec, prepare_callbacks
+from workers.pool_base import PoolBase
 from workers.readiness import ReadySet, readable_now
 from workers.resources import PoolResources, shutdown
 from workers.worker import PARENT_CONNECTIONS, WorkerSetup, worker_main
@@ -93,7 +94,7 @@ def _sigint_blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
 
 
-class WorkerPool:
+class WorkerPool(PoolBase):
     """A fixed set of worker processes running registered callbacks on submitted tasks.
 
     A callback, given one argument, returns outputs x samples of numpy arrays. A task names
@@ -114,21 +115,11 @@ class WorkerPool:
     ) -> None:
         if start_method not in _START_METHODS:
             raise ValueError(f"start_method must be one of {_START_METHODS}, got {start_method!r}")
-        if num_workers < 1:
-            raise ValueError(f"num_workers must be at least 1, got {num_workers}")
-        self._callbacks = tuple(callbacks)
-        for index, callback in enumerate(self._callbacks):
-            if not callable(callback):
-                raise TypeError(f"callback {index} ({callback!r}) is not callable")
-        self._num_workers = num_workers
+        super().__init__(callbacks, num_workers)
         self._start_method = start_method
         self._pickler = pickler
         self._name = name
-        self._lock = threading.RLock()
-        self._closing = False
-        self._started = False
         self._broken: WorkerDiedError | None = None
-        self._next_task_id = 0
         self._payloads: tuple[bytes, ...] | None = None
         self._spec: PicklerSpec | None = None
         self._deadlines = Deadlines()
@@ -139,24 +130,9 @@ class WorkerPool:
     # -- properties ---------------------------------------------------------------------
 
     @property
-    def num_workers(self) -> int:
-        """Number of worker processes."""
-        return self._num_workers
-
-    @property
     def pids(self) -> list[int]:
         """Process ids of the workers (empty before ``start``)."""
         return list(self._res.pids)
-
-    @property
-    def started(self) -> bool:
-        """Whether ``start`` has run."""
-        return self._started
-
-    @property
-    def closed(self) -> bool:
-        """Whether ``close`` has run (or begun)."""
-        return self._closing
 
     @property
     def start_method(self) -> str:
@@ -248,13 +224,6 @@ class WorkerPool:
         with self._lock:
             self._finalizer()
 
-    def __enter__(self) -> WorkerPool:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     # -- tasks --------------------------------------------------------------------------
 
     def _check_usable(self) -> None:
@@ -292,12 +261,7 @@ class WorkerPool:
         check_timeout(timeout_s)
         with self._lock:
             self._check_usable()
-            if not 0 <= worker < self._num_workers:
-                raise ValueError(f"worker {worker} out of range [0, {self._num_workers})")
-            if not 0 <= callback < len(self._callbacks):
-                raise ValueError(f"callback {callback} out of range [0, {len(self._callbacks)})")
-            if segment.closed:
-                raise ValueError(f"segment {segment_id} is closed")
+            self._check_task(worker, callback, segment_id, segment)
             # A list is frozen into a tuple; any other sequence (a compact range object that
             # the worker expands item by item) travels as it is.
             frozen = tuple(args) if isinstance(args, list) else args

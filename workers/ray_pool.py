@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import threading
 import time
 import weakref
 from collections import deque
@@ -50,6 +49,7 @@ from workers.errors import (
 )
 from workers.messages import Reply, TaskDone, TaskFailed
 from workers.pickling import prepare_callbacks
+from workers.pool_base import PoolBase
 from workers.ray_actor import RayTaskFailure, RayWorker
 
 __all__ = ["RayPlacementError", "RayWorkerLostError", "RayWorkerPool", "require_ray"]
@@ -133,7 +133,7 @@ def _kill_actors(handles: list[Any]) -> None:
     handles.clear()
 
 
-class RayWorkerPool:
+class RayWorkerPool(PoolBase):
     """`workers.WorkerPool`'s interface over Ray actors (see the module docstring)."""
 
     start_method = "ray"
@@ -149,18 +149,12 @@ class RayWorkerPool:
         start_timeout_s: float | None = None,
         name: str = "dali_lite",
     ) -> None:
-        if num_workers < 1:
-            raise ValueError(f"num_workers must be at least 1, got {num_workers}")
-        self._callbacks = tuple(callbacks)
-        for index, callback in enumerate(self._callbacks):
-            if not callable(callback):
-                raise TypeError(f"callback {index} ({callback!r}) is not callable")
+        super().__init__(callbacks, num_workers)
         if replayable is not None and len(replayable) != len(self._callbacks):
             raise ValueError(f"replayable has {len(replayable)} entries for "
                              f"{len(self._callbacks)} callbacks")
         self._replayable = (tuple(bool(r) for r in replayable) if replayable is not None
                             else (True,) * len(self._callbacks))
-        self._num_workers = num_workers
         self._pickler = pickler
         self._actor_options = dict(_DEFAULT_ACTOR_OPTIONS if actor_options is None
                                    else actor_options)
@@ -168,11 +162,7 @@ class RayWorkerPool:
             start_timeout_s if start_timeout_s is not None
             else os.environ.get(START_TIMEOUT_ENV, _DEFAULT_START_TIMEOUT_S))
         self._name = name
-        self._lock = threading.RLock()
-        self._closing = False
-        self._started = False
         self._broken: BaseException | None = None
-        self._next_task_id = 0
         self._actors: list[_ActorState] = []
         self._tasks: dict[int, _Task] = {}
         self._by_ref: dict[Any, int] = {}
@@ -186,21 +176,9 @@ class RayWorkerPool:
     # -- properties ---------------------------------------------------------------------
 
     @property
-    def num_workers(self) -> int:
-        return self._num_workers
-
-    @property
     def pids(self) -> list[int]:
         """Process ids of the actors (on their nodes; empty before ``start``)."""
         return [a.pid for a in self._actors if a.pid is not None]
-
-    @property
-    def started(self) -> bool:
-        return self._started
-
-    @property
-    def closed(self) -> bool:
-        return self._closing
 
     def node_ids(self) -> list[str]:
         """The Ray node each worker runs on, by worker index."""
@@ -277,13 +255,6 @@ class RayWorkerPool:
             self._by_ref.clear()
             self._finalizer()
 
-    def __enter__(self) -> RayWorkerPool:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     def _check_usable(self) -> None:
         if self._closing:
             raise PoolClosedError("the worker pool is closed")
@@ -300,12 +271,7 @@ class RayWorkerPool:
         check_timeout(timeout_s)
         with self._lock:
             self._check_usable()
-            if not 0 <= worker < self._num_workers:
-                raise ValueError(f"worker {worker} out of range [0, {self._num_workers})")
-            if not 0 <= callback < len(self._callbacks):
-                raise ValueError(f"callback {callback} out of range [0, {len(self._callbacks)})")
-            if segment.closed:
-                raise ValueError(f"segment {segment_id} is closed")
+            self._check_task(worker, callback, segment_id, segment)
             task = _Task(self._next_task_id, worker, callback,
                          tuple(args) if isinstance(args, list) else args, segment,
                          None if timeout_s is None else float(timeout_s))
