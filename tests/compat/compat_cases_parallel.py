@@ -129,6 +129,15 @@ def raises_value_error(info):
     return np.zeros((2,), dtype=np.uint8)
 
 
+def fails_sample_9_of_epoch_0(info):
+    """16 samples per epoch, each [idx]; sample 9 of epoch 0 raises."""
+    if info.idx_in_epoch >= 16:
+        raise StopIteration
+    if info.idx_in_epoch == 9 and info.epoch_idx == 0:
+        raise ValueError("sample 9 is bad")
+    return np.array([info.idx_in_epoch], dtype=np.int32)
+
+
 def raises_in_batch(info):
     if info.iteration == 1:
         raise KeyError("no such batch")
@@ -731,3 +740,31 @@ def slow_callback_many_iterations(ctx):
     pipe.build()
     for i in range(5):
         ctx.record(f"batch {i}", pipe.run()[0].as_array())
+
+
+@case(params=FORK_SPAWN, differs="parallel-after-callback-error", timeout_s=90)
+def the_epoch_goes_on_after_a_callback_error(ctx):
+    """A callback raises for one sample; the program catches the error and goes on: the
+    failed batch is dropped, the epoch ends normally, and the next epoch is whole."""
+    pipe = _pipe(ctx, lambda fn: fn.external_source(fails_sample_9_of_epoch_0, batch=False,
+                                                    parallel=True),
+                 batch_size=4, method=ctx.params)
+    pipe.build()
+    ctx.record("raised", isinstance(_first_error(pipe), Exception))
+
+    def rest_of_the_epoch_then_the_next():
+        epochs = []
+        for _ in range(2):
+            pipe.reset()  # in the middle of the epoch, as in DALI, this does nothing
+            values = []
+            while True:
+                try:
+                    (out,) = pipe.run()
+                except StopIteration:
+                    break
+                values += [int(np.asarray(out[i])[0]) for i in range(len(out))]
+            epochs.append(values)
+        return epochs
+
+    ctx.expect("the epoch goes on after the failed batch; the next is whole",
+               rest_of_the_epoch_then_the_next, [[12, 13, 14, 15], list(range(16))])
