@@ -82,15 +82,24 @@ def kill_tree(processes: list[psutil.Process]) -> None:
     psutil.wait_procs(everyone, timeout=5)
 
 
+def session_members(leader_pid: int) -> list[psutil.Process]:
+    """The live processes (zombies left out) of the session ``leader_pid`` started, this one
+    excepted. A process may end between the listing and the look at it: os.getsid then raises
+    ProcessLookupError, an OSError psutil does not wrap, so both are suppressed."""
+    members: list[psutil.Process] = []
+    for process in psutil.process_iter():
+        with contextlib.suppress(OSError, psutil.Error):
+            if (os.getsid(process.pid) == leader_pid and process.pid != os.getpid()
+                    and process.status() != psutil.STATUS_ZOMBIE):
+                members.append(process)
+    return members
+
+
 def kill_session(leader_pid: int) -> list[int]:
     """SIGKILL whatever still runs in the session that ``leader_pid`` started
     (``start_new_session=True``): the workers of a script that failed or hung, which outlive
     it as orphans that no ``children()`` call can see. Returns their pids."""
-    survivors: list[psutil.Process] = []
-    for process in psutil.process_iter():
-        with contextlib.suppress(OSError, psutil.Error):
-            if os.getsid(process.pid) == leader_pid and process.pid != os.getpid():
-                survivors.append(process)
+    survivors = session_members(leader_pid)
     kill_tree(survivors)
     return [process.pid for process in survivors]
 

@@ -15,10 +15,10 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from leaks import session_members
 
 _HERE = Path(__file__).resolve().parent
 _SCRIPT = _HERE / "checkpoint_crash_loop.py"
@@ -50,18 +50,10 @@ def _kill_session(child: subprocess.Popen[bytes]) -> None:
         os.kill(child.pid, signal.SIGKILL)
     child.wait(timeout=30)
     deadline = time.monotonic() + 5.0
-    while time.monotonic() < deadline and _session_alive(child.pid):
+    while time.monotonic() < deadline and session_members(child.pid):
         time.sleep(0.05)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(child.pid, signal.SIGKILL)
-
-
-def _session_alive(session: int) -> bool:
-    for proc in psutil.process_iter(["pid"]):
-        with contextlib.suppress(psutil.Error):
-            if os.getsid(proc.pid) == session and proc.status() != psutil.STATUS_ZOMBIE:
-                return True
-    return False
 
 
 def _lines(directory: Path) -> int:
