@@ -28,6 +28,7 @@ import numpy as np
 from benchmarks.workloads import PerSample, SampleDataset, Workload
 
 __all__ = [
+    "DENSE_ONLY",
     "LOADERS",
     "Loader",
     "LoaderMissing",
@@ -49,7 +50,20 @@ LOADERS: dict[str, str] = {
     # dali_lite with py_start_method="ray": the same pipeline, its callbacks on Ray actors of
     # a local Ray instance (started by the measurement process) instead of forked workers.
     "dali_lite_ray": "ray",
+    # The same pipelines handed to each library's plugin.pytorch.DALIGenericIterator: a batch
+    # is the torch.Tensor the iterator yields (dense workloads only: the generic iterator
+    # refuses batches of unequal shapes).
+    "dali_lite_torch": "dali_lite",
+    "dali_torch": "nvidia.dali",
 }
+#: Modules a loader needs besides the one LOADERS names.
+_ALSO_NEEDS: dict[str, tuple[str, ...]] = {
+    "dali_lite_ray": ("dali_lite",),
+    "dali_lite_torch": ("torch",),
+    "dali_torch": ("torch",),
+}
+#: Loaders that hand out one tensor per batch and so cannot run the varying workload.
+DENSE_ONLY = frozenset({"dali_lite_torch", "dali_torch"})
 
 
 class LoaderMissing(RuntimeError):
@@ -70,12 +84,14 @@ class Loader(Protocol):
 
 
 def available(name: str) -> bool:
-    """Whether the library behind loader ``name`` can be imported."""
-    module = LOADERS[name]
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:  # a missing parent package (``nvidia``)
-        return False
+    """Whether every library behind loader ``name`` can be imported."""
+    for module in (LOADERS[name], *_ALSO_NEEDS.get(name, ())):
+        try:
+            if importlib.util.find_spec(module) is None:
+                return False
+        except ModuleNotFoundError:  # a missing parent package (``nvidia``)
+            return False
+    return True
 
 
 def join_samples(samples: list[np.ndarray]) -> np.ndarray:
@@ -150,6 +166,33 @@ class _RayLoader(_PipelineLoader):
         ray.shutdown()
 
 
+class _TorchIteratorLoader(_PipelineLoader):
+    """DALI or dali_lite through its own ``plugin.pytorch.DALIGenericIterator``: the pipeline
+    above, a batch the ``torch.Tensor`` the iterator yields, consumed as its ``.numpy()``
+    (a view of a CPU tensor, no copy). The iterator builds the pipeline and, by default,
+    runs the first batch ahead in its constructor, as a training program would have it."""
+
+    def __init__(self, library: str, workload: Workload) -> None:
+        if not workload.dense:
+            raise ValueError(f"{workload.name}: DALIGenericIterator needs batches of equal "
+                             f"shapes; run the iterator loaders on dense workloads")
+        module = importlib.import_module(library)
+        super().__init__(module, importlib.import_module(f"{library}.fn"), workload)
+        self.plugin = importlib.import_module(f"{library}.plugin.pytorch")
+        self.iterator: Any = None
+
+    def start(self) -> None:
+        self.iterator = self.plugin.DALIGenericIterator([self.pipe], ["data"])
+
+    def next_batch(self) -> np.ndarray:
+        (outputs,) = next(self.iterator)
+        return outputs["data"].numpy()
+
+    def close(self) -> None:
+        self.iterator = None
+        super().close()
+
+
 def _list_collate(batch: list[np.ndarray]) -> list[Any]:
     import torch
 
@@ -207,6 +250,8 @@ def make_loader(name: str, workload: Workload, total_batches: int) -> Loader:
         return _TorchLoader(workload, total_batches)
     if name == "dali_lite_ray":
         return _RayLoader(workload)
+    if name in DENSE_ONLY:
+        return _TorchIteratorLoader(LOADERS[name], workload)
     module = importlib.import_module(LOADERS[name])
     fn = importlib.import_module(f"{LOADERS[name]}.fn")
     return _PipelineLoader(module, fn, workload)

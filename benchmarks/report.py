@@ -22,7 +22,10 @@ __all__ = ["LOADER_TITLES", "METRICS", "Metric", "render"]
 Result = dict[str, Any]
 
 LOADER_TITLES = {"dali_lite": "dali_lite", "dali": "DALI", "torch": "DataLoader",
-                 "dali_lite_ray": "dali_lite on Ray"}
+                 "dali_lite_ray": "dali_lite on Ray",
+                 "dali_lite_torch": "dali_lite iterator", "dali_torch": "DALI iterator"}
+#: In the iterator table, each PyTorch iterator loader stands in for its library.
+_ITERATOR_ROLES = {"dali_lite_torch": "dali_lite", "dali_torch": "dali", "torch": "torch"}
 PEERS = ("dali", "torch")
 #: Samples per second with every worker busy on the heavy callback and no overhead at all.
 HEAVY_IDEAL_SAMPLES_PER_S = NUM_WORKERS / HEAVY_CPU_S
@@ -151,7 +154,10 @@ def results_table(results: Sequence[Result], loaders: Sequence[str],
             values = _values(results, loader, metric)
             if values:
                 medians[loader] = statistics.median(values)
-            cells.append(_cell(values, metric.fmt, missing.get(loader, "failed")))
+            ran = any(r.get("loader") == loader and r.get("workload") == metric.workload
+                      for r in results)
+            cells.append(_cell(values, metric.fmt,
+                               missing.get(loader, "failed" if ran else "not run")))
         row = [metric.workload, metric.title, *cells]
         if "dali_lite" in loaders:
             for peer in peers:
@@ -226,6 +232,13 @@ def _relabel(results: Sequence[Result], variant: str) -> list[Result]:
     return out
 
 
+def _as_iterators(results: Sequence[Result]) -> list[Result]:
+    """The PyTorch iterator loaders' results in the roles of dali_lite and DALI, with the
+    DataLoader's (its batches are tensors already); every other result dropped."""
+    return [{**r, "loader": _ITERATOR_ROLES[r["loader"]]} for r in results
+            if r.get("loader") in _ITERATOR_ROLES]
+
+
 def render(results: Sequence[Result], loaders: Sequence[str], missing: dict[str, str],
            header: str, variants: Sequence[str] = ()) -> str:
     """The whole markdown section: header (machine, code, settings), tables, failures.
@@ -239,6 +252,11 @@ def render(results: Sequence[Result], loaders: Sequence[str], missing: dict[str,
     for variant in variants:
         parts += ["", f"The same peers' runs against `{variant}` in the role of dali_lite:", "",
                   results_table(_relabel(results, variant), with_subject, missing)]
+    if "dali_lite_torch" in loaders:
+        shown = [_ITERATOR_ROLES[name] for name in _ITERATOR_ROLES if name in loaders]
+        parts += ["", "Through the PyTorch iterators (`plugin.pytorch.DALIGenericIterator` of "
+                  "each library; a batch is a torch.Tensor), against the DataLoader:", "",
+                  results_table(_as_iterators(results), shown, missing)]
     if variants and "dali_lite" in loaders:
         parts += ["", "dali_lite of this tree against the compared trees:", "",
                   comparison_table(results, variants)]

@@ -39,7 +39,14 @@ if __package__ in (None, ""):  # run as a script: python benchmarks/run.py
 import psutil
 
 from benchmarks.child import RESULT_PREFIX
-from benchmarks.loaders import LOADERS, NUM_WORKERS, PREFETCH, START_METHOD, available
+from benchmarks.loaders import (
+    DENSE_ONLY,
+    LOADERS,
+    NUM_WORKERS,
+    PREFETCH,
+    START_METHOD,
+    available,
+)
 from benchmarks.memory import sample_tree
 from benchmarks.report import render
 from benchmarks.workloads import WORKLOADS
@@ -187,7 +194,8 @@ def _header(args: argparse.Namespace, loaders: Sequence[str], load_before: tuple
         f"dali_lite_ray: {NUM_WORKERS} Ray actors of a local Ray instance); DALI and "
         f"dali_lite with prefetch_queue_depth={PREFETCH} for pipeline and source, equal "
         f"bytes_per_sample_hint; DataLoader with prefetch_factor={PREFETCH}, persistent "
-        f"workers, default collate. Each batch consumed as one contiguous numpy array. "
+        f"workers, default collate. Each batch consumed as one contiguous numpy array "
+        f"(through the PyTorch iterators: the torch.Tensor's .numpy()). "
         f"{args.repeats} repeat(s), batch counts x{args.scale:g}; each cell is the median "
         f"(min-max) over the repeats; ratios are dali_lite's median over the peer's.",
         f"Command: `python -m benchmarks {' '.join(args.argv)}`".rstrip() + ".",
@@ -301,6 +309,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for workload in workloads:
             shift = repeat % max(1, len(entries))
             for label, loader, tree in entries[shift:] + entries[:shift]:
+                if loader in DENSE_ONLY and not WORKLOADS[workload].dense:
+                    continue  # a tensor per batch: not for batches of unequal shapes
                 result = _run_quietest(loader, workload, args, tree)
                 result["loader"], result["repeat"] = label, repeat
                 results.append(result)

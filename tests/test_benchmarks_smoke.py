@@ -94,3 +94,22 @@ def test_py_spy_raw_output_is_grouped_by_process_role() -> None:
     # The root process can be named: then the first line's process is the other one.
     from_worker = parse_raw(text, root_pid=11)
     assert from_worker["main process"].samples == 2 and from_worker["workers"].samples == 3
+
+
+def test_the_pytorch_iterators_get_a_table_of_their_own(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("torch")
+    from benchmarks import loaders, run
+
+    chosen = [name for name in ("dali_lite_torch", "dali_torch", "torch")
+              if loaders.available(name)]
+    code = run.main(["--only", ",".join(chosen), "--workloads", "tiny,varying", "--repeats",
+                     "1", "--scale", "0.01", "--retries", "0"])
+    assert code == 0
+    text = capsys.readouterr().out
+    table = text.split("Through the PyTorch iterators", 1)[1].split("\n\n")[1]
+    tiny = next(line for line in table.splitlines() if line.startswith("| tiny |"))
+    assert "failed" not in tiny and "not run" not in tiny
+    # A tensor per batch cannot hold the varying workload: those cells say it was not run.
+    varying = next(line for line in table.splitlines() if line.startswith("| varying |"))
+    assert varying.count("not run") == len(chosen) - 1

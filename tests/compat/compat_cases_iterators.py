@@ -577,3 +577,33 @@ def torch_iterator_checkpoints_need_checkpointing(ctx):
     pt = ctx.module("plugin.pytorch")
     it = pt.DALIGenericIterator(_pipe(ctx, [Counting(6)]), ["x"])
     ctx.attempt("checkpoints()", it.checkpoints, words=["checkpointing disabled"])
+
+
+@case(params=[0, 1, 2], needs=_JAX, timeout_s=90)
+def jax_data_iterator_restores_checkpoints(ctx):
+    """data_iterator(checkpoints=...): the pipelines it builds restore the checkpoints that
+    the first iterator's checkpoints() returned, after 0-2 of three batches."""
+    dax = ctx.module("plugin.jax")
+
+    @dax.data_iterator(output_map=["x"], size=6, auto_reset=True)
+    def iterator_def():
+        return ctx.fn.external_source(Counting(6), batch=False)
+
+    it = iterator_def(batch_size=2, device_id=None, enable_checkpointing=True)
+    for _ in range(ctx.params):
+        next(it)
+    checkpoints = it.checkpoints()
+
+    def steps(iterator):
+        seen = []
+        for _ in range(4):
+            try:
+                seen.append(np.asarray(next(iterator)["x"]).ravel().tolist())
+            except StopIteration:
+                seen.append("StopIteration")
+        return seen
+
+    ctx.record("original goes on", steps(it))
+    again = iterator_def(batch_size=2, device_id=None, enable_checkpointing=True,
+                         checkpoints=checkpoints)
+    ctx.record("restored goes on", steps(again))

@@ -131,6 +131,24 @@ def test_data_iterator_with_sharding_builds_a_global_array() -> None:
     assert step["x"].sharding == sharding
 
 
+def test_data_iterator_restores_its_checkpoints() -> None:
+    make = _iterator_def(size=8)
+    first = make(batch_size=2, enable_checkpointing=True)
+    assert [values(next(first)) for _ in range(2)] == [[1, 2], [3, 4]]
+    checkpoints = first.checkpoints()
+    rest = [values(step) for step in first]
+    restored = make(batch_size=2, enable_checkpointing=True, checkpoints=checkpoints)
+    assert rest == [[5, 6], [7, 8]]
+    assert [values(step) for step in restored] == rest
+
+
+def test_data_iterator_wants_a_checkpoint_per_device() -> None:
+    make = _iterator_def(size=4, devices=jax.devices())
+    with pytest.raises(RuntimeError, match="number of checkpoints provided"):
+        make(batch_size=2 * len(jax.devices()), enable_checkpointing=True,
+             checkpoints=["{}"] * (len(jax.devices()) + 1))
+
+
 def test_data_iterator_refuses_sharding_with_devices() -> None:
     with pytest.raises(ValueError, match="sharding"):
         data_iterator(output_map=["x"], devices=jax.devices(),

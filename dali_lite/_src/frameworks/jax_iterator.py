@@ -190,15 +190,15 @@ def data_iterator(
         @functools.wraps(func)
         def create_iterator(*args: Any, checkpoints: Any = None,
                             **kwargs: Any) -> DALIGenericIterator:
-            if checkpoints is not None:
-                raise NotImplementedError("data_iterator: checkpoints are not supported by "
-                                          "dali_lite yet")
+            # `checkpoints`: what the iterator's checkpoints() returned, one per pipeline;
+            # each pipeline is built restoring its own (as DALI's decorator does).
             make_pipeline = pipeline_def(func)
             kwargs.setdefault("num_threads", default_num_threads_value())
             if sharding is None and devices is None:
                 if "device_id" not in kwargs:
                     kwargs["device_id"] = _device_id_for(jax.devices()[0], 0)
-                return DALIGenericIterator([make_pipeline(*args, **kwargs)],
+                checkpoint = checkpoints[0] if checkpoints else None
+                return DALIGenericIterator([make_pipeline(*args, checkpoint=checkpoint, **kwargs)],
                                            pmap_compatible=pmap_compatible, **iterator_kwargs)
             kwargs["batch_size"] = kwargs["batch_size"] // len(jax.devices())
             to_use = devices if devices is not None else jax.local_devices()
@@ -207,8 +207,13 @@ def data_iterator(
                 raise RuntimeError(
                     "Iterator compatible with pmapped JAX functions does not support running "
                     "in multiprocess mode. Use `sharding` argument instead.")
+            if checkpoints and len(checkpoints) != len(to_use):
+                raise RuntimeError(
+                    f"The number of checkpoints provided ({len(checkpoints)}) should match the "
+                    f"number of devices to use ({len(to_use)}).")
             pipelines = [make_pipeline(*args, **kwargs, device_id=_device_id_for(device, i),
-                                       shard_id=device.id, num_shards=num_shards)
+                                       shard_id=device.id, num_shards=num_shards,
+                                       checkpoint=checkpoints[i] if checkpoints else None)
                          for i, device in enumerate(to_use)]
             if sharding is not None:
                 return DALIGenericIterator(pipelines, sharding=sharding,
