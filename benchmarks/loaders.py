@@ -118,7 +118,7 @@ class _PipelineLoader:
                 source=PerSample(workload.sample),
                 parallel=True,
                 batch=False,
-                prefetch_queue_depth=PREFETCH,
+                prefetch_queue_depth=workload.source_depth or PREFETCH,
                 bytes_per_sample_hint=workload.bytes_per_sample_hint,
             )
             self.pipe.set_outputs(out)

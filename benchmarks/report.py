@@ -75,6 +75,8 @@ METRICS: tuple[Metric, ...] = (
            "peers", 3.0, ">= 3x the faster peer"),
     Metric("large-fresh", "GB/s", lambda r: r["bytes_per_s"], _gbs, True,
            "peers", 3.0, ">= 3x the faster peer"),
+    Metric("large-split", "GB/s (source depth 1: a batch split over the workers)",
+           lambda r: r["bytes_per_s"], _gbs, True),
     Metric("heavy", "fraction of ideal (2 workers / 1 ms)",
            lambda r: r["samples_per_s"] / HEAVY_IDEAL_SAMPLES_PER_S, _frac, True,
            "ideal", 0.97, ">= 0.97 of ideal"),

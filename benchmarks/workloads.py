@@ -12,6 +12,9 @@ The functions are built so that the loader, not the callback, is what is measure
   costs nothing and the loader's bytes-moving is what shows (bandwidth; "copy-only");
 * ``large-fresh``: the same image made fresh by every call (a prepared one XOR a byte of the
   index), as a decoder or an augmentation returns new memory per sample;
+* ``large-split``: large-fresh with the source's ``prefetch_queue_depth=1`` (DALI's default)
+  for DALI and dali_lite, so that each batch is split over the 2 workers (the DataLoader runs
+  large-fresh as it is: a batch is always one worker's there);
 * ``heavy``: 1 ms of CPU time per sample, spun on the thread's CPU clock so that time stolen
   by other tenants does not count as work (parallel efficiency);
 * ``varying``: an ``(h, w, 3)`` uint8 view of a prepared buffer with ``h, w`` in [19, 591]
@@ -146,6 +149,8 @@ class Workload:
     dense: bool = True
     #: For ``start``: report build -> first batch and peak memory rather than throughput.
     startup: bool = False
+    #: The parallel source's ``prefetch_queue_depth`` (DALI, dali_lite), if not the default.
+    source_depth: int | None = None
 
     def batches(self, scale: float) -> tuple[int, int]:
         """(warm-up, timed) batch counts scaled by ``scale``.
@@ -170,6 +175,8 @@ WORKLOADS: dict[str, Workload] = {
                  bytes_per_sample_hint=_LARGE_NBYTES + 64),
         Workload("large-fresh", large_fresh_sample, 16, warmup_batches=10, timed_batches=100,
                  bytes_per_sample_hint=_LARGE_NBYTES + 64),
+        Workload("large-split", large_fresh_sample, 16, warmup_batches=10, timed_batches=100,
+                 bytes_per_sample_hint=_LARGE_NBYTES + 64, source_depth=1),
         Workload("heavy", heavy_sample, 64, warmup_batches=8, timed_batches=50,
                  bytes_per_sample_hint=HEAVY_NBYTES + 64),
         Workload("start", large_sample, 16, warmup_batches=0, timed_batches=20,

@@ -99,11 +99,14 @@ class SlotLayout:
     used_nbytes: int
     capacity: int
     grew: bool
+    #: The data lies in another segment, where a placement (`shm.placement`) put it; this
+    #: segment holds only the metadata.
+    placed: bool = False
 
-    def __reduce__(self) -> tuple[type[SlotLayout], tuple[int, int, int, int, bool]]:
+    def __reduce__(self) -> tuple[type[SlotLayout], tuple[int, int, int, int, bool, bool]]:
         # Explicit: the dataclass's generic pickling looks its fields up for every reply.
         return (SlotLayout, (self.meta_offset, self.meta_nbytes, self.used_nbytes,
-                             self.capacity, self.grew))
+                             self.capacity, self.grew, self.placed))
 
 
 def _align(value: int, alignment: int) -> int:
@@ -111,7 +114,7 @@ def _align(value: int, alignment: int) -> int:
 
 
 @dataclass(slots=True)
-class _Run:
+class Run:
     offset: int
     nbytes: int  # of one sample
     dtype: np.dtype[Any]  # storage dtype (native byte order)
@@ -121,7 +124,7 @@ class _Run:
 
 @dataclass(frozen=True, slots=True)
 class _Plan:
-    runs: list[list[_Run]]
+    runs: list[list[Run]]
     meta: bytes
     meta_offset: int
 
@@ -130,7 +133,7 @@ class _Plan:
         return self.meta_offset + len(self.meta)
 
 
-def _storage_dtype(array: np.ndarray, output: int, sample: int) -> np.dtype[Any]:
+def storage_dtype(array: np.ndarray, output: int, sample: int) -> np.dtype[Any]:
     dtype = array.dtype
     if dtype.byteorder not in ("=", "|"):
         # Non-native byte order is swapped while copying; the slot is always native.
@@ -143,7 +146,7 @@ def _storage_dtype(array: np.ndarray, output: int, sample: int) -> np.dtype[Any]
     return dtype
 
 
-def _single_run(samples: Sequence[Any], o: int, position: int) -> _Run | None:
+def _single_run(samples: Sequence[Any], o: int, position: int) -> Run | None:
     """The run of ``samples`` if they are non-empty arrays of one dtype and one shape.
 
     The common case (a batch of like samples) checked with set operations over the whole
@@ -158,23 +161,21 @@ def _single_run(samples: Sequence[Any], o: int, position: int) -> _Run | None:
     first = samples[0]
     if first.ndim > MAX_NDIM or first.size == 0:
         return None  # the slow path raises or gives empty samples their own runs
-    dtype = _storage_dtype(first, o, 0)
-    return _Run(_align(position, _OUTPUT_ALIGNMENT_BYTES), first.size * dtype.itemsize, dtype,
+    dtype = storage_dtype(first, o, 0)
+    return Run(_align(position, _OUTPUT_ALIGNMENT_BYTES), first.size * dtype.itemsize, dtype,
                 first.shape, list(samples))
 
 
-def _plan(outputs: Sequence[Sequence[Any]]) -> _Plan:
-    runs: list[list[_Run]] = []
-    meta = bytearray(_HEADER.pack(MAGIC, VERSION, len(outputs)))
-    entries = bytearray()
-    position = 0
+def _plan(outputs: Sequence[Sequence[Any]], base: int = 0) -> _Plan:
+    runs: list[list[Run]] = []
+    position = base
     for o, samples in enumerate(outputs):
         single = _single_run(samples, o, position)
-        out_runs: list[_Run] = [single] if single is not None else []
+        out_runs: list[Run] = [single] if single is not None else []
         if single is not None:
             position = single.offset + single.nbytes * len(single.arrays)
             samples = ()  # nothing left for the sample-by-sample loop below
-        run: _Run | None = None
+        run: Run | None = None
         seen_dtype: np.dtype[Any] | None = None  # the source dtype of the run's last sample
         for s, sample in enumerate(samples):
             array = sample if isinstance(sample, np.ndarray) else np.asarray(sample)
@@ -183,7 +184,7 @@ def _plan(outputs: Sequence[Sequence[Any]]) -> _Plan:
                 run.arrays.append(array)
                 position += run.nbytes
                 continue
-            dtype = _storage_dtype(array, o, s)
+            dtype = storage_dtype(array, o, s)
             if array.ndim > MAX_NDIM:
                 raise ValueError(
                     f"output {o}, sample {s}: {array.ndim} dimensions; at most {MAX_NDIM}"
@@ -195,22 +196,29 @@ def _plan(outputs: Sequence[Sequence[Any]]) -> _Plan:
                 continue
             alignment = _OUTPUT_ALIGNMENT_BYTES if s == 0 else dtype.itemsize
             position = _align(position, alignment)
-            run = _Run(position, array.size * dtype.itemsize, dtype, array.shape, [array])
+            run = Run(position, array.size * dtype.itemsize, dtype, array.shape, [array])
             out_runs.append(run)
             position += run.nbytes
             if run.nbytes == 0:
                 # An empty sample is a run of its own: the reader bounds a run's count by the
                 # data it covers, which empty samples would not.
                 run = None
+        runs.append(out_runs)
+    return _Plan(runs, encode_meta(runs), _align(position, _META_ALIGNMENT_BYTES))
+
+
+def encode_meta(runs: Sequence[Sequence[Run]]) -> bytes:
+    """The metadata records of ``runs`` (outputs x runs), offsets as the runs have them."""
+    meta = bytearray(_HEADER.pack(MAGIC, VERSION, len(runs)))
+    entries = bytearray()
+    for out_runs in runs:
         meta += _COUNT.pack(len(out_runs))
         for run in out_runs:
             code = run.dtype.str.encode("ascii")
             entries += _RUN_HEAD.pack(run.offset, run.nbytes, len(run.arrays))
             entries += _U8.pack(len(code)) + code + _U8.pack(len(run.shape))
             entries += b"".join(_U64.pack(dim) for dim in run.shape)
-        runs.append(out_runs)
-    meta += entries
-    return _Plan(runs, bytes(meta), _align(position, _META_ALIGNMENT_BYTES))
+    return bytes(meta + entries)
 
 
 def encoded_size(outputs: Sequence[Sequence[np.ndarray]]) -> int:
@@ -218,7 +226,8 @@ def encoded_size(outputs: Sequence[Sequence[np.ndarray]]) -> int:
     return _plan(outputs).total_nbytes
 
 
-def _copy_run(target: np.ndarray, run: _Run) -> None:
+def copy_run(target: np.ndarray, run: Run) -> None:
+    """Copy ``run``'s samples to their place in ``target`` (the segment's bytes from 0)."""
     count = len(run.arrays)
     if run.nbytes == 0:
         return
@@ -239,8 +248,12 @@ def _copy_run(target: np.ndarray, run: _Run) -> None:
         np.copyto(row, array, casting="equiv")
 
 
-def write(segment: SharedSegment, outputs: Sequence[Sequence[np.ndarray]]) -> SlotLayout:
+def write(segment: SharedSegment, outputs: Sequence[Sequence[np.ndarray]],
+          base: int = 0) -> SlotLayout:
     """Lay ``outputs`` (outputs x samples of arrays) into ``segment``, growing it if needed.
+
+    The data starts at ``base`` (0 unless the bytes before it belong to someone else), at
+    the first 64-byte boundary from there.
 
     The bytes written are reserved and mapped first (:meth:`SharedSegment.prepare_write`),
     so a segment created without reserving its pages is safe to write into.
@@ -249,7 +262,7 @@ def write(segment: SharedSegment, outputs: Sequence[Sequence[np.ndarray]]) -> Sl
     many dimensions, and :class:`~shm.errors.ShmAllocationError` if the segment cannot grow
     or its pages cannot be reserved.
     """
-    plan = _plan(outputs)
+    plan = _plan(outputs, base)
     total = plan.total_nbytes
     grew = False
     if total > segment.capacity:
@@ -259,7 +272,7 @@ def write(segment: SharedSegment, outputs: Sequence[Sequence[np.ndarray]]) -> Sl
     target = segment.array(0, total)
     for out_runs in plan.runs:
         for run in out_runs:
-            _copy_run(target, run)
+            copy_run(target, run)
     meta_end = plan.meta_offset + len(plan.meta)
     target[plan.meta_offset : meta_end] = np.frombuffer(plan.meta, dtype=np.uint8)
     return SlotLayout(
@@ -370,8 +383,28 @@ def read_runs(buffer: np.ndarray, meta_offset: int, meta_nbytes: int) -> list[li
             f"metadata range [{meta_offset}, {meta_offset + meta_nbytes}) is not inside the "
             f"slot's {size} bytes, or shorter than the {_HEADER.size}-byte header"
         )
-    meta = buffer[meta_offset : meta_offset + meta_nbytes]
-    cursor = _Cursor(memoryview(meta.tobytes()))
+    entries = _parse_meta(buffer[meta_offset : meta_offset + meta_nbytes].tobytes(),
+                          meta_offset)
+    return _views(buffer, entries)
+
+
+def read_placed_runs(data: np.ndarray, meta: bytes) -> list[list[np.ndarray]]:
+    """:func:`read_runs` of a placed result: its metadata ``meta`` (copied out of the task's
+    own segment), its runs views into ``data`` (the leased segment the placement named),
+    every run checked to lie inside it."""
+    if not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.ndim != 1:
+        raise TypeError("data must be a 1-D uint8 numpy array (a leased slot)")
+    if len(meta) < _HEADER.size:
+        raise CorruptSlotError(f"placed metadata of {len(meta)} bytes is shorter than the "
+                               f"{_HEADER.size}-byte header")
+    return _views(data, _parse_meta(meta, data.shape[0]))
+
+
+def _parse_meta(raw: bytes, data_end: int) -> list[list[_Entry]]:
+    """Every record of the metadata ``raw``, checked against itself and against data that
+    ends at ``data_end``."""
+    meta_nbytes = len(raw)
+    cursor = _Cursor(memoryview(raw))
     magic, version, num_outputs = cursor.take(_HEADER, "header")
     if magic != MAGIC:
         raise CorruptSlotError(f"bad magic {magic!r}; expected {MAGIC!r}")
@@ -390,13 +423,17 @@ def read_runs(buffer: np.ndarray, meta_offset: int, meta_nbytes: int) -> list[li
             f"run counts {counts} cannot fit in the {remaining} remaining metadata bytes"
         )
     entries = [
-        [_read_entry(cursor, f"output {o}, run {r}", meta_offset) for r in range(count)]
+        [_read_entry(cursor, f"output {o}, run {r}", data_end) for r in range(count)]
         for o, count in enumerate(counts)
     ]
     if cursor.pos != meta_nbytes:
         raise CorruptSlotError(
             f"metadata is {meta_nbytes} bytes but its records end at byte {cursor.pos}"
         )
+    return entries
+
+
+def _views(buffer: np.ndarray, entries: list[list[_Entry]]) -> list[list[np.ndarray]]:
     try:
         return [
             [

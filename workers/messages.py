@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shm import SlotLayout
+from shm.placement import Placement
 from workers.errors import RemoteError
 
 __all__ = [
@@ -79,6 +80,8 @@ class RunTask(_Message):
     segment_id: int
     #: Send :class:`TaskStarted` before the first call (the task has a deadline).
     report_start: bool = False
+    #: Where to write the samples if they match a batch's dense layout (`shm.placement`).
+    placement: Placement | None = None
 
 
 @dataclass(frozen=True, slots=True)

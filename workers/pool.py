@@ -40,6 +40,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from shm import SharedSegment
+from shm.placement import Placement
 from workers.deadlines import Deadlines, capture_stack, check_timeout
 from workers.errors import PoolClosedError, TaskTimeoutError, WorkerDiedError
 from workers.messages import AttachSegment, DetachSegment, Reply, RunTask, TaskStarted
@@ -244,6 +245,8 @@ class WorkerPool(PoolBase):
         segment_id: int,
         segment: SharedSegment,
         timeout_s: float | None = None,
+        placement: Placement | None = None,
+        data_segment: SharedSegment | None = None,
     ) -> int:
         """Queue a task on ``worker``; returns its task id.
 
@@ -257,6 +260,10 @@ class WorkerPool(PoolBase):
         when the worker *starts* it, not from this call -- makes ``collect`` raise
         :class:`~workers.errors.TaskTimeoutError` with the worker's Python stack; the pool
         replaces the worker and stays usable.
+
+        With ``placement`` (and ``data_segment``, the segment it names), the worker writes
+        samples that match it into ``data_segment`` where it says (`shm.placement`); the
+        data segment is sent to the worker as ``segment`` is.
         """
         check_timeout(timeout_s)
         with self._lock:
@@ -265,19 +272,25 @@ class WorkerPool(PoolBase):
             # A list is frozen into a tuple; any other sequence (a compact range object that
             # the worker expands item by item) travels as it is.
             frozen = tuple(args) if isinstance(args, list) else args
-            task = RunTask(
-                self._next_task_id, callback, frozen, segment_id, timeout_s is not None
-            )
+            attach = [(segment_id, segment)]
+            if placement is not None:
+                if data_segment is None:
+                    raise ValueError("a placement needs the data_segment it names")
+                self._check_task(worker, callback, placement.data_segment_id, data_segment)
+                attach.append((placement.data_segment_id, data_segment))
+            task = RunTask(self._next_task_id, callback, frozen, segment_id,
+                           timeout_s is not None, placement)
             # Pickle first (once; Connection.send would do exactly this): an unpicklable
             # argument must fail here, before an AttachSegment goes out without its task.
             payload = ForkingPickler.dumps(task)
             conn = self._res.conns[worker]
             known = self._res.segments[worker]
             try:
-                if known.get(segment_id) is not segment:
-                    conn.send(AttachSegment(segment_id))
-                    send_handle(conn, segment.fd, self._res.pids[worker])
-                    known[segment_id] = segment
+                for an_id, a_segment in attach:
+                    if known.get(an_id) is not a_segment:
+                        conn.send(AttachSegment(an_id))
+                        send_handle(conn, a_segment.fd, self._res.pids[worker])
+                        known[an_id] = a_segment
                 conn.send_bytes(payload)
             except OSError as exc:
                 raise self._worker_died(worker) from exc

@@ -39,7 +39,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from shm import SharedSegment, codec
+from shm import SharedSegment
+from shm.placement import Placement, write_result
 from workers.deadlines import check_timeout
 from workers.errors import (
     PoolClosedError,
@@ -103,6 +104,8 @@ class _Task:
     args: Sequence[Any]
     segment: SharedSegment
     timeout_s: float | None
+    placement: Placement | None = None
+    data_segment: SharedSegment | None = None
     ref: Any = None
     replays: int = 0
 
@@ -266,15 +269,20 @@ class RayWorkerPool(PoolBase):
     # -- tasks --------------------------------------------------------------------------
 
     def submit(self, worker: int, callback: int, args: Sequence[Any], segment_id: int,
-               segment: SharedSegment, timeout_s: float | None = None) -> int:
+               segment: SharedSegment, timeout_s: float | None = None,
+               placement: Placement | None = None,
+               data_segment: SharedSegment | None = None) -> int:
         """Queue a task on actor ``worker``; returns its task id (see WorkerPool.submit)."""
         check_timeout(timeout_s)
         with self._lock:
             self._check_usable()
             self._check_task(worker, callback, segment_id, segment)
+            if placement is not None and data_segment is None:
+                raise ValueError("a placement needs the data_segment it names")
             task = _Task(self._next_task_id, worker, callback,
                          tuple(args) if isinstance(args, list) else args, segment,
-                         None if timeout_s is None else float(timeout_s))
+                         None if timeout_s is None else float(timeout_s), placement,
+                         data_segment)
             self._next_task_id += 1
             self._dispatch(task)
             return task.task_id
@@ -347,7 +355,7 @@ class RayWorkerPool(PoolBase):
         if isinstance(value, RayTaskFailure):
             return TaskFailed(task_id, task.worker, pid, value.call_index, value.error)
         try:
-            layout = codec.write(task.segment, value)
+            layout = write_result(task.segment, value, task.placement, task.data_segment)
         except BaseException as exc:
             return TaskFailed(task_id, task.worker, pid, -1, RemoteError.from_exception(exc))
         return TaskDone(task_id, task.worker, pid, layout)

@@ -36,7 +36,8 @@ from multiprocessing.connection import Connection
 from multiprocessing.reduction import recv_handle
 from typing import Any
 
-from shm import SharedSegment, ShmError, codec
+from shm import SharedSegment, ShmError
+from shm.placement import write_result
 from workers.errors import RemoteError
 from workers.heap import keep_freed_memory
 from workers.messages import (
@@ -238,8 +239,10 @@ def run_task(task: RunTask, state: _WorkerState) -> Reply:
     outputs, failure = run_calls(callback, task.args)
     if failure is not None:
         return failed(*failure)
+    placement = task.placement
+    data = None if placement is None else state.segments.get(placement.data_segment_id)
     try:
-        layout = codec.write(segment, outputs)
+        layout = write_result(segment, outputs, placement, data)
     except BaseException as exc:
         return failed(-1, exc)
     return TaskDone(task.task_id, state.index, state.pid, layout)

@@ -78,14 +78,14 @@ def die(action: str) -> None:
 
 
 def _die_while_writing(action: str) -> None:
-    """Make the next run copied into shared memory (the codec's ``_copy_run``) the last one."""
-    real_copy_run = codec._copy_run
+    """Make the next run copied into shared memory (the codec's ``copy_run``) the last one."""
+    real_copy_run = codec.copy_run
 
     def copy_run(target: Any, run: Any) -> None:
         real_copy_run(target, run)  # some bytes of the slot are written ...
         die(action)  # ... and then the worker dies
 
-    codec._copy_run = copy_run
+    codec.copy_run = copy_run
 
 
 @dataclass(frozen=True)

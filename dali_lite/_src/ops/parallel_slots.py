@@ -10,7 +10,8 @@ same time, so the statistics say what DALI's say, and their number stays fixed.
 One difference of layout, none of count or size: a task of ours may cover several consecutive
 mini-batches (so that a dense batch is one block, see `parallel_source`), and writes one file
 that stands for their slots together; the statistics list such a file as that many slots of
-an equal share of its bytes.
+an equal share of its bytes. And a placed batch (`parallel_placement`) grows its first task's
+file to hold the whole batch, which the statistics show as that file's capacity.
 
 A slot is FREE, given to a TASK (until its result is read, or dropped), or LEASED (arrays the
 program may hold point into it). A lease's end may come in any thread: `release` only appends

@@ -26,7 +26,10 @@ With a depth of at least the number of workers a batch is one task, written by o
 into one slot, so that a dense batch is a single block that `as_array()` returns without a
 copy, and the main process handles one task and one reply per batch; the workers still run in
 parallel, on different batches. With a smaller depth (DALI's default is 1) the batch is split
-so that all workers share it.
+so that all workers share it; once a batch has shown the samples' dtypes and shapes, the next
+ones are placed (`parallel_placement`): each task writes its samples at their final offsets in
+the first task's slot, so that the batch is still one block. That slot (a batch's *data
+slot*) goes back to the free list only when no task of its batch can still write into it.
 
 Epochs, as DALI has them: reset() starts a callable source over, while an iterable or a
 generator function that did not end the epoch itself goes on where it is, keeping what it
@@ -60,11 +63,18 @@ import numpy as np
 
 from dali_lite._src.errors import add_context
 from dali_lite._src.graph.nodes import IterationContext
+from dali_lite._src.ops.parallel_placement import (
+    DenseLayout,
+    dense_layout_of,
+    join_placed,
+    plan_placements,
+)
 from dali_lite._src.ops.parallel_slots import Slot, SlotRing, SlotState, tasks_per_batch
 from dali_lite._src.ops.sample_range import SampleRange
 from dali_lite._src.ops.source_callbacks import IteratorCall, PerSampleCall
 from dali_lite._src.types import BatchInfo
 from shm import codec
+from shm.placement import Placement
 from workers import (
     TaskDone,
     TaskFailed,
@@ -92,7 +102,11 @@ class Task:
     #: What the worker calls the callback with: kept so that a task lost, unstarted, with a
     #: stuck worker can be sent again to its replacement.
     args: Sequence[Any] = ()
+    #: Where its samples go in the batch's data slot, if the batch is placed (see below).
+    placement: Placement | None = None
     result: TaskDone | TaskFailed | None = None
+    #: Never to run (dropped, unsent, with its stale batch): it will write nothing.
+    dropped: bool = False
 
 
 @dataclass(slots=True, eq=False)
@@ -101,10 +115,19 @@ class ScheduledBatch:
     epoch_idx: int
     tasks: list[Task] = field(default_factory=list)
     stale: bool = False
+    #: A placed batch's data slot (its first task's slot), which every task writes into.
+    data_slot: Slot | None = None
+    #: Whether the data slot went back (or was leased), so that it goes back once.
+    data_slot_done: bool = False
 
     @property
     def complete(self) -> bool:
         return all(task.result is not None for task in self.tasks)
+
+    @property
+    def writers_done(self) -> bool:
+        """No task of this batch will write into shared memory any more."""
+        return all(task.result is not None or task.dropped for task in self.tasks)
 
 
 class ParallelSource:
@@ -145,6 +168,10 @@ class ParallelSource:
             start += count
         self.ring = SlotRing(group.new_segment_id, self.tasks_per_batch, per_task,
                              minibatch_size, self.hint)
+        #: Every output's dtype and sample shape, once a split batch showed them: the next
+        #: batches are placed, each task writing its samples at their final offsets in the
+        #: first task's slot, so that a dense batch is one array however many tasks wrote it.
+        self.dense_layout: DenseLayout | None = None
         # The source's own py_timeout, or else the pipeline's (None: no deadline).
         self.timeout_s = (op.py_timeout if op.py_timeout is not None
                           else group.options.py_timeout)
@@ -206,13 +233,19 @@ class ParallelSource:
             rotation = iteration * self.tasks_per_batch
             if self.tasks_per_batch % self.num_workers == 0:
                 rotation += iteration
+            placements: list[Placement | None] = [None] * len(ranges)
             for position, (group, (start, count)) in enumerate(ranges):
                 slot = self._take_slot(group, must, ctx)
                 if slot is None:
                     raise RuntimeError("internal error: a slot checked free is not")
+                if position == 0 and len(ranges) > 1 and self.dense_layout is not None:
+                    placements = plan_placements(slot, self.dense_layout, self.batch_size,
+                                                 [r for _, r in ranges])
+                    batch.data_slot = slot
                 worker = (position + rotation) % self.num_workers
                 args = SampleRange(first + start, start, count, iteration, self.epoch_idx)
-                self._submit(batch, position, worker, args, slot, first + start)
+                self._submit(batch, position, worker, args, slot, first + start,
+                             placements[position])
         else:
             worker = (self.dedicated_worker if self.dedicated_worker is not None
                       else iteration % self.num_workers)
@@ -232,21 +265,39 @@ class ParallelSource:
             self.next_iteration += 1
 
     def _submit(self, batch: ScheduledBatch, position: int, worker: int, args: Sequence[Any],
-                slot: Slot, first_sample: int) -> None:
-        task = Task(self, batch, position, worker, slot, first_sample, args)
+                slot: Slot, first_sample: int, placement: Placement | None = None) -> None:
+        task = Task(self, batch, position, worker, slot, first_sample, args, placement)
         slot.worker = worker
         try:
             self._send(task)
         except BaseException:
-            self._release(slot)
+            task.dropped = True
+            self._release_task(task)
             raise
         batch.tasks.append(task)
 
     def _send(self, task: Task) -> None:
-        task_id = self.group.pool.submit(task.worker, self.callback_index, task.args,
-                                         task.slot.segment_id, task.slot.segment,
-                                         timeout_s=self.timeout_s)
+        data_slot = task.batch.data_slot if task.placement is not None else None
+        task_id = self.group.pool.submit(
+            task.worker, self.callback_index, task.args, task.slot.segment_id,
+            task.slot.segment, timeout_s=self.timeout_s, placement=task.placement,
+            data_segment=None if data_slot is None else data_slot.segment)
         self.group.tasks[task_id] = task
+
+    def _release_task(self, task: Task) -> None:
+        """Free `task`'s slot, which its batch will not read. A placed batch's data slot
+        (its first task's) waits until no task of the batch can write into it any more."""
+        batch = task.batch
+        if task.slot is not batch.data_slot:
+            self._release(task.slot)
+        self._release_data_slot_if_unused(batch)
+
+    def _release_data_slot_if_unused(self, batch: ScheduledBatch) -> None:
+        if (batch.data_slot is not None and not batch.data_slot_done
+                and (batch.stale or any(isinstance(t.result, TaskFailed) for t in batch.tasks))
+                and batch.writers_done):
+            batch.data_slot_done = True
+            self._release(batch.data_slot)
 
     def replay(self, task: Task) -> bool:
         """Send again a task that its worker never started (it was queued behind a stuck
@@ -255,7 +306,8 @@ class ParallelSource:
         if self.is_iterator:
             return False
         if task.batch.stale:
-            self._release(task.slot)
+            task.dropped = True
+            self._release_task(task)
             return True
         self._send(task)
         return True
@@ -271,7 +323,7 @@ class ParallelSource:
                 task.slot.segment.refresh()
             task.slot.usage.record(result.layout)
         if task.batch.stale or isinstance(result, TaskFailed):
-            self._release(task.slot)
+            self._release_task(task)
 
     # ------------------------------------------------------------------ one iteration
     def fetch(self, ctx: IterationContext) -> list[list[np.ndarray]]:
@@ -327,23 +379,47 @@ class ParallelSource:
         self._schedule_through(ctx.iteration + self.depth)
         return self._read(batch)
 
+    def _lease(self, slot: Slot, nbytes: int) -> np.ndarray:
+        slot.state = SlotState.LEASED
+        return slot.segment.lease(nbytes, on_release=lambda s=slot: self._release_and_refill(s))
+
     def _read(self, batch: ScheduledBatch) -> list[list[np.ndarray]]:
         outputs: list[list[np.ndarray]] = []
+        data = None
+        if batch.data_slot is not None:
+            batch.data_slot_done = True
+            data = self._lease(batch.data_slot, batch.data_slot.segment.capacity)
         for task in batch.tasks:
             result = task.result
             if not isinstance(result, TaskDone):
                 raise TypeError("internal error: reading a task that did not succeed")
             layout = result.layout
-            slot = task.slot
-            slot.state = SlotState.LEASED
-            lease = slot.segment.lease(layout.used_nbytes,
-                                       on_release=lambda s=slot: self._release_and_refill(s))
-            runs = codec.read_runs(lease, layout.meta_offset, layout.meta_nbytes)
-            del lease
+            if task.slot is batch.data_slot:
+                own = data
+            elif layout.placed:
+                own = None  # only the metadata is there: read it, and let the slot go
+            else:
+                own = self._lease(task.slot, layout.used_nbytes)
+            if layout.placed:
+                meta_source = task.slot.segment.array() if own is None else own
+                meta = meta_source[layout.meta_offset:
+                                   layout.meta_offset + layout.meta_nbytes].tobytes()
+                del meta_source
+                if own is None:
+                    self._release(task.slot)
+                runs = codec.read_placed_runs(data, meta)  # type: ignore[arg-type]
+            else:
+                runs = codec.read_runs(own, layout.meta_offset, layout.meta_nbytes)
+            del own
             if not outputs:
                 outputs = [[] for _ in runs]
             for out, blocks in zip(outputs, runs):
                 out.extend(blocks)
+        if data is not None:
+            outputs = join_placed(data, outputs)
+        del data
+        if self.tasks_per_batch > 1:
+            self.dense_layout = dense_layout_of(outputs, self.batch_size)
         return outputs
 
     def _abandon(self, batch: ScheduledBatch) -> None:
@@ -351,7 +427,8 @@ class ParallelSource:
         batch.stale = True
         for task in batch.tasks:
             if isinstance(task.result, TaskDone):
-                self._release(task.slot)
+                self._release_task(task)
+        self._release_data_slot_if_unused(batch)
 
     def _rebuild(self, task: Task, ctx: IterationContext) -> BaseException:
         result = task.result
