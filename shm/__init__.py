@@ -11,7 +11,7 @@ from __future__ import annotations
 from shm import codec
 from shm.codec import SUPPORTED_DTYPES, SlotLayout, encoded_size, read, write
 from shm.errors import CorruptSlotError, ShmAllocationError, ShmError
-from shm.segment import SHM_LIMIT_ENV, SharedSegment, shm_bytes_in_use
+from shm.segment import SHM_LIMIT_ENV, SharedSegment, leased_mapping, shm_bytes_in_use
 from shm.stats import SegmentStats, SegmentUsage
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "SlotLayout",
     "codec",
     "encoded_size",
+    "leased_mapping",
     "read",
     "shm_bytes_in_use",
     "write",

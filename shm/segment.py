@@ -213,6 +213,24 @@ class _LeaseBuffer:
         self._export = export
 
 
+def leased_mapping(array: np.ndarray) -> tuple[mmap.mmap, int, int] | None:
+    """For an array derived from a lease (:meth:`SharedSegment.lease`): the mapping it keeps
+    alive, as the ``mmap`` object (weakly referenceable: its end is the mapping's end), the
+    mapping's address and its size in bytes. None for any other array.
+
+    For code that registers a mapping with a device driver once and must know when it goes.
+    """
+    base: object = array
+    while isinstance(base, np.ndarray):
+        base = base.base
+    if type(base) is not _LeaseBuffer:
+        return None
+    export = base._export
+    if not isinstance(export, memoryview) or not isinstance(export.obj, mmap.mmap):
+        return None  # an empty segment's scratch byte
+    return export.obj, int(base.__array_interface__["data"][0]), export.nbytes
+
+
 def _release_in_owner(owner_pid: int, on_release: Callable[[], None]) -> None:
     # A forked child inherits the leases of its parent; their release is not the child's
     # business and must not run the parent's bookkeeping in the child.

@@ -375,3 +375,26 @@ def test_create_and_grow_check_free_memory_before_touching_the_file(
         assert seg.capacity == free // 2 and os.fstat(seg.fd).st_size == free // 2
     finally:
         seg.close()
+
+
+def test_leased_mapping_names_the_mapping_of_a_leased_view_and_its_end() -> None:
+    import weakref
+
+    from shm import leased_mapping
+
+    segment = SharedSegment.create(1 << 16)
+    view = segment.lease(4096, None)[128:256].view(np.uint32).reshape(4, 8)
+    found = leased_mapping(view)
+    assert found is not None
+    mapping, address, size = found
+    assert address == segment.array().ctypes.data and size == segment.capacity
+    assert leased_mapping(np.zeros(4)) is None and leased_mapping(view.copy()) is None
+    gone = []
+    reference = weakref.ref(mapping, gone.append)
+    del mapping, found
+    segment.close()
+    gc.collect()
+    assert not gone  # the view still holds the mapping
+    del view
+    gc.collect()
+    assert reference() is None and gone

@@ -14,6 +14,10 @@ after the event of its previous copy has completed, so the host waits (on that e
 the device) only when the GPU is `gpu_size` iterations behind. The executor's thread returns as
 soon as the copy is queued, so the CPU stage of the next iteration overlaps this one's copy.
 
+A dense batch that lies in one shared-memory slot (a parallel source's) skips the staging
+copy: the slot's mapping is registered with CUDA once and the DMA reads the slot itself
+(`pinned_slots`); the slot stays leased until the copy's event completes.
+
 Device to host (`.cpu()`, operator "Copy" on the "gpu" stage) waits for the batch's event and
 copies it into new host memory.
 """
@@ -33,6 +37,7 @@ import numpy as np
 from dali_lite._src import cuda
 from dali_lite._src.data.tensors_gpu import TensorListGPU
 from dali_lite._src.graph.nodes import DataNode, IterationContext, Operator, register_transfer
+from dali_lite._src.ops.pinned_slots import PinnedSlots
 from dali_lite._src.types import DALIDataType, to_numpy_dtype
 
 if TYPE_CHECKING:
@@ -181,6 +186,7 @@ class Uploader:
         )
         self.workers = max(1, min(_MAX_STAGING_THREADS, options.resolved_num_threads))
         self._pool: ThreadPoolExecutor | None = None
+        self.pinned = PinnedSlots(self.gpu)
 
     def _allocate(self, nbytes: int) -> PinnedBuffer:
         with self.gpu.device:
@@ -211,14 +217,34 @@ class Uploader:
 
     def upload_batch(self, batch: TensorListCPU) -> TensorListGPU:
         block = batch._single_block()
-        parts = [block] if block is not None else batch._sample_arrays()
         dtype = batch.dtype
         numpy_dtype = np.dtype(np.float32) if dtype == DALIDataType.NO_TYPE else to_numpy_dtype(
             dtype)
+        if block is not None:
+            address = self.pinned.address_of(block)
+            if address is not None:
+                return self._upload_from_slot(block, address, batch.shape(), numpy_dtype,
+                                              batch.layout())
+        parts = [block] if block is not None else batch._sample_arrays()
         return self.upload(parts, batch.shape(), numpy_dtype, batch.layout())
+
+    def _upload_from_slot(self, block: np.ndarray, address: int,
+                          shapes: Sequence[tuple[int, ...]], dtype: np.dtype[Any],
+                          layout: str) -> TensorListGPU:
+        """One DMA from the registered slot to a fresh device allocation; the block (and the
+        slot's lease) is held until the copy's event completes."""
+        cp = cuda.cupy()
+        with self.gpu.activate() as stream:
+            flat = cp.empty(block.nbytes, dtype=np.uint8)
+            cp.cuda.runtime.memcpyAsync(flat.data.ptr, address, block.nbytes,
+                                        cuda.MEMCPY_HOST_TO_DEVICE, stream.ptr)
+            event = self.gpu.record()
+        self.pinned.hold(block, event)
+        return TensorListGPU._from_packed(flat, shapes, dtype, layout, event)
 
     def close(self) -> None:
         self.ring.drain()  # pinned memory goes back to CuPy's pool only once no DMA reads it
+        self.pinned.close()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
