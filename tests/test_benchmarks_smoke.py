@@ -113,3 +113,25 @@ def test_the_pytorch_iterators_get_a_table_of_their_own(
     # A tensor per batch cannot hold the varying workload: those cells say it was not run.
     varying = next(line for line in table.splitlines() if line.startswith("| varying |"))
     assert varying.count("not run") == len(chosen) - 1
+
+
+def test_the_gpu_scaling_command_measures_what_it_can_here() -> None:
+    """`python -m benchmarks --gpu`: a row per worker count; without CUDA the GPU columns
+    say why (on the lent GPU machine they hold figures)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--gpu", "--workers", "1,2", "--iterations", "2",
+         "--runs", "1", "--only", "dali_lite-cpu,dali_lite-gpu"],
+        cwd=ROOT, capture_output=True, text=True, timeout=240, check=False)
+    assert done.returncode == 0, done.stderr
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+            for line in done.stdout.splitlines() if line.startswith("| ") and "GB/s" not in line}
+    assert set(rows) == {"1", "2"}
+    for cpu, gpu in rows.values():
+        assert float(cpu) > 0
+        try:
+            assert float(gpu) > 0
+        except ValueError:
+            assert "CuPy" in gpu or "CUDA" in gpu or "cupy" in gpu
