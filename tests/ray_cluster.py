@@ -36,6 +36,21 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def processes_naming(directory: str) -> list[psutil.Process]:
+    """The live processes whose command line names `directory` (a Ray session's), and their
+    descendants."""
+    found: dict[int, psutil.Process] = {}
+    for proc in psutil.process_iter(["cmdline"]):
+        with contextlib.suppress(psutil.Error):
+            if directory in " ".join(proc.info["cmdline"] or ()):
+                if proc.status() == psutil.STATUS_ZOMBIE:
+                    continue
+                found[proc.pid] = proc
+                for child in proc.children(recursive=True):
+                    found[child.pid] = child
+    return list(found.values())
+
+
 class LocalRayCluster:
     """A one-node Ray cluster of `num_cpus` CPUs; `address` is what `ray.init` takes."""
 
@@ -61,14 +76,7 @@ class LocalRayCluster:
 
     def processes(self) -> list[psutil.Process]:
         """Every process of the cluster: those naming its directory, and their descendants."""
-        found: dict[int, psutil.Process] = {}
-        for proc in psutil.process_iter(["cmdline"]):
-            with contextlib.suppress(psutil.Error):
-                if self.temp_dir in " ".join(proc.info["cmdline"] or ()):
-                    found[proc.pid] = proc
-                    for child in proc.children(recursive=True):
-                        found[child.pid] = child
-        return list(found.values())
+        return processes_naming(self.temp_dir)
 
     def stop(self) -> list[int]:
         """Kill the cluster; the pids that were still alive after the timeout (none, ever)."""

@@ -6,16 +6,20 @@ every test checks or relies on the cleanup of its actors.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -34,7 +38,7 @@ import dali_lite as dali
 from dali_lite import fn
 
 pytest.importorskip("ray")
-from ray_cluster import RAY_ENV, wait_gone
+from ray_cluster import RAY_ENV, processes_naming, wait_gone
 
 from workers.ray_pool import RayPlacementError, RayWorkerLostError
 
@@ -268,3 +272,26 @@ def test_the_readme_example_runs_on_the_cluster_that_ray_address_names(ray_clust
     assert out.returncode == 0, out.stderr[-3000:]
     assert "4 batches of 8 from 2 workers (ray)" in out.stdout
     assert "first batch verified against the callback" in out.stdout
+
+
+def test_the_ray_example_starts_and_stops_a_local_instance() -> None:
+    """examples/ray_loading.py: the main example on a local Ray instance of its own; its
+    first batch checked against the callback, and nothing of that instance left running."""
+    temp_dir = tempfile.mkdtemp(prefix="dlray", dir="/tmp")  # Ray's socket paths stay short
+    env = {**os.environ, **RAY_ENV, "PYTHONPATH": str(ROOT)}
+    env.pop("RAY_ADDRESS", None)
+    try:
+        out = subprocess.run([sys.executable, str(ROOT / "examples" / "ray_loading.py"),
+                              "--workers", "2", "--batch-size", "8", "--iterations", "4",
+                              "--ray-temp-dir", temp_dir],
+                             capture_output=True, text=True, env=env, timeout=240)
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert "4 batches of 8 from 2 Ray actors on a local Ray instance" in out.stdout
+        assert "first batch verified against the callback" in out.stdout
+        left = wait_gone([p.pid for p in processes_naming(temp_dir)])
+        assert not left, f"processes of the example's Ray instance still run: {left}"
+    finally:
+        for proc in processes_naming(temp_dir):
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        shutil.rmtree(temp_dir, ignore_errors=True)
