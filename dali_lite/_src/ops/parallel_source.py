@@ -56,24 +56,20 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from dali_lite._src.errors import add_context
 from dali_lite._src.graph.nodes import IterationContext
-from dali_lite._src.ops.parallel_placement import (
-    DenseLayout,
-    dense_layout_of,
-    join_placed,
-    plan_placements,
-)
+from dali_lite._src.ops.parallel_placement import DenseLayout, dense_layout_of, plan_placements
+from dali_lite._src.ops.parallel_read import read_batch
 from dali_lite._src.ops.parallel_slots import Slot, SlotRing, SlotState, tasks_per_batch
+from dali_lite._src.ops.parallel_tasks import IterationCancelled, ScheduledBatch, Task
 from dali_lite._src.ops.sample_range import SampleRange
 from dali_lite._src.ops.source_callbacks import IteratorCall, PerSampleCall
 from dali_lite._src.types import BatchInfo
-from shm import codec
+from shm import ShmError
 from shm.placement import Placement
 from workers import (
     TaskDone,
@@ -85,49 +81,6 @@ if TYPE_CHECKING:
     from dali_lite._src.ops.parallel_group import ParallelSourceGroup
 
 _COLLECT_INTERVAL_S = 0.1
-
-
-class IterationCancelled(Exception):
-    """The iteration waiting for workers was discarded by reset() or shutdown."""
-
-
-@dataclass(slots=True, eq=False)
-class Task:
-    source: ParallelSource
-    batch: ScheduledBatch
-    position: int
-    worker: int
-    slot: Slot
-    first_sample: int
-    #: What the worker calls the callback with: kept so that a task lost, unstarted, with a
-    #: stuck worker can be sent again to its replacement.
-    args: Sequence[Any] = ()
-    #: Where its samples go in the batch's data slot, if the batch is placed (see below).
-    placement: Placement | None = None
-    result: TaskDone | TaskFailed | None = None
-    #: Never to run (dropped, unsent, with its stale batch): it will write nothing.
-    dropped: bool = False
-
-
-@dataclass(slots=True, eq=False)
-class ScheduledBatch:
-    iteration: int
-    epoch_idx: int
-    tasks: list[Task] = field(default_factory=list)
-    stale: bool = False
-    #: A placed batch's data slot (its first task's slot), which every task writes into.
-    data_slot: Slot | None = None
-    #: Whether the data slot went back (or was leased), so that it goes back once.
-    data_slot_done: bool = False
-
-    @property
-    def complete(self) -> bool:
-        return all(task.result is not None for task in self.tasks)
-
-    @property
-    def writers_done(self) -> bool:
-        """No task of this batch will write into shared memory any more."""
-        return all(task.result is not None or task.dropped for task in self.tasks)
 
 
 class ParallelSource:
@@ -226,35 +179,43 @@ class ParallelSource:
         if not must and not all(self.ring.has_free(g) for g, _ in ranges):
             return False  # no slot yet: scheduled later, when one is released
         batch = ScheduledBatch(iteration, self.epoch_idx)
+        try:
+            self._send_batch(batch, ranges, must, ctx)
+        except BaseException:
+            # Never to be read: the tasks already sent free their slots as they finish.
+            self._abandon(batch)
+            raise
+        self.scheduled[iteration] = batch
+        return True
+
+    def _send_batch(self, batch: ScheduledBatch, ranges: list[tuple[int, tuple[int, int]]],
+                    must: bool, ctx: IterationContext | None) -> None:
+        iteration = batch.iteration
         first = iteration * self.batch_size
-        if self.per_sample:
-            # Consecutive tasks go to consecutive workers; when every batch covers all of
-            # them, the start rotates so that uneven loads even out over iterations.
-            rotation = iteration * self.tasks_per_batch
-            if self.tasks_per_batch % self.num_workers == 0:
-                rotation += iteration
-            placements: list[Placement | None] = [None] * len(ranges)
-            for position, (group, (start, count)) in enumerate(ranges):
-                slot = self._take_slot(group, must, ctx)
-                if slot is None:
-                    raise RuntimeError("internal error: a slot checked free is not")
-                if position == 0 and len(ranges) > 1 and self.dense_layout is not None:
-                    placements = plan_placements(slot, self.dense_layout, self.batch_size,
-                                                 [r for _, r in ranges])
-                    batch.data_slot = slot
-                worker = (position + rotation) % self.num_workers
-                args = SampleRange(first + start, start, count, iteration, self.epoch_idx)
-                self._submit(batch, position, worker, args, slot, first + start,
-                             placements[position])
-        else:
+        if not self.per_sample:
             worker = (self.dedicated_worker if self.dedicated_worker is not None
                       else iteration % self.num_workers)
             slot = self._take_slot(0, must, ctx)
             if slot is None:
                 raise RuntimeError("internal error: a slot checked free is not")
             self._submit(batch, 0, worker, [BatchInfo(iteration, self.epoch_idx)], slot, first)
-        self.scheduled[iteration] = batch
-        return True
+            return
+        # Consecutive tasks go to consecutive workers; when every batch covers all of them,
+        # the start rotates so that uneven loads even out over iterations.
+        rotation = iteration * self.tasks_per_batch
+        if self.tasks_per_batch % self.num_workers == 0:
+            rotation += iteration
+        placements: list[Placement | None] = [None] * len(ranges)
+        for position, (group, (start, count)) in enumerate(ranges):
+            slot = self._take_slot(group, must, ctx)
+            if slot is None:
+                raise RuntimeError("internal error: a slot checked free is not")
+            if position == 0 and len(ranges) > 1 and self.dense_layout is not None:
+                placements = self._placements(slot, batch, [r for _, r in ranges])
+            worker = (position + rotation) % self.num_workers
+            args = SampleRange(first + start, start, count, iteration, self.epoch_idx)
+            self._submit(batch, position, worker, args, slot, first + start,
+                         placements[position])
 
     def _schedule_through(self, last_iteration: int, must_through: int = -1,
                           ctx: IterationContext | None = None) -> None:
@@ -264,17 +225,28 @@ class ParallelSource:
                 return
             self.next_iteration += 1
 
+    def _placements(self, data_slot: Slot, batch: ScheduledBatch,
+                    ranges: list[tuple[int, int]]) -> list[Placement | None]:
+        """The tasks' placements in `data_slot`, now the batch's data slot; none (each task
+        writes its own slot) if the slot cannot grow to hold the batch."""
+        assert self.dense_layout is not None
+        try:
+            placements = plan_placements(data_slot, self.dense_layout, self.batch_size, ranges)
+        except ShmError:
+            return [None] * len(ranges)  # the memory budget: copy this batch, as before
+        batch.data_slot = data_slot
+        return placements
+
     def _submit(self, batch: ScheduledBatch, position: int, worker: int, args: Sequence[Any],
                 slot: Slot, first_sample: int, placement: Placement | None = None) -> None:
         task = Task(self, batch, position, worker, slot, first_sample, args, placement)
         slot.worker = worker
+        batch.tasks.append(task)
         try:
             self._send(task)
         except BaseException:
-            task.dropped = True
-            self._release_task(task)
+            task.dropped = True  # the caller abandons the batch, which frees its slot
             raise
-        batch.tasks.append(task)
 
     def _send(self, task: Task) -> None:
         data_slot = task.batch.data_slot if task.placement is not None else None
@@ -288,8 +260,10 @@ class ParallelSource:
         """Free `task`'s slot, which its batch will not read. A placed batch's data slot
         (its first task's) waits until no task of the batch can write into it any more."""
         batch = task.batch
-        if task.slot is not batch.data_slot:
-            self._release(task.slot)
+        if not task.slot_released:
+            task.slot_released = True
+            if task.slot is not batch.data_slot:
+                self._release(task.slot)
         self._release_data_slot_if_unused(batch)
 
     def _release_data_slot_if_unused(self, batch: ScheduledBatch) -> None:
@@ -384,40 +358,7 @@ class ParallelSource:
         return slot.segment.lease(nbytes, on_release=lambda s=slot: self._release_and_refill(s))
 
     def _read(self, batch: ScheduledBatch) -> list[list[np.ndarray]]:
-        outputs: list[list[np.ndarray]] = []
-        data = None
-        if batch.data_slot is not None:
-            batch.data_slot_done = True
-            data = self._lease(batch.data_slot, batch.data_slot.segment.capacity)
-        for task in batch.tasks:
-            result = task.result
-            if not isinstance(result, TaskDone):
-                raise TypeError("internal error: reading a task that did not succeed")
-            layout = result.layout
-            if task.slot is batch.data_slot:
-                own = data
-            elif layout.placed:
-                own = None  # only the metadata is there: read it, and let the slot go
-            else:
-                own = self._lease(task.slot, layout.used_nbytes)
-            if layout.placed:
-                meta_source = task.slot.segment.array() if own is None else own
-                meta = meta_source[layout.meta_offset:
-                                   layout.meta_offset + layout.meta_nbytes].tobytes()
-                del meta_source
-                if own is None:
-                    self._release(task.slot)
-                runs = codec.read_placed_runs(data, meta)  # type: ignore[arg-type]
-            else:
-                runs = codec.read_runs(own, layout.meta_offset, layout.meta_nbytes)
-            del own
-            if not outputs:
-                outputs = [[] for _ in runs]
-            for out, blocks in zip(outputs, runs):
-                out.extend(blocks)
-        if data is not None:
-            outputs = join_placed(data, outputs)
-        del data
+        outputs = read_batch(batch, self._lease, self._release)
         if self.tasks_per_batch > 1:
             self.dense_layout = dense_layout_of(outputs, self.batch_size)
         return outputs
@@ -426,7 +367,7 @@ class ParallelSource:
         """Free the slots of a batch that will not be read (now, or when its tasks finish)."""
         batch.stale = True
         for task in batch.tasks:
-            if isinstance(task.result, TaskDone):
+            if isinstance(task.result, TaskDone) or task.dropped:
                 self._release_task(task)
         self._release_data_slot_if_unused(batch)
 

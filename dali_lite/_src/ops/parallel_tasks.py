@@ -1,0 +1,68 @@
+"""What a parallel source keeps of the work it sent: its `Task`s and each `ScheduledBatch`.
+
+A batch is one task (a per-batch callable, an iterator, a per-sample batch that one worker
+writes) or several (a per-sample batch split over the workers). A task is given a slot and,
+when its batch is placed (`parallel_placement`), a `Placement` in the batch's data slot.
+The flags here are what `parallel_source` needs to give every slot back exactly once, and a
+data slot only when no task of its batch can still write into it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from dali_lite._src.ops.parallel_slots import Slot
+from shm.placement import Placement
+from workers import TaskDone, TaskFailed
+
+if TYPE_CHECKING:
+    from dali_lite._src.ops.parallel_source import ParallelSource
+
+__all__ = ["IterationCancelled", "ScheduledBatch", "Task"]
+
+
+class IterationCancelled(Exception):
+    """The iteration waiting for workers was discarded by reset() or shutdown."""
+
+
+@dataclass(slots=True, eq=False)
+class Task:
+    source: ParallelSource
+    batch: ScheduledBatch
+    position: int
+    worker: int
+    slot: Slot
+    first_sample: int
+    #: What the worker calls the callback with: kept so that a task lost, unstarted, with a
+    #: stuck worker can be sent again to its replacement.
+    args: Sequence[Any] = ()
+    #: Where its samples go in the batch's data slot, if the batch is placed.
+    placement: Placement | None = None
+    result: TaskDone | TaskFailed | None = None
+    #: Never to run (dropped, unsent, with its stale batch): it will write nothing.
+    dropped: bool = False
+    #: Its slot went back to the free list (it goes back once).
+    slot_released: bool = False
+
+
+@dataclass(slots=True, eq=False)
+class ScheduledBatch:
+    iteration: int
+    epoch_idx: int
+    tasks: list[Task] = field(default_factory=list)
+    stale: bool = False
+    #: A placed batch's data slot (its first task's slot), which every task writes into.
+    data_slot: Slot | None = None
+    #: Whether the data slot went back (or was leased), so that it goes back once.
+    data_slot_done: bool = False
+
+    @property
+    def complete(self) -> bool:
+        return all(task.result is not None for task in self.tasks)
+
+    @property
+    def writers_done(self) -> bool:
+        """No task of this batch will write into shared memory any more."""
+        return all(task.result is not None or task.dropped for task in self.tasks)
