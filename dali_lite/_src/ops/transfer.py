@@ -37,7 +37,6 @@ import numpy as np
 from dali_lite._src import cuda
 from dali_lite._src.data.tensors_gpu import TensorListGPU
 from dali_lite._src.graph.nodes import DataNode, IterationContext, Operator, register_transfer
-from dali_lite._src.ops.pinned_slots import PinnedSlots
 from dali_lite._src.types import DALIDataType, to_numpy_dtype
 
 if TYPE_CHECKING:
@@ -186,6 +185,9 @@ class Uploader:
         )
         self.workers = max(1, min(_MAX_STAGING_THREADS, options.resolved_num_threads))
         self._pool: ThreadPoolExecutor | None = None
+        # Here, not at the top: `import dali_lite` must not import shm (pinned_slots does).
+        from dali_lite._src.ops.pinned_slots import PinnedSlots
+
         self.pinned = PinnedSlots(self.gpu)
 
     def _allocate(self, nbytes: int) -> PinnedBuffer:
