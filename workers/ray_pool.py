@@ -61,6 +61,8 @@ INSTALL_HINT = ("py_start_method='ray' needs Ray, which is not installed: "
 _WAIT_SLICE_S = 0.5
 #: How many times one task may be run again after losing its actor before the pool gives up.
 _MAX_REPLAYS = 3
+#: Seconds between attempts to start a replacement actor that died before it was ready.
+_REPLACEMENT_RETRY_S = 1.0
 _DEFAULT_ACTOR_OPTIONS: Mapping[str, Any] = {"num_cpus": 1}
 #: How long ``start`` waits for the cluster to place and start every actor, unless the
 #: pool is given ``start_timeout_s`` or the environment sets it.
@@ -375,12 +377,32 @@ class RayWorkerPool(PoolBase):
             self._broken = RayWorkerLostError(worker, actor.pid, f"{reason} ({cause})",
                                               tuple(t.task_id for t in lost))
             raise self._broken
-        _kill_actors([actor.handle])
-        self._actors[worker] = _ActorState(self._new_actor(worker))
-        self._wait_ready([worker])
+        self._replace_actor(worker, lost)
         for task in lost:
             task.replays += 1
             self._dispatch(task)
+
+    def _replace_actor(self, worker: int, lost: list[_Task]) -> None:
+        """Start a new actor for ``worker``. Ray may place it on the very node that was just
+        lost, before the cluster has noticed (a missed heartbeat takes seconds): it then dies
+        before it is ready. Try again, once a second, until ``start_timeout_s`` has passed."""
+        import ray
+
+        deadline = time.monotonic() + self._start_timeout_s
+        while True:
+            _kill_actors([self._actors[worker].handle])
+            self._actors[worker] = _ActorState(self._new_actor(worker))
+            try:
+                self._wait_ready([worker])
+                return
+            except ray.exceptions.RayActorError as exc:
+                if time.monotonic() + _REPLACEMENT_RETRY_S > deadline:
+                    self._broken = RayWorkerLostError(
+                        worker, None, f"no replacement could be started within "
+                        f"{self._start_timeout_s:g} s ({exc})",
+                        tuple(t.task_id for t in lost))
+                    raise self._broken from exc
+                time.sleep(_REPLACEMENT_RETRY_S)
 
     def _check_deadlines(self) -> None:
         now = time.monotonic()

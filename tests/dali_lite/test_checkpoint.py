@@ -558,7 +558,11 @@ def test_a_checkpointing_pipeline_is_still_collected_when_dropped() -> None:
     assert workers
     reference = weakref.ref(pipe)
     del pipe
-    gc.collect()
+    # An iteration computed ahead holds the pipeline (the executor's thread calls it) until
+    # that iteration is done; on a loaded machine that can take a moment.
+    deadline = time.monotonic() + 10
+    while gc.collect() is not None and reference() is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert reference() is None
     # Wait for the workers here, with room for a loaded machine, rather than in the fixture.
     _, alive = psutil.wait_procs(workers, timeout=30)
