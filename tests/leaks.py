@@ -82,6 +82,15 @@ def kill_tree(processes: list[psutil.Process]) -> None:
     psutil.wait_procs(everyone, timeout=5)
 
 
+def is_live(process: psutil.Process) -> bool:
+    """Whether ``process`` still runs (a zombie does not): False once it is gone, even when it
+    ends while it is being looked at (psutil then raises NoSuchProcess)."""
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 def session_members(leader_pid: int) -> list[psutil.Process]:
     """The live processes (zombies left out) of the session ``leader_pid`` started, this one
     excepted. A process may end between the listing and the look at it: os.getsid then raises
@@ -90,7 +99,7 @@ def session_members(leader_pid: int) -> list[psutil.Process]:
     for process in psutil.process_iter():
         with contextlib.suppress(OSError, psutil.Error):
             if (os.getsid(process.pid) == leader_pid and process.pid != os.getpid()
-                    and process.status() != psutil.STATUS_ZOMBIE):
+                    and is_live(process)):
                 members.append(process)
     return members
 

@@ -19,6 +19,7 @@ import tempfile
 import time
 
 import psutil
+from leaks import is_live
 
 LOOPBACK = "127.0.0.1"
 #: The environment of the cluster and of the drivers that connect to it. The last entry is
@@ -43,7 +44,7 @@ def processes_naming(directory: str) -> list[psutil.Process]:
     for proc in psutil.process_iter(["cmdline"]):
         with contextlib.suppress(psutil.Error):
             if directory in " ".join(proc.info["cmdline"] or ()):
-                if proc.status() == psutil.STATUS_ZOMBIE:
+                if not is_live(proc):
                     continue
                 found[proc.pid] = proc
                 for child in proc.children(recursive=True):
@@ -86,15 +87,21 @@ class LocalRayCluster:
                 proc.kill()
         _, alive = psutil.wait_procs(procs, timeout=_STOP_TIMEOUT_S)
         shutil.rmtree(self.temp_dir, ignore_errors=True)
-        return [proc.pid for proc in alive if proc.status() != psutil.STATUS_ZOMBIE]
+        return [proc.pid for proc in alive if is_live(proc)]
+
+
+def _pid_is_live(pid: int) -> bool:
+    try:
+        return is_live(psutil.Process(pid))
+    except psutil.Error:
+        return False
 
 
 def wait_gone(pids: list[int], timeout_s: float = 15.0) -> list[int]:
     """The pids still running after up to `timeout_s`."""
     deadline = time.monotonic() + timeout_s
     while True:
-        alive = [pid for pid in pids if psutil.pid_exists(pid)
-                 and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+        alive = [pid for pid in pids if _pid_is_live(pid)]
         if not alive or time.monotonic() > deadline:
             return alive
         time.sleep(0.1)

@@ -233,12 +233,13 @@ def _workers_gone(within_s):
     from multiprocessing import resource_tracker
 
     import psutil
+    from leaks import is_live
 
     tracker = getattr(resource_tracker._resource_tracker, "_pid", None)
     deadline = time.monotonic() + within_s
     while True:
         alive = [c for c in psutil.Process().children(recursive=True)
-                 if c.pid != tracker and c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+                 if c.pid != tracker and is_live(c)]
         if not alive or time.monotonic() >= deadline:
             return not alive
         time.sleep(0.05)

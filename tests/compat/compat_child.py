@@ -53,13 +53,13 @@ def _helper_pids() -> set[int]:
 
 def _leftover_children() -> list[str]:
     import psutil
+    from leaks import is_live
 
     deadline = time.monotonic() + _LEFTOVER_GRACE_S
     while True:
         helpers = _helper_pids()
         children = [c for c in psutil.Process().children(recursive=True)
-                    if c.pid not in helpers and c.is_running()
-                    and c.status() != psutil.STATUS_ZOMBIE]
+                    if c.pid not in helpers and is_live(c)]
         if not children or time.monotonic() >= deadline:
             return [f"{c.pid}" for c in children]
         gc.collect()
@@ -82,6 +82,7 @@ def _leftover_shared_memory(before: set[str]) -> list[str]:
 
 def main() -> int:
     root, name, params_json, out_path = sys.argv[1:5]
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/: leaks
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from compat_record import CaseContext
     from compat_registry import find

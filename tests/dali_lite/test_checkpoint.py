@@ -34,6 +34,7 @@ from checkpoint_sources import (
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from leaks import is_live
 
 import dali_lite as dali
 from dali_lite import fn
@@ -566,4 +567,4 @@ def test_a_checkpointing_pipeline_is_still_collected_when_dropped() -> None:
     assert reference() is None
     # Wait for the workers here, with room for a loaded machine, rather than in the fixture.
     _, alive = psutil.wait_procs(workers, timeout=30)
-    assert not [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
+    assert not [p for p in alive if is_live(p)]

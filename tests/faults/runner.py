@@ -25,6 +25,9 @@ from typing import Any
 import psutil
 from scenarios import DEATHS_ENV, Fault, Iterator, PerBatch, PerSample
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/
+from leaks import is_live
+
 import dali_lite as dali
 from dali_lite import fn, types
 
@@ -72,7 +75,7 @@ def leftovers(helpers: set[int]) -> list[int]:
     deadline = time.monotonic() + _CHILD_EXIT_S
     while True:
         alive = [c.pid for c in psutil.Process().children(recursive=True)
-                 if c.pid not in helpers and c.status() != psutil.STATUS_ZOMBIE]
+                 if c.pid not in helpers and is_live(c)]
         if not alive or time.monotonic() > deadline:
             return alive
         time.sleep(0.02)
