@@ -61,8 +61,8 @@ MAGIC = b"DLSM"
 VERSION = 2
 #: Largest number of dimensions an array in a slot may have (NumPy 1.x's limit).
 MAX_NDIM = 32
-_OUTPUT_ALIGNMENT_BYTES = 64
-_META_ALIGNMENT_BYTES = 8
+OUTPUT_ALIGNMENT_BYTES = 64
+META_ALIGNMENT_BYTES = 8
 _GROW_GRANULARITY_BYTES = 4096
 
 _HEADER = struct.Struct("<4sHI")
@@ -81,7 +81,7 @@ for _dt in SUPPORTED_DTYPES:
     _READABLE[_dt.str] = _dt
     _READABLE[_dt.newbyteorder("<").str] = _dt.newbyteorder("<")
 _SUPPORTED_SET = frozenset(SUPPORTED_DTYPES)
-_NDARRAY_ONLY = {np.ndarray}
+NDARRAY_ONLY = {np.ndarray}
 _SHAPE_OF = operator.attrgetter("shape")
 _DTYPE_OF = operator.attrgetter("dtype")
 
@@ -152,7 +152,7 @@ def _single_run(samples: Sequence[Any], o: int, position: int) -> Run | None:
     The common case (a batch of like samples) checked with set operations over the whole
     list, at C speed, instead of sample by sample; None sends the caller the slow way.
     """
-    if not samples or set(map(type, samples)) != _NDARRAY_ONLY:
+    if not samples or set(map(type, samples)) != NDARRAY_ONLY:
         return None
     shapes = set(map(_SHAPE_OF, samples))
     dtypes = set(map(_DTYPE_OF, samples))
@@ -162,7 +162,7 @@ def _single_run(samples: Sequence[Any], o: int, position: int) -> Run | None:
     if first.ndim > MAX_NDIM or first.size == 0:
         return None  # the slow path raises or gives empty samples their own runs
     dtype = storage_dtype(first, o, 0)
-    return Run(_align(position, _OUTPUT_ALIGNMENT_BYTES), first.size * dtype.itemsize, dtype,
+    return Run(_align(position, OUTPUT_ALIGNMENT_BYTES), first.size * dtype.itemsize, dtype,
                 first.shape, list(samples))
 
 
@@ -194,7 +194,7 @@ def _plan(outputs: Sequence[Sequence[Any]], base: int = 0) -> _Plan:
                 run.arrays.append(array)  # e.g. the same dtype in another byte order
                 position += run.nbytes
                 continue
-            alignment = _OUTPUT_ALIGNMENT_BYTES if s == 0 else dtype.itemsize
+            alignment = OUTPUT_ALIGNMENT_BYTES if s == 0 else dtype.itemsize
             position = _align(position, alignment)
             run = Run(position, array.size * dtype.itemsize, dtype, array.shape, [array])
             out_runs.append(run)
@@ -204,7 +204,15 @@ def _plan(outputs: Sequence[Sequence[Any]], base: int = 0) -> _Plan:
                 # data it covers, which empty samples would not.
                 run = None
         runs.append(out_runs)
-    return _Plan(runs, encode_meta(runs), _align(position, _META_ALIGNMENT_BYTES))
+    return _Plan(runs, encode_meta(runs), _align(position, META_ALIGNMENT_BYTES))
+
+
+def single_run_meta_nbytes(outputs: Sequence[tuple[str, tuple[int, ...]]]) -> int:
+    """Bytes of the metadata of a result whose every output is one run of samples of the
+    given ``dtype.str`` and shape (what :func:`encode_meta` writes for it)."""
+    return _HEADER.size + sum(
+        _COUNT.size + _RUN_HEAD.size + 2 * _U8.size + len(code) + _U64.size * len(shape)
+        for code, shape in outputs)
 
 
 def encode_meta(runs: Sequence[Sequence[Run]]) -> bytes:

@@ -25,13 +25,10 @@ from typing import Any
 import numpy as np
 
 from shm import codec
-from shm.codec import Run, SlotLayout, encode_meta, storage_dtype, write
+from shm.codec import NDARRAY_ONLY, Run, SlotLayout, encode_meta, storage_dtype, write
 from shm.segment import SharedSegment
 
 __all__ = ["Placement", "write_placed", "write_result"]
-
-_NDARRAY_ONLY = {np.ndarray}
-
 
 @dataclass(frozen=True, slots=True)
 class Placement:
@@ -53,7 +50,7 @@ def _matching_run(samples: Sequence[Any], expected: tuple[str, tuple[int, ...]],
                   offset: int, output: int) -> Run | None:
     """``samples`` as one run at ``offset`` if they are arrays of the expected dtype and
     shape (checked with set operations over the whole list, as the codec does)."""
-    if not samples or set(map(type, samples)) != _NDARRAY_ONLY:
+    if not samples or set(map(type, samples)) != NDARRAY_ONLY:
         return None
     first = samples[0]
     if len({a.shape for a in samples}) != 1 or len({a.dtype for a in samples}) != 1:

@@ -132,3 +132,16 @@ def test_placed_metadata_is_checked_against_the_data_segment() -> None:
     finally:
         data.close()
         own.close()
+
+
+@settings(max_examples=40, deadline=None)
+@given(layout=st.lists(st.tuples(st.sampled_from(_DTYPES),
+                                 st.lists(st.integers(1, 4), max_size=4).map(tuple)),
+                       min_size=1, max_size=4),
+       count=st.integers(1, 5))
+def test_the_metadata_size_a_placement_reserves_is_what_is_written(layout: list,
+                                                                    count: int) -> None:
+    runs = [[codec.Run(0, int(np.prod(shape)) * dtype.itemsize, dtype.newbyteorder("="), shape,
+                       _samples(dtype, shape, 0, count))] for dtype, shape in layout]
+    expected = [(dtype.newbyteorder("=").str, shape) for dtype, shape in layout]
+    assert codec.single_run_meta_nbytes(expected) == len(codec.encode_meta(runs))

@@ -29,18 +29,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from dali_lite._src.ops.parallel_slots import SLOT_ALIGNMENT_BYTES, Slot, align_up
+from shm.codec import META_ALIGNMENT_BYTES, OUTPUT_ALIGNMENT_BYTES, single_run_meta_nbytes
 from shm.placement import Placement
 
 #: Per output: (dtype.str, sample shape, bytes per sample).
 DenseLayout = tuple[tuple[str, tuple[int, ...], int], ...]
-
-_OUTPUT_ALIGNMENT_BYTES = 64  # as the codec aligns an output's first sample
-_META_ALIGNMENT_BYTES = 8
-# The codec's metadata: a 10-byte header, 4 bytes per output, and per run 24 bytes of
-# offset/nbytes/count, the dtype string with its length byte, ndim and 8 bytes per dim.
-_META_HEADER_BYTES = 10
-_META_PER_OUTPUT_BYTES = 4
-_META_PER_RUN_BYTES = 24 + 1 + 1
 
 
 def dense_layout_of(outputs: Sequence[Sequence[np.ndarray]],
@@ -66,10 +59,8 @@ def dense_layout_of(outputs: Sequence[Sequence[np.ndarray]],
 
 
 def _meta_capacity(layout: DenseLayout) -> int:
-    nbytes = _META_HEADER_BYTES + sum(
-        _META_PER_OUTPUT_BYTES + _META_PER_RUN_BYTES + len(dtype_str) + 8 * len(shape)
-        for dtype_str, shape, _ in layout)
-    return align_up(nbytes, _OUTPUT_ALIGNMENT_BYTES)
+    nbytes = single_run_meta_nbytes([(dtype_str, shape) for dtype_str, shape, _ in layout])
+    return align_up(nbytes, OUTPUT_ALIGNMENT_BYTES)
 
 
 def plan_placements(data_slot: Slot, layout: DenseLayout, batch_size: int,
@@ -80,12 +71,12 @@ def plan_placements(data_slot: Slot, layout: DenseLayout, batch_size: int,
     starts = []
     position = 0
     for _, _, nbytes in layout:
-        position = align_up(position, _OUTPUT_ALIGNMENT_BYTES)
+        position = align_up(position, OUTPUT_ALIGNMENT_BYTES)
         starts.append(position)
         position += nbytes * batch_size
     meta_capacity = _meta_capacity(layout)
-    first_meta = align_up(position, _META_ALIGNMENT_BYTES)
-    first_fallback = align_up(first_meta + meta_capacity, _OUTPUT_ALIGNMENT_BYTES)
+    first_meta = align_up(position, META_ALIGNMENT_BYTES)
+    first_fallback = align_up(first_meta + meta_capacity, OUTPUT_ALIGNMENT_BYTES)
     # The pages are reserved by the writers (shm.SharedSegment.prepare_write), as for any
     # slot; growing here only sizes the file while no task can be writing it.
     data_slot.segment.grow(align_up(first_fallback, SLOT_ALIGNMENT_BYTES), reserve=False)
