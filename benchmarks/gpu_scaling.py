@@ -13,6 +13,9 @@ its workers before CUDA starts, and one loader's memory does not weigh on the ne
   torch-gpu       PyTorch's DataLoader over the same function, ``pin_memory=True``, each batch
                   ``.cuda(non_blocking=True)`` and the stream synchronized
   pinned          the ceiling: ``cudaMemcpyAsync`` of one batch from pinned host memory (run once)
+  ceiling         what the workers' own work can produce: as many forked processes, each calling
+                  the same function and copying each image into a warm shared-memory buffer
+                  (what a worker does per sample, with no loader around it), free-running
 
 Sources and pipelines use ``prefetch_queue_depth=2``, the DataLoader ``prefetch_factor=2`` and
 persistent workers, all start their workers with fork. Printed: the median GB/s of ``--runs``
@@ -40,7 +43,7 @@ from benchmarks.workloads import LARGE_SHAPE, PerSample, SampleDataset, large_fr
 __all__ = ["LOADERS", "main", "measure"]
 
 ROOT = Path(__file__).resolve().parent.parent
-LOADERS = ("dali_lite-gpu", "dali_lite-cpu", "torch-gpu", "pinned")
+LOADERS = ("dali_lite-gpu", "dali_lite-cpu", "torch-gpu", "ceiling", "pinned")
 BATCH_SIZE = 16
 BATCH_BYTES = BATCH_SIZE * int(np.prod(LARGE_SHAPE))
 _PREFETCH = 2
@@ -116,8 +119,64 @@ def _pinned_batches() -> tuple[Any, Any]:
     return next_batch, lambda: None
 
 
+def _ceiling_worker(conn: Any, first_index: int) -> None:
+    """Make fresh images and copy each into a warm shared slot, `count` at a time."""
+    import mmap
+
+    sample_bytes = BATCH_BYTES // BATCH_SIZE
+    slot = mmap.mmap(-1, 2 * sample_bytes)  # anonymous and shared, as a worker's slot is
+    views = np.frombuffer(slot, np.uint8).reshape(2, *LARGE_SHAPE)
+    views[:] = 0  # its pages already faulted in, as a reused slot's are
+    index = first_index
+    while count := conn.recv():
+        for _ in range(count):
+            views[index % 2] = large_fresh_sample(index)
+            index += 1
+        conn.send(count)
+    del views
+    slot.close()
+
+
+def _ceiling_rates(workers: int, iterations: int, runs: int) -> list[float]:
+    """Bytes/s of `workers` processes doing only the per-sample work, `iterations` batches'
+    worth per run (after one such run to warm up)."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    per_worker = -(-iterations * BATCH_SIZE // workers)
+    pipes, processes = [], []
+    for index in range(workers):
+        parent, child = ctx.Pipe()
+        process = ctx.Process(target=_ceiling_worker, args=(child, index * 1_000_000),
+                              daemon=True)
+        process.start()
+        pipes.append(parent)
+        processes.append(process)
+    try:
+        rates = []
+        for run in range(runs + 1):
+            started = time.perf_counter()
+            for pipe in pipes:
+                pipe.send(per_worker)
+            for pipe in pipes:
+                pipe.recv()
+            if run:  # the first run warms up
+                made = per_worker * workers * BATCH_BYTES // BATCH_SIZE
+                rates.append(made / (time.perf_counter() - started))
+        return rates
+    finally:
+        for pipe in pipes:
+            pipe.send(0)
+        for process in processes:
+            process.join(10)
+            if process.is_alive():
+                process.kill()
+
+
 def measure(loader: str, workers: int, iterations: int, runs: int) -> list[float]:
     """Bytes/s of each run of `iterations` batches, after a warm-up."""
+    if loader == "ceiling":
+        return _ceiling_rates(workers, iterations, runs)
     total = _WARMUP_BATCHES + iterations * runs
     if loader == "pinned":
         next_batch, close = _pinned_batches()
@@ -149,7 +208,7 @@ def _missing(loader: str) -> str | None:
     for module in needs.get(loader, ()):
         if importlib.util.find_spec(module) is None:
             return f"{module} is not installed"
-    if loader == "dali_lite-cpu":
+    if loader in ("dali_lite-cpu", "ceiling"):
         return None
     if loader == "torch-gpu":
         import torch
@@ -188,6 +247,8 @@ def _table(results: dict[tuple[str, int], dict[str, Any]], loaders: Sequence[str
     header = ["workers", *(f"{name} GB/s" for name in shown)]
     if "dali_lite-gpu" in shown and "torch-gpu" in shown:
         header.append("dali_lite-gpu / torch-gpu")
+    if "dali_lite-cpu" in shown and "ceiling" in shown:
+        header.append("dali_lite-cpu / ceiling")
     if pinned:
         header.append("dali_lite-gpu / pinned")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -200,6 +261,9 @@ def _table(results: dict[tuple[str, int], dict[str, Any]], loaders: Sequence[str
         gpu, torch_gpu = median("dali_lite-gpu", count), median("torch-gpu", count)
         if "dali_lite-gpu / torch-gpu" in header:
             row.append(f"{gpu / torch_gpu:.2f}" if gpu and torch_gpu else "-")
+        if "dali_lite-cpu / ceiling" in header:
+            cpu, ceiling = median("dali_lite-cpu", count), median("ceiling", count)
+            row.append(f"{cpu / ceiling:.2f}" if cpu and ceiling else "-")
         if pinned:
             row.append(f"{gpu / pinned:.2f}" if gpu else "-")
         lines.append("| " + " | ".join(row) + " |")

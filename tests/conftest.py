@@ -131,6 +131,10 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if runner is None or not runner.wants(item):
         return None
     runner.run(item)
+    # pytest tears a module's fixtures and collectors down in the protocol this hook replaces:
+    # when an earlier test of this module ran here (one its marks skip), its module would stay
+    # set up and the next module's first test would fail its setup.
+    item.session._setupstate.teardown_exact(nextitem)
     return True
 
 

@@ -42,18 +42,18 @@ def test_cpu_stage_of_the_next_iteration_overlaps_the_gpu_stage(
 
     device_syncs: list[str] = []
     real_runtime_sync = cp.cuda.runtime.deviceSynchronize
-    real_device_sync = cp.cuda.Device.synchronize
 
     def runtime_sync() -> None:
         device_syncs.append("cupy.cuda.runtime.deviceSynchronize")
         real_runtime_sync()
 
-    def device_sync(self: Any) -> None:
-        device_syncs.append("cupy.cuda.Device.synchronize")
-        real_device_sync(self)
+    class RecordingDevice(cp.cuda.Device):  # CuPy 14's Device type cannot be patched in place
+        def synchronize(self) -> None:
+            device_syncs.append("cupy.cuda.Device.synchronize")
+            super().synchronize()
 
     monkeypatch.setattr(cp.cuda.runtime, "deviceSynchronize", runtime_sync)
-    monkeypatch.setattr(cp.cuda.Device, "synchronize", device_sync)
+    monkeypatch.setattr(cp.cuda, "Device", RecordingDevice)
 
     kernel = cp.RawKernel(_SPIN_SOURCE, "spin")
     clock_khz = cp.cuda.runtime.getDeviceProperties(0)["clockRate"]

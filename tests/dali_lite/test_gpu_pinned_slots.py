@@ -29,8 +29,10 @@ class Rows:
 
 
 def _pipe(workers: int, depth: int, batch_size: int = 8) -> Pipeline:
+    # spawn: the tests of this module share one process, and after the first one CUDA is
+    # initialised in it, so forking workers is refused (rightly).
     pipe = Pipeline(batch_size=batch_size, num_threads=2, device_id=0, py_num_workers=workers,
-                    py_start_method="fork", prefetch_queue_depth=2)
+                    py_start_method="spawn", prefetch_queue_depth=2)
     with pipe:
         pipe.set_outputs(fn.external_source(Rows(), parallel=True, batch=False,
                                             prefetch_queue_depth=depth).gpu())

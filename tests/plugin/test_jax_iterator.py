@@ -111,8 +111,11 @@ def _iterator_def(**decorator_kwargs):
 
 
 def test_data_iterator_runs_on_jax_cpu_without_device_id() -> None:
+    """The pipeline goes where JAX runs: no CUDA needed for a CPU JAX, the GPU's id (DALI's
+    default, 0) where JAX's first device is a GPU."""
     it = _iterator_def(size=6)(batch_size=2)
-    assert all(p.device_id is None for p in it._pipes)
+    expected = None if jax.devices()[0].platform == "cpu" else 0
+    assert all(p.device_id == expected for p in it._pipes)
     assert [values(s) for s in it] == [[1, 2], [3, 4], [5, 6]]
 
 
@@ -129,6 +132,47 @@ def test_data_iterator_with_sharding_builds_a_global_array() -> None:
     step = next(it)
     assert step["x"].shape == (2 * len(jax.devices()), 1)
     assert step["x"].sharding == sharding
+
+
+_TWO_HOST_DEVICES = """
+import numpy as np, jax
+from dali_lite import fn
+from dali_lite.plugin.jax import data_iterator
+
+@data_iterator(output_map=["x"], size=8,
+               sharding=jax.sharding.NamedSharding(
+                   jax.sharding.Mesh(np.array(jax.devices()), ("batch",)),
+                   jax.sharding.PartitionSpec("batch")))
+def iterator_def(shard_id=0, num_shards=1):
+    return fn.external_source(lambda i: np.array([100 * shard_id + i.idx_in_epoch], np.int32),
+                              batch=False)
+
+it = iterator_def(batch_size=4)
+assert len(jax.devices()) == 2, jax.devices()
+for step in it:
+    x = step["x"]
+    rows = {s.device.id: np.asarray(s.data).ravel().tolist() for s in x.addressable_shards}
+    print(sorted(rows.items()), np.asarray(x).ravel().tolist())
+"""
+
+
+def test_sharding_over_several_cpu_devices_puts_each_pipeline_on_its_device() -> None:
+    """Each pipeline's CPU batch goes to the device holding its rows of the global array
+    (JAX with two host devices, in a process of its own: XLA reads the flag at start)."""
+    import os
+    import sys
+
+    from leaks import run_in_session
+
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+           "JAX_PLATFORMS": "cpu"}
+    done = run_in_session([sys.executable, "-c", _TWO_HOST_DEVICES], timeout=120,
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == [
+        "[(0, [0, 1]), (1, [100, 101])] [0, 1, 100, 101]",
+        "[(0, [2, 3]), (1, [102, 103])] [2, 3, 102, 103]",
+    ]
 
 
 def test_data_iterator_restores_its_checkpoints() -> None:
@@ -158,9 +202,9 @@ def test_data_iterator_refuses_sharding_with_devices() -> None:
 def _jax_gpu_reason() -> str | None:
     if not any(d.platform == "gpu" for d in jax.devices()):
         return "needs JAX with a CUDA device (this JAX runs on the CPU)"
-    from dali_lite import cuda
+    from dali_lite._src.cuda import gpu_unavailable_reason
 
-    return cuda.gpu_unavailable_reason()
+    return gpu_unavailable_reason()
 
 
 @pytest.mark.skipif(_jax_gpu_reason() is not None, reason=str(_jax_gpu_reason()))

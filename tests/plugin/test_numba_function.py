@@ -465,7 +465,7 @@ def test_gpu_kernel_per_sample_on_the_pipeline_stream() -> None:
         pipe.build()
         for _ in range(3):
             result, ragged_result = pipe.run()
-            assert result.layout() == "W"
+            assert result.layout() == ""  # DALI 2.4's numba_function sets none (compat.md)
             np.testing.assert_array_equal(result.as_cpu().as_array(), data + 1)
             host = ragged_result.as_cpu()
             for i, sample in enumerate(ragged):

@@ -327,9 +327,9 @@ def test_pytorch_training_example_stops_abruptly_and_resumes(tmp_path: Path) -> 
 def _gpu_reason() -> str | None:
     if not torch.cuda.is_available():
         return "needs a CUDA device visible to PyTorch"
-    from dali_lite import cuda
+    from dali_lite._src.cuda import gpu_unavailable_reason
 
-    return cuda.gpu_unavailable_reason()
+    return gpu_unavailable_reason()
 
 
 @pytest.mark.skipif(_gpu_reason() is not None, reason=str(_gpu_reason()))

@@ -59,6 +59,21 @@ def _device_of(array: jax.Array) -> Any:
     return next(iter(devices))
 
 
+def _placed_for(sharding: Sharding, shape: tuple[int, ...],
+                shards: Sequence[jax.Array]) -> list[jax.Array]:
+    """The shards, each on its own device of `sharding`: GPU batches already are (each on its
+    pipeline's device); CPU batches (all on JAX's first CPU device) are copied to the device
+    that holds their rows of the global array, pipeline i's rows being the i-th block."""
+    current = [_device_of(shard) for shard in shards]
+    if len(set(current)) == len(current) and set(current) <= sharding.device_set:
+        return list(shards)
+    by_first_row = sorted(sharding.addressable_devices_indices_map(shape).items(),
+                          key=lambda item: (item[1][0].start or 0) if item[1] else 0)
+    targets = [device for device, _ in by_first_row]
+    return [shard if device == target else jax.device_put(shard, target)
+            for shard, device, target in zip(shards, current, targets)]
+
+
 class DALIGenericIterator(_DaliBaseIterator):
     """General DALI iterator for JAX. It can return any number of outputs from the DALI
     pipeline in the form of JAX Arrays.
@@ -132,7 +147,8 @@ class DALIGenericIterator(_DaliBaseIterator):
         else:
             devices = len(sharding.device_set)  # type: ignore[union-attr]
         shape = (devices * shards[0].shape[0], *shards[0].shape[1:])
-        return jax.make_array_from_single_device_arrays(shape, sharding, list(shards))
+        return jax.make_array_from_single_device_arrays(
+            shape, sharding, _placed_for(sharding, shape, shards))
 
     def _with_devices(self, shards: Sequence[jax.Array]) -> jax.Array:
         devices = [_device_of(shard) for shard in shards]
