@@ -9,9 +9,13 @@ numbers that explain how much memory is used and why.
 from __future__ import annotations
 
 from shm import codec
-from shm.codec import SUPPORTED_DTYPES, SlotLayout, encoded_size, read, write
+from shm.budget import SHM_LIMIT_ENV, shm_bytes_in_use
+from shm.codec import SlotLayout, encoded_size, write
 from shm.errors import CorruptSlotError, ShmAllocationError, ShmError
-from shm.segment import SHM_LIMIT_ENV, SharedSegment, leased_mapping, shm_bytes_in_use
+from shm.lease import leased_mapping
+from shm.segment import SharedSegment
+from shm.slot_format import SUPPORTED_DTYPES
+from shm.slot_reader import read
 from shm.stats import SegmentStats, SegmentUsage
 
 __all__ = [

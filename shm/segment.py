@@ -2,6 +2,8 @@
 
 This module owns the lifetime of shared memory: creating it, growing it safely, mapping it
 into the current process, and telling the owner when no numpy array points into it any more.
+The system calls underneath are in :mod:`shm.mapping`, the process's byte budget in
+:mod:`shm.budget`, and the objects behind leased arrays in :mod:`shm.lease`.
 
 Why it is shaped so:
 
@@ -29,8 +31,6 @@ import errno
 import mmap
 import os
 import stat
-import sys
-import tempfile
 import threading
 import weakref
 from collections.abc import Callable
@@ -38,34 +38,22 @@ from collections.abc import Callable
 import numpy as np
 import psutil
 
+from shm import budget
 from shm.errors import ShmAllocationError, ShmError
+from shm.lease import leased_array
+from shm.mapping import SegmentMapping, create_fd, populate_write
 
-__all__ = ["SHM_LIMIT_ENV", "SharedSegment", "shm_bytes_in_use"]
+__all__ = ["SharedSegment"]
 
-#: Environment variable holding an optional cap, in bytes, on how much this process may grow
-#: segments by (in total, over all live segments). Read at every growth so tests can set it.
-SHM_LIMIT_ENV = "DALI_LITE_SHM_LIMIT_BYTES"
-
-_DEV_SHM = "/dev/shm"
 # errno values that mean "the memory is not there" rather than a programming error.
 _OUT_OF_MEMORY_ERRNOS = frozenset({errno.ENOSPC, errno.ENOMEM, errno.EFBIG})
-
-# Process-wide count of bytes that live segments were grown by in *this* process; it backs
-# the DALI_LITE_SHM_LIMIT_BYTES budget. Segments give their bytes back when closed.
-_grown_lock = threading.Lock()
-_grown_bytes = 0
 
 
 # Every open segment of this process, so that a forked child can let go of them.
 _live_segments: weakref.WeakSet[SharedSegment] = weakref.WeakSet()
 
 
-def _reset_in_child() -> None:
-    # A forked child has grown nothing yet, and the lock may have been held by another
-    # thread of the parent at the time of the fork.
-    global _grown_bytes, _grown_lock
-    _grown_lock = threading.Lock()
-    _grown_bytes = 0
+def _abandon_in_child() -> None:
     # Segments belong to the process that created or attached them. A forked child (a
     # worker of any pool) that kept their fds and mappings would pin their memory for its
     # whole life, even after the owner freed them; workers get what they need by fd.
@@ -74,172 +62,11 @@ def _reset_in_child() -> None:
     _live_segments.clear()
 
 
-os.register_at_fork(after_in_child=_reset_in_child)
-
-
-def shm_bytes_in_use() -> int:
-    """Bytes that live segments were grown by in this process (what the limit counts)."""
-    return _grown_bytes
-
-
-def _account(delta_bytes: int) -> None:
-    global _grown_bytes
-    with _grown_lock:
-        _grown_bytes = max(0, _grown_bytes + delta_bytes)
-
-
-def _reserve(growth_bytes: int) -> int:
-    """Check ``growth_bytes`` against memory and the budget and count it; return what was
-    available. The check and the count are one step, so concurrent growths cannot both
-    squeeze under the limit."""
-    global _grown_bytes
-    available = psutil.virtual_memory().available
-    limit = _limit_bytes()
-    with _grown_lock:
-        detail = ""
-        if limit is not None:
-            remaining = max(0, limit - _grown_bytes)
-            if remaining < available:
-                available = remaining
-                detail = f"{SHM_LIMIT_ENV}={limit}, {_grown_bytes} bytes already in use"
-        if growth_bytes > available:
-            raise ShmAllocationError(growth_bytes, available, detail)
-        _grown_bytes += growth_bytes
-    return available
-
-
-def _limit_bytes() -> int | None:
-    raw = os.environ.get(SHM_LIMIT_ENV, "").strip()
-    if not raw:
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ShmError(
-            f"{SHM_LIMIT_ENV}={raw!r} is not an integer number of bytes; unset it or set it "
-            "to e.g. 1073741824 for 1 GiB"
-        ) from None
-    if value < 0:
-        raise ShmError(f"{SHM_LIMIT_ENV}={raw!r} must not be negative")
-    return value
-
-
-def _create_fd(name: str) -> int:
-    """An fd of a new, empty, anonymous, user-private shared-memory file."""
-    memfd_create = getattr(os, "memfd_create", None)
-    if memfd_create is not None:
-        try:
-            return memfd_create(name, os.MFD_CLOEXEC)
-        except OSError as exc:
-            # "Not available here" (old kernel, seccomp filter, sandbox) falls back to a
-            # file; anything else (EMFILE, ENOMEM ...) is a real failure.
-            if exc.errno not in (errno.ENOSYS, errno.EPERM, errno.EINVAL):
-                raise
-    directory = _DEV_SHM if os.access(_DEV_SHM, os.W_OK | os.X_OK) else None
-    # mkstemp creates the file with mode 0o600 and O_CLOEXEC; unlinking it at once means
-    # nothing named survives this process (bar a kill between these two calls).
-    fd, path = tempfile.mkstemp(prefix=f"{name}-", dir=directory)
-    os.unlink(path)
-    return fd
-
-
-class _Mapping:
-    """One ``mmap`` of a segment together with its base address (computed once)."""
-
-    __slots__ = ("address", "mm", "ready", "size")
-
-    def __init__(self, fd: int, size: int) -> None:
-        self.mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-        self.size = size
-        # from_buffer takes a buffer export; the temporary is dropped at once so that the
-        # mapping can still be closed when no array uses it.
-        self.address = ctypes.addressof(ctypes.c_char.from_buffer(self.mm))
-        #: Leading bytes this process has reserved and mapped for writing (`prepare_write`).
-        self.ready = 0
-
-    def close_if_unused(self) -> None:
-        # BufferError: arrays or leases still export this mapping; leave it to the garbage
-        # collector, which unmaps it together with the last of them.
-        with contextlib.suppress(BufferError):
-            self.mm.close()
-
-
-# madvise(MADV_POPULATE_WRITE) (Linux 5.14+) maps a range writable in one call: on a fresh
-# 32 MiB slot 10-12 ms instead of the 15-22 ms that faulting it in page by page costs as the
-# worker copies a batch in (benchmarks/RESULTS.md, "start").
-_MADV_POPULATE_WRITE = 23
-_populate_supported = sys.platform.startswith("linux")
-_libc: ctypes.CDLL | None = None
-
-
-def _populate_write(address: int, nbytes: int) -> bool:
-    """Fill the page tables of ``[address, address + nbytes)``; False if unsupported/failed.
-
-    Only an optimization: the pages are reserved already (``posix_fallocate``), and a copy
-    into them faults them in anyway when this fails.
-    """
-    global _populate_supported, _libc
-    if not _populate_supported:
-        return False
-    if _libc is None:
-        try:
-            _libc = ctypes.CDLL(None, use_errno=True)
-        except OSError:
-            _populate_supported = False
-            return False
-    result = _libc.madvise(ctypes.c_void_p(address), ctypes.c_size_t(nbytes),
-                           _MADV_POPULATE_WRITE)
-    if result != 0:
-        if ctypes.get_errno() == errno.EINVAL:  # a kernel without MADV_POPULATE_WRITE
-            _populate_supported = False
-        return False
-    return True
-
-
-class _LeaseBuffer:
-    """The ``.base`` of a leased array: holds the mapping alive and can be weakly referenced."""
-
-    __slots__ = ("__array_interface__", "__weakref__", "_export")
-
-    def __init__(self, address: int, nbytes: int, export: object) -> None:
-        self.__array_interface__ = {
-            "version": 3,
-            "shape": (nbytes,),
-            "typestr": "|u1",
-            "data": (address, False),
-        }
-        # A memoryview of the mmap: keeps it alive *and* makes mmap.close() refuse to unmap
-        # it (BufferError) while any lease exists.
-        self._export = export
-
-
-def leased_mapping(array: np.ndarray) -> tuple[mmap.mmap, int, int] | None:
-    """For an array derived from a lease (:meth:`SharedSegment.lease`): the mapping it keeps
-    alive, as the ``mmap`` object (weakly referenceable: its end is the mapping's end), the
-    mapping's address and its size in bytes. None for any other array.
-
-    For code that registers a mapping with a device driver once and must know when it goes.
-    """
-    base: object = array
-    while isinstance(base, np.ndarray):
-        base = base.base
-    if type(base) is not _LeaseBuffer:
-        return None
-    export = base._export
-    if not isinstance(export, memoryview) or not isinstance(export.obj, mmap.mmap):
-        return None  # an empty segment's scratch byte
-    return export.obj, int(base.__array_interface__["data"][0]), export.nbytes
-
-
-def _release_in_owner(owner_pid: int, on_release: Callable[[], None]) -> None:
-    # A forked child inherits the leases of its parent; their release is not the child's
-    # business and must not run the parent's bookkeeping in the child.
-    if os.getpid() == owner_pid:
-        on_release()
+os.register_at_fork(after_in_child=_abandon_in_child)
 
 
 def _close_fd(fd: int, grown_box: list[int]) -> None:
-    _account(-grown_box[0])
+    budget.account(-grown_box[0])
     grown_box[0] = 0
     with contextlib.suppress(OSError):
         os.close(fd)
@@ -255,7 +82,7 @@ class SharedSegment:
     def __init__(self, fd: int, capacity: int) -> None:
         """Internal: use :meth:`create` or :meth:`attach`."""
         # Map first: if that fails, the fd was never ours and the caller still owns it.
-        self._mapping = _Mapping(fd, capacity) if capacity > 0 else None
+        self._mapping = SegmentMapping(fd, capacity) if capacity > 0 else None
         self._fd = fd
         self._capacity = capacity
         self._lock = threading.RLock()
@@ -281,7 +108,7 @@ class SharedSegment:
         """
         if capacity < 0:
             raise ValueError(f"capacity must be >= 0, got {capacity}")
-        fd = _create_fd(name)
+        fd = create_fd(name)
         try:
             segment = cls(fd, 0)
         except BaseException:
@@ -341,16 +168,16 @@ class SharedSegment:
             if new_capacity <= old:
                 return
             growth = new_capacity - old
-            available = _reserve(growth)
+            available = budget.reserve(growth)
             try:
                 os.ftruncate(self._fd, new_capacity)
                 if reserve:
                     # Reserve the pages now: a full tmpfs or memory cgroup fails here,
                     # cleanly, instead of SIGBUS-ing whoever writes the page first.
                     os.posix_fallocate(self._fd, old, growth)
-                mapping = _Mapping(self._fd, new_capacity)
+                mapping = SegmentMapping(self._fd, new_capacity)
             except BaseException as exc:
-                _account(-growth)
+                budget.account(-growth)
                 self._truncate_back(old)
                 if isinstance(exc, OSError) and exc.errno in _OUT_OF_MEMORY_ERRNOS:
                     raise ShmAllocationError(growth, available, f"{exc.strerror}") from exc
@@ -371,14 +198,14 @@ class SharedSegment:
                 raise ShmError(
                     f"segment shrank from {self._capacity} to {size} bytes behind our back"
                 )
-            self._swap_mapping(_Mapping(self._fd, size), size)
+            self._swap_mapping(SegmentMapping(self._fd, size), size)
             return True
 
     def _truncate_back(self, size: int) -> None:
         with contextlib.suppress(OSError):
             os.ftruncate(self._fd, size)
 
-    def _swap_mapping(self, mapping: _Mapping, capacity: int) -> None:
+    def _swap_mapping(self, mapping: SegmentMapping, capacity: int) -> None:
         old = self._mapping
         self._mapping = mapping
         self._capacity = capacity
@@ -405,8 +232,8 @@ class SharedSegment:
         ``reserve=False``: a full tmpfs or exhausted memory then becomes a
         :class:`ShmAllocationError` here instead of a SIGBUS in the copy. Mapping the range
         with ``MADV_POPULATE_WRITE`` in one call also costs less than the page faults the copy
-        would take one page at a time (see ``_populate_write``). Once done for a range, later
-        calls for it are free.
+        would take one page at a time (see :func:`shm.mapping.populate_write`). Once done for
+        a range, later calls for it are free.
         """
         with self._lock:
             self._check_open()
@@ -425,7 +252,7 @@ class SharedSegment:
                                              f"{exc.strerror}") from exc
                 raise
             # Only an optimization: where it is not supported the copy faults pages in.
-            _populate_write(mapping.address + mapping.ready, end - mapping.ready)
+            populate_write(mapping.address + mapping.ready, end - mapping.ready)
             mapping.ready = end
 
     def lease(self, nbytes: int, on_release: Callable[[], None] | None) -> np.ndarray:
@@ -447,12 +274,7 @@ class SharedSegment:
             else:
                 holder = memoryview(self._mapping.mm)
                 address = self._mapping.address
-        buffer = _LeaseBuffer(address, nbytes, holder)
-        if on_release is not None:
-            release = weakref.finalize(buffer, _release_in_owner, os.getpid(), on_release)
-            # At interpreter exit the owner is being torn down as well; do not call it back.
-            release.atexit = False
-        return np.asarray(buffer)
+        return leased_array(address, nbytes, holder, on_release)
 
     def _check_range(self, offset: int, nbytes: int) -> None:
         if offset < 0 or nbytes < 0 or offset + nbytes > self._capacity:

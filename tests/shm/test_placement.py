@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shm import CorruptSlotError, SharedSegment, codec
+from shm import CorruptSlotError, SharedSegment, codec, slot_format, slot_reader
 from shm.placement import Placement, write_placed, write_result
 
 _DTYPES = [np.dtype(c) for c in ("u1", "i2", "f4", "f8", "c8")] + [np.dtype(">i4")]
@@ -71,9 +71,9 @@ def test_writers_lay_a_batch_back_to_back(counts: list[int], layout: list, misma
             if written.placed:
                 meta = own.array()[written.meta_offset:
                                    written.meta_offset + written.meta_nbytes].tobytes()
-                runs = codec.read_placed_runs(whole, meta)
+                runs = slot_reader.read_placed_runs(whole, meta)
             else:
-                runs = codec.read_runs(own.array(), written.meta_offset, written.meta_nbytes)
+                runs = slot_reader.read_runs(own.array(), written.meta_offset, written.meta_nbytes)
             assert len(runs) == len(layout)
         if placed:
             # Every output of the batch is one array at its start: no join needed.
@@ -112,7 +112,7 @@ def test_too_little_room_for_the_metadata_falls_back() -> None:
         assert write_placed(data, data, outputs, placement) is None
         layout = write_result(data, outputs, placement, data)
         assert not layout.placed
-        runs = codec.read_runs(data.array(), layout.meta_offset, layout.meta_nbytes)
+        runs = slot_reader.read_runs(data.array(), layout.meta_offset, layout.meta_nbytes)
         np.testing.assert_array_equal(runs[0][0], np.stack(outputs[0]))
     finally:
         data.close()
@@ -126,9 +126,9 @@ def test_placed_metadata_is_checked_against_the_data_segment() -> None:
         assert layout is not None and layout.placed
         meta = own.array()[layout.meta_offset:layout.meta_offset + layout.meta_nbytes].tobytes()
         with pytest.raises(CorruptSlotError, match="extend past"):
-            codec.read_placed_runs(data.array()[:16], meta)  # the runs need 32 bytes
+            slot_reader.read_placed_runs(data.array()[:16], meta)  # the runs need 32 bytes
         with pytest.raises(CorruptSlotError, match="header"):
-            codec.read_placed_runs(data.array(), meta[:4])
+            slot_reader.read_placed_runs(data.array(), meta[:4])
     finally:
         data.close()
         own.close()
@@ -144,4 +144,4 @@ def test_the_metadata_size_a_placement_reserves_is_what_is_written(layout: list,
     runs = [[codec.Run(0, int(np.prod(shape)) * dtype.itemsize, dtype.newbyteorder("="), shape,
                        _samples(dtype, shape, 0, count))] for dtype, shape in layout]
     expected = [(dtype.newbyteorder("=").str, shape) for dtype, shape in layout]
-    assert codec.single_run_meta_nbytes(expected) == len(codec.encode_meta(runs))
+    assert slot_format.single_run_meta_nbytes(expected) == len(codec.encode_meta(runs))

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from leaks import run_in_session
 
+import shm.mapping as mapping_module
 import shm.segment as segment_module
 from shm import SHM_LIMIT_ENV, SharedSegment, ShmAllocationError, ShmError, shm_bytes_in_use
 
@@ -326,7 +327,7 @@ def test_prepare_write_without_madvise_populate_still_reserves(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Kernels before 5.14 have no MADV_POPULATE_WRITE: the reservation must not depend on it.
-    monkeypatch.setattr(segment_module, "_populate_supported", False)
+    monkeypatch.setattr(mapping_module, "_populate_supported", False)
     seg = SharedSegment.create(1 << 16, reserve=False)
     try:
         seg.prepare_write(1 << 16)

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-import shm.segment as segment_module
+import shm.mapping as mapping_module
 from shm import SharedSegment
 
 
@@ -51,7 +51,7 @@ def test_memfd_segments_have_no_name() -> None:
 def test_fallback_files_are_private_and_unlinked(
     fallback: None, monkeypatch: pytest.MonkeyPatch, dev_shm: str
 ) -> None:
-    monkeypatch.setattr(segment_module, "_DEV_SHM", dev_shm)
+    monkeypatch.setattr(mapping_module, "_DEV_SHM", dev_shm)
     segment = SharedSegment.create(4096, name="dali_lite-fallback")
     try:
         info = os.fstat(segment.fd)

@@ -1,6 +1,6 @@
 """Reading a completed batch: the replies of its tasks turned into views of their slots.
 
-Each task's result is read with `shm.codec` as one `(n, *shape)` view per run of equal
+Each task's result is read with `shm.slot_reader` as one `(n, *shape)` view per run of equal
 samples, straight out of the slot it lies in: the task's own slot, or, for a placed task, the
 batch's data slot (its metadata is copied out of its own slot, which then goes back at once).
 Every view holds its slot's lease, so no slot is written again while the program can still
@@ -16,7 +16,7 @@ import numpy as np
 from dali_lite._src.ops.parallel_placement import join_placed
 from dali_lite._src.ops.parallel_slots import Slot
 from dali_lite._src.ops.parallel_tasks import ScheduledBatch
-from shm import codec
+from shm import slot_reader
 from workers import TaskDone
 
 __all__ = ["read_batch"]
@@ -54,9 +54,9 @@ def read_batch(batch: ScheduledBatch, lease: Callable[[Slot, int], np.ndarray],
             if own is None:
                 task.slot_released = True
                 release(task.slot)
-            runs = codec.read_placed_runs(data, meta)  # type: ignore[arg-type]
+            runs = slot_reader.read_placed_runs(data, meta)  # type: ignore[arg-type]
         else:
-            runs = codec.read_runs(own, layout.meta_offset, layout.meta_nbytes)
+            runs = slot_reader.read_runs(own, layout.meta_offset, layout.meta_nbytes)
         del own
         if not outputs:
             outputs = [[] for _ in runs]

@@ -1,0 +1,211 @@
+"""Reading a slot back: its metadata checked, its data handed out as zero-copy views.
+
+This module owns the reader's side of the slot format (:mod:`shm.slot_format`): a bounds-
+checked walk over the metadata records that validates every field against itself and against
+the data it describes, and only then the views (:func:`read_runs`, :func:`read`, and
+:func:`read_placed_runs` for a result whose data a placement put in another segment).
+Anything inconsistent raises :class:`CorruptSlotError`: a torn or hostile slot can never
+yield an out-of-bounds array.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from shm.errors import CorruptSlotError
+from shm.slot_format import (
+    COUNT,
+    HEADER,
+    MAGIC,
+    MAX_NDIM,
+    READABLE_DTYPES,
+    RUN_HEAD,
+    U8,
+    U64,
+    VERSION,
+)
+
+__all__ = ["read", "read_placed_runs", "read_runs"]
+
+
+class _Cursor:
+    """Bounds-checked reader over the metadata bytes."""
+
+    __slots__ = ("data", "pos")
+
+    def __init__(self, data: memoryview) -> None:
+        self.data = data
+        self.pos = 0
+
+    def take(self, fmt: struct.Struct, field: str) -> tuple[Any, ...]:
+        end = self.pos + fmt.size
+        if end > len(self.data):
+            raise CorruptSlotError(
+                f"slot metadata truncated: {field} needs bytes [{self.pos}, {end}) but the "
+                f"metadata has {len(self.data)} bytes"
+            )
+        values = fmt.unpack_from(self.data, self.pos)
+        self.pos = end
+        return values
+
+    def take_bytes(self, count: int, field: str) -> bytes:
+        end = self.pos + count
+        if end > len(self.data):
+            raise CorruptSlotError(
+                f"slot metadata truncated: {field} needs bytes [{self.pos}, {end}) but the "
+                f"metadata has {len(self.data)} bytes"
+            )
+        value = bytes(self.data[self.pos : end])
+        self.pos = end
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    offset: int
+    nbytes: int
+    count: int
+    dtype: np.dtype[Any]
+    shape: tuple[int, ...]
+
+
+def _read_entry(cursor: _Cursor, where: str, data_end: int) -> _Entry:
+    offset, nbytes, count = cursor.take(RUN_HEAD, f"{where} offset/nbytes/count")
+    (code_len,) = cursor.take(U8, f"{where} dtype length")
+    raw_code = cursor.take_bytes(code_len, f"{where} dtype")
+    code = raw_code.decode("ascii", errors="replace")
+    dtype = READABLE_DTYPES.get(code)
+    if dtype is None:
+        raise CorruptSlotError(f"{where}: unknown or unsupported dtype {raw_code!r}")
+    (ndim,) = cursor.take(U8, f"{where} ndim")
+    if ndim > MAX_NDIM:
+        raise CorruptSlotError(f"{where}: ndim {ndim} exceeds the maximum {MAX_NDIM}")
+    shape = tuple(cursor.take(U64, f"{where} shape[{d}]")[0] for d in range(ndim))
+    if count == 0 or (nbytes == 0 and count != 1):
+        # Empty samples are written one per run, so every run's count is bounded by data
+        # bytes or by metadata bytes.
+        raise CorruptSlotError(f"{where}: a run of {count} samples of {nbytes} bytes")
+    if offset + count * nbytes > data_end:
+        raise CorruptSlotError(
+            f"{where}: {count} samples of {nbytes} bytes from {offset} extend past the data "
+            f"area, which ends at {data_end}"
+        )
+    # NumPy refuses shapes whose non-zero extents multiply past the address space, even
+    # for empty arrays; check the same bound (with the run's count in front) so that
+    # building the view cannot fail.
+    extent = dtype.itemsize * count
+    elements = 1
+    for dim in shape:
+        elements *= dim
+        if dim:
+            extent *= dim
+        if extent > sys.maxsize:
+            raise CorruptSlotError(f"{where}: {count} x shape {shape} is too large for an array")
+    if count > sys.maxsize:
+        raise CorruptSlotError(f"{where}: {count} samples is too many for an array")
+    if elements * dtype.itemsize != nbytes:
+        raise CorruptSlotError(
+            f"{where}: shape {shape} x itemsize {dtype.itemsize} = "
+            f"{elements * dtype.itemsize} bytes, but nbytes says {nbytes}"
+        )
+    return _Entry(offset, nbytes, count, dtype, shape)
+
+
+def read_runs(buffer: np.ndarray, meta_offset: int, meta_nbytes: int) -> list[list[np.ndarray]]:
+    """Outputs x runs: each run a zero-copy ``(count, *shape)`` view into ``buffer``.
+
+    The samples of an output are its runs' rows, in order. Every view derives from
+    ``buffer`` (a leased uint8 array), so it keeps the lease alive. Raises
+    :class:`CorruptSlotError` if anything in the metadata disagrees with itself or with
+    ``len(buffer)``; no view is built before all of it has been checked.
+    """
+    if not isinstance(buffer, np.ndarray) or buffer.dtype != np.uint8 or buffer.ndim != 1:
+        raise TypeError("buffer must be a 1-D uint8 numpy array (a leased slot)")
+    size = buffer.shape[0]
+    if meta_offset < 0 or meta_nbytes < HEADER.size or meta_offset + meta_nbytes > size:
+        raise CorruptSlotError(
+            f"metadata range [{meta_offset}, {meta_offset + meta_nbytes}) is not inside the "
+            f"slot's {size} bytes, or shorter than the {HEADER.size}-byte header"
+        )
+    entries = _parse_meta(buffer[meta_offset : meta_offset + meta_nbytes].tobytes(),
+                          meta_offset)
+    return _views(buffer, entries)
+
+
+def read_placed_runs(data: np.ndarray, meta: bytes) -> list[list[np.ndarray]]:
+    """:func:`read_runs` of a placed result: its metadata ``meta`` (copied out of the task's
+    own segment), its runs views into ``data`` (the leased segment the placement named),
+    every run checked to lie inside it."""
+    if not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.ndim != 1:
+        raise TypeError("data must be a 1-D uint8 numpy array (a leased slot)")
+    if len(meta) < HEADER.size:
+        raise CorruptSlotError(f"placed metadata of {len(meta)} bytes is shorter than the "
+                               f"{HEADER.size}-byte header")
+    return _views(data, _parse_meta(meta, data.shape[0]))
+
+
+def _parse_meta(raw: bytes, data_end: int) -> list[list[_Entry]]:
+    """Every record of the metadata ``raw``, checked against itself and against data that
+    ends at ``data_end``."""
+    meta_nbytes = len(raw)
+    cursor = _Cursor(memoryview(raw))
+    magic, version, num_outputs = cursor.take(HEADER, "header")
+    if magic != MAGIC:
+        raise CorruptSlotError(f"bad magic {magic!r}; expected {MAGIC!r}")
+    if version != VERSION:
+        raise CorruptSlotError(f"unsupported slot version {version}; expected {VERSION}")
+    if num_outputs * COUNT.size > meta_nbytes - cursor.pos:
+        raise CorruptSlotError(
+            f"num_outputs {num_outputs} cannot fit in {meta_nbytes} bytes of metadata"
+        )
+    counts = [cursor.take(COUNT, f"num_runs of output {o}")[0] for o in range(num_outputs)]
+    # The smallest possible run record is 26 bytes (offset, nbytes, count, 0-length dtype,
+    # ndim); reject impossible counts before looping over them.
+    remaining = meta_nbytes - cursor.pos
+    if sum(counts) * (RUN_HEAD.size + 2) > remaining:
+        raise CorruptSlotError(
+            f"run counts {counts} cannot fit in the {remaining} remaining metadata bytes"
+        )
+    entries = [
+        [_read_entry(cursor, f"output {o}, run {r}", data_end) for r in range(count)]
+        for o, count in enumerate(counts)
+    ]
+    if cursor.pos != meta_nbytes:
+        raise CorruptSlotError(
+            f"metadata is {meta_nbytes} bytes but its records end at byte {cursor.pos}"
+        )
+    return entries
+
+
+def _views(buffer: np.ndarray, entries: list[list[_Entry]]) -> list[list[np.ndarray]]:
+    try:
+        return [
+            [
+                buffer[e.offset : e.offset + e.count * e.nbytes]
+                .view(e.dtype)
+                .reshape(e.count, *e.shape)
+                for e in output
+            ]
+            for output in entries
+        ]
+    except ValueError as exc:  # defensive: the checks above should make this unreachable
+        raise CorruptSlotError(f"cannot build a view from the slot metadata: {exc}") from exc
+
+
+def read(buffer: np.ndarray, meta_offset: int, meta_nbytes: int) -> list[list[np.ndarray]]:
+    """Outputs x samples of zero-copy views into ``buffer`` (a leased uint8 array).
+
+    The per-sample form of :func:`read_runs`, with the same checks and errors.
+    """
+    return [[sample for run in runs for sample in _samples_of(run)]
+            for runs in read_runs(buffer, meta_offset, meta_nbytes)]
+
+
+def _samples_of(run: np.ndarray) -> list[np.ndarray]:
+    # run[i, ...] rather than iteration: a view even for 0-d samples (iteration gives scalars).
+    return [run[i, ...] for i in range(run.shape[0])]
