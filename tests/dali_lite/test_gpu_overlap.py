@@ -74,8 +74,9 @@ def test_cpu_stage_of_the_next_iteration_overlaps_the_gpu_stage(
     pipe = Pipeline(batch_size=1, num_threads=1, device_id=0, prefetch_queue_depth=2)
     with pipe:
         data = fn.external_source(source).gpu()
-        pipe.set_outputs(fn.python_function(data, function=slow, device="gpu",
-                                            synchronize_stream=False))
+        # python_function never synchronizes the stream itself (it sets synchronize_stream
+        # to False, as DALI's does, and refuses the argument).
+        pipe.set_outputs(fn.python_function(data, function=slow, device="gpu"))
     pipe.build()
     try:
         outputs = [pipe.run()[0] for _ in range(ITERATIONS)]

@@ -74,6 +74,7 @@ def test_a_batch_outside_shared_memory_is_still_staged() -> None:
         (out,) = pipe.run()
         np.testing.assert_array_equal(out.as_cpu().as_array(), np.ones((4, 8), np.float32))
         uploader = pipe._operators[-1]._uploader
-        assert uploader.ring.stats.allocations == 1 and uploader.pinned.registered == 0
+        # Staged: a buffer for each batch in flight (the pipeline computes 2 ahead).
+        assert 1 <= uploader.ring.stats.allocations <= 2 and uploader.pinned.registered == 0
     finally:
         pipe.close()
