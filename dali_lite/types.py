@@ -1,8 +1,88 @@
 """`dali_lite.types`, as `nvidia.dali.types`: the data type, image type and interpolation
 enums, `TensorLayout`, `SampleInfo`, `BatchInfo` and the dtype conversions. A public face: the
-implementation lives in `dali_lite._src.types`."""
+implementation lives in the rooms of `dali_lite._src.types`."""
 
 from __future__ import annotations
 
-from dali_lite._src.types import *  # noqa: F403
-from dali_lite._src.types import __all__ as __all__
+from dali_lite._src.types.dtypes import to_dali_type, to_numpy_dtype, to_numpy_type
+from dali_lite._src.types.enums import (
+    ANY_DATA,
+    BGR,
+    BOOL,
+    DATA_TYPE,
+    FEATURE,
+    FLOAT,
+    FLOAT16,
+    FLOAT64,
+    GRAY,
+    IMAGE_TYPE,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    INTERP_CUBIC,
+    INTERP_GAUSSIAN,
+    INTERP_LANCZOS3,
+    INTERP_LINEAR,
+    INTERP_NN,
+    INTERP_TRIANGULAR,
+    INTERP_TYPE,
+    NO_TYPE,
+    PYTHON_OBJECT,
+    RGB,
+    STRING,
+    TENSOR_LAYOUT,
+    UINT8,
+    UINT16,
+    UINT32,
+    UINT64,
+    DALIDataType,
+    DALIImageType,
+    DALIInterpType,
+    YCbCr,
+)
+from dali_lite._src.types.layout import TensorLayout
+from dali_lite._src.types.source_info import BatchInfo, SampleInfo
+
+__all__ = [
+    "ANY_DATA",
+    "BGR",
+    "BOOL",
+    "DATA_TYPE",
+    "FEATURE",
+    "FLOAT",
+    "FLOAT16",
+    "FLOAT64",
+    "GRAY",
+    "IMAGE_TYPE",
+    "INT8",
+    "INT16",
+    "INT32",
+    "INT64",
+    "INTERP_CUBIC",
+    "INTERP_GAUSSIAN",
+    "INTERP_LANCZOS3",
+    "INTERP_LINEAR",
+    "INTERP_NN",
+    "INTERP_TRIANGULAR",
+    "INTERP_TYPE",
+    "NO_TYPE",
+    "PYTHON_OBJECT",
+    "RGB",
+    "STRING",
+    "TENSOR_LAYOUT",
+    "UINT8",
+    "UINT16",
+    "UINT32",
+    "UINT64",
+    "BatchInfo",
+    "DALIDataType",
+    "DALIImageType",
+    "DALIInterpType",
+    "SampleInfo",
+    "TensorLayout",
+    "YCbCr",
+    "to_dali_type",
+    "to_numpy_dtype",
+    "to_numpy_type",
+]

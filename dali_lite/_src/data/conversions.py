@@ -26,7 +26,7 @@ import numpy as np
 
 from dali_lite._src.data.host import HostBatch, HostSample, split_block
 from dali_lite._src.errors import RuntimeTypeError, RuntimeValueError
-from dali_lite._src.types import _NP_TO_DALI, _describe_dtype
+from dali_lite._src.types.dtypes import _NP_TO_DALI, _describe_dtype
 
 __all__ = ["BatchIndexError", "SampleList", "to_batch_block", "to_batch_samples",
            "to_sample_array"]

@@ -24,13 +24,8 @@ from dali_lite._src.data import tensor_text
 from dali_lite._src.data.conversions import to_sample_array
 from dali_lite._src.data.host import HostSample
 from dali_lite._src.errors import RuntimeValueError
-from dali_lite._src.types import (
-    _FORMAT_STR,
-    _NP_TO_DALI,
-    _DALIDataType,
-    _DALIEnum,
-    _tensor_dtype_of,
-)
+from dali_lite._src.types.dtypes import _FORMAT_STR, _NP_TO_DALI, _DALIDataType, _tensor_dtype_of
+from dali_lite._src.types.enums import _DALIEnum
 
 __all__ = ["DLDeviceType", "TensorCPU"]
 

@@ -39,7 +39,8 @@ from dali_lite._src.data.tensor_cpu import (
     _refuse_strided,
 )
 from dali_lite._src.errors import RuntimeIndexError, RuntimeValueError
-from dali_lite._src.types import _NP_TO_DALI, DALIDataType
+from dali_lite._src.types.dtypes import _NP_TO_DALI
+from dali_lite._src.types.enums import DALIDataType
 
 __all__ = ["TensorListCPU"]
 

@@ -37,7 +37,8 @@ from dali_lite._src.data.tensor_cpu import (
 )
 from dali_lite._src.data.tensor_list_cpu import TensorListCPU
 from dali_lite._src.errors import RuntimeIndexError, RuntimeValueError
-from dali_lite._src.types import _NP_TO_DALI, DALIDataType, _DALIDataType, _tensor_dtype_of
+from dali_lite._src.types.dtypes import _NP_TO_DALI, _DALIDataType, _tensor_dtype_of
+from dali_lite._src.types.enums import DALIDataType
 
 __all__ = ["TensorGPU", "TensorListGPU", "is_device_data", "to_device_array"]
 

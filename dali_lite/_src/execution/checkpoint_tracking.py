@@ -32,7 +32,7 @@ from dali_lite._src.execution.checkpoint import (
 from dali_lite._src.ops.external_source import ExternalSource
 from dali_lite._src.ops.source_callbacks import IteratorCall, SourceKind
 from dali_lite._src.ops.source_state import IteratorPosition
-from dali_lite._src.types import BatchInfo
+from dali_lite._src.types.source_info import BatchInfo
 
 #: How long a checkpoint at an epoch's end (or a reset) waits for a parallel iterator's
 #: worker to answer the calls already sent to it.

@@ -13,7 +13,7 @@ from typing import Any
 from dali_lite._src.data.tensor_cpu import TensorCPU
 from dali_lite._src.data.tensor_list_cpu import TensorListCPU
 from dali_lite._src.frameworks.torch_required import torch
-from dali_lite._src.types import DALIDataType
+from dali_lite._src.types.enums import DALIDataType
 
 __all__ = ["feed_ndarray", "to_torch_tensor", "to_torch_type"]
 

@@ -34,7 +34,9 @@ from dali_lite._src.ops.source_callbacks import (
     normalize_cycle,
 )
 from dali_lite._src.options import check_timeout
-from dali_lite._src.types import BatchInfo, DALIDataType, to_numpy_dtype
+from dali_lite._src.types.dtypes import to_numpy_dtype
+from dali_lite._src.types.enums import DALIDataType
+from dali_lite._src.types.source_info import BatchInfo
 
 if TYPE_CHECKING:
     from dali_lite._src.ops.parallel_source import ParallelSource

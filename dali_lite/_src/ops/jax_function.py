@@ -25,7 +25,7 @@ from dali_lite._src.errors import RuntimeTypeError, RuntimeValueError, add_conte
 from dali_lite._src.graph.nodes import DataNode, IterationContext, Operator
 from dali_lite._src.ops.function_errors import check_layout, function_error
 from dali_lite._src.ops.python_function import output_layouts_list
-from dali_lite._src.types import to_dali_type
+from dali_lite._src.types.dtypes import to_dali_type
 
 INSTALL_HINT = "jax_function needs JAX: pip install 'dali-lite[jax]' (jax>=0.4.16)"
 _XLA_CPU_ALIGNMENT_BYTES = 64

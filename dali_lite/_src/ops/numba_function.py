@@ -45,7 +45,8 @@ import numpy as np
 from dali_lite._src.data.tensor_list_cpu import TensorListCPU
 from dali_lite._src.errors import RuntimeTypeError, RuntimeValueError, add_context
 from dali_lite._src.graph.nodes import DataNode, IterationContext, Operator
-from dali_lite._src.types import DALIDataType, to_numpy_dtype
+from dali_lite._src.types.dtypes import to_numpy_dtype
+from dali_lite._src.types.enums import DALIDataType
 
 if TYPE_CHECKING:
     from dali_lite._src.pipeline.pipeline import Pipeline

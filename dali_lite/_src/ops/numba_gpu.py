@@ -25,7 +25,7 @@ from dali_lite._src.data.tensors_gpu import TensorListGPU
 from dali_lite._src.errors import add_context
 from dali_lite._src.graph.nodes import DataNode, IterationContext
 from dali_lite._src.ops.numba_function import NumbaFunction
-from dali_lite._src.types import to_numpy_dtype
+from dali_lite._src.types.dtypes import to_numpy_dtype
 
 if TYPE_CHECKING:
     from dali_lite._src.pipeline.pipeline import Pipeline

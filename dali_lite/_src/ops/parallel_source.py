@@ -68,7 +68,7 @@ from dali_lite._src.ops.parallel_slots import Slot, SlotRing, SlotState, tasks_p
 from dali_lite._src.ops.parallel_tasks import IterationCancelled, ScheduledBatch, Task
 from dali_lite._src.ops.sample_range import SampleRange
 from dali_lite._src.ops.source_callbacks import IteratorCall, PerSampleCall
-from dali_lite._src.types import BatchInfo
+from dali_lite._src.types.source_info import BatchInfo
 from shm import ShmError
 from shm.placement import Placement
 from workers import (

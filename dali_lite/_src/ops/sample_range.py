@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dali_lite._src.types import SampleInfo
+from dali_lite._src.types.source_info import SampleInfo
 
 _SAMPLE_INFO_SETTERS = tuple(
     SampleInfo.__dict__[name].__set__

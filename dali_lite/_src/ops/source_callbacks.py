@@ -21,7 +21,8 @@ import numpy as np
 from dali_lite._src.data.conversions import SampleList, to_batch_samples, to_sample_array
 from dali_lite._src.data.tensor_cpu import TensorCPU
 from dali_lite._src.ops.source_state import IteratorPosition
-from dali_lite._src.types import _NP_TO_DALI, BatchInfo, SampleInfo
+from dali_lite._src.types.dtypes import _NP_TO_DALI
+from dali_lite._src.types.source_info import BatchInfo, SampleInfo
 
 Outputs = list[list[np.ndarray]]
 #: What `PerSampleCall.call_many` returns: the outputs, or the failed item's index and error.

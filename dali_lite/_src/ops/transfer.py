@@ -37,7 +37,8 @@ import numpy as np
 from dali_lite._src import cuda
 from dali_lite._src.data.tensors_gpu import TensorListGPU
 from dali_lite._src.graph.nodes import DataNode, IterationContext, Operator, register_transfer
-from dali_lite._src.types import DALIDataType, to_numpy_dtype
+from dali_lite._src.types.dtypes import to_numpy_dtype
+from dali_lite._src.types.enums import DALIDataType
 
 if TYPE_CHECKING:
     from dali_lite._src.data.tensor_list_cpu import TensorListCPU

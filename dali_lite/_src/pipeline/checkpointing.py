@@ -1,9 +1,9 @@
 """The pipeline's side of checkpointing: `checkpoint()`, `Pipeline(checkpoint=...)`, and the
 hooks the run protocol calls so that only delivered iterations count.
 
-Mixed into `Pipeline` (as `PipelineExtras` is), so that `pipeline.py` only calls a hook at
-each point that matters: sources set up (before workers start), pipeline built, an iteration
-delivered, an epoch's StopIteration delivered, reset. The format is
+Mixed into `Pipeline` (as `PipelineExtras` is), so that `pipeline.py` and `run_protocol.py`
+only call a hook at each point that matters: sources set up (before workers start), pipeline
+built, an iteration delivered, an epoch's StopIteration delivered, reset. The format is
 `dali_lite._src.execution.checkpoint`'s; following the sources is `checkpoint_tracking`'s.
 
 DALI's iterators (`plugin.pytorch`, `plugin.jax`) store their own counters in the checkpoint

@@ -1,5 +1,5 @@
 """The pipeline's thin entry points to other rooms: serialization, DOT output, shared-memory
-statistics and epoch sizes. Kept apart from `pipeline.py`, which owns the run protocol."""
+statistics and epoch sizes. Kept apart from `run_protocol.py`, which owns the run protocol."""
 
 from __future__ import annotations
 

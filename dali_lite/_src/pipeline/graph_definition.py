@@ -1,9 +1,9 @@
 """Defining a pipeline's graph: the current pipeline, operators registering with it, and the
 outputs, as `nvidia.dali.pipeline.Pipeline` has them.
 
-Mixed into `Pipeline` (`pipeline.py`, which runs what is defined here); relies on its
-`_registered`, `_sinks`, `_built`, `_set_outputs_called`, `_graph_outputs`, `_operators` and
-`_next_op_index`.
+Mixed into `Pipeline` (`pipeline.py` builds what is defined here, `run_protocol.py` runs it);
+relies on its `_registered`, `_sinks`, `_built`, `_set_outputs_called`, `_graph_outputs`,
+`_operators` and `_next_op_index`.
 """
 
 from __future__ import annotations

@@ -1,10 +1,13 @@
-"""`Pipeline` and `pipeline_def`, as `nvidia.dali.pipeline`.
+"""`Pipeline`, as `nvidia.dali.pipeline.Pipeline`: the object, its construction and build.
 
 The pipeline owns the graph (defined in `define_graph`, a `with pipe:` block or a
 `pipeline_def` function), the executor that computes iterations ahead of the caller, and, when a
 source is parallel, the worker pool behind it. Graph, executor and pool each live in their own
-module; this one wires them together and keeps DALI's public contract: argument names and
-defaults, the run/schedule_run/share_outputs/release_outputs protocol, epochs and reset.
+module; this one wires them together: DALI's constructor arguments and their defaults,
+`build()` (operators set up, workers started, the executor created), closing, and what is
+released when the pipeline goes away. The run protocol (run/schedule_run/share_outputs/
+release_outputs, epochs and reset) is `run_protocol.py`'s, mixed in with the graph definition,
+the properties, the extras and checkpointing.
 """
 
 from __future__ import annotations
@@ -13,27 +16,21 @@ import contextlib
 import difflib
 import inspect
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from dali_lite._src.execution.executor import Executor, IterationTicket
-from dali_lite._src.graph.nodes import (
-    DataNode,
-    IterationContext,
-    Operator,
-)
+from dali_lite._src.execution.executor import Executor
+from dali_lite._src.graph.nodes import DataNode, Operator
 from dali_lite._src.graph.scope import PipelineScope
-from dali_lite._src.ops.external_source import ExternalSource, NoDataFedError, UnknownInputError
+from dali_lite._src.ops.external_source import ExternalSource
 from dali_lite._src.options import PipelineOptions
 from dali_lite._src.pipeline.checkpointing import CheckpointingMixin, CheckpointState
 from dali_lite._src.pipeline.extras import PipelineExtras
 from dali_lite._src.pipeline.graph_definition import GraphDefinition
 from dali_lite._src.pipeline.properties import PipelineProperties
+from dali_lite._src.pipeline.run_protocol import RunProtocol
 
 __all__ = ["Pipeline"]
-
-# DALI names the two APIs by its enum `types.PipelineAPIType`; its messages show these names.
-BASIC, SCHEDULED = "PipelineAPIType.BASIC", "PipelineAPIType.SCHEDULED"
 
 
 def _weakly(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -68,7 +65,8 @@ class _Resources:
                 op.close()
 
 
-class Pipeline(GraphDefinition, PipelineProperties, PipelineExtras, CheckpointingMixin):
+class Pipeline(GraphDefinition, RunProtocol, PipelineProperties, PipelineExtras,
+               CheckpointingMixin):
     """Pipeline class encapsulates all data required to define and run a dali_lite pipeline.
 
     Arguments and defaults follow `nvidia.dali.pipeline.Pipeline` (DALI 2.4): `batch_size`,
@@ -197,236 +195,6 @@ class Pipeline(GraphDefinition, PipelineProperties, PipelineExtras, Checkpointin
         group = ParallelSourceGroup(parallel, self._options)
         self._resources.parallel = group
         group.start()
-
-    # ------------------------------------------------------------------ running
-    def _compute(self, ticket: IterationTicket) -> tuple[Any, ...]:
-        # Once an iteration of an epoch met the end of the data, later ones of the same epoch
-        # end too, without calling the sources again: DALI stops calling them at the end.
-        if self._ended_epoch == ticket.epoch_idx:
-            raise StopIteration
-        executor = self._resources.executor
-        ctx = IterationContext(ticket.iteration, ticket.epoch_idx, self._options.batch_size,
-                               lambda: executor is None or executor.is_cancelled(ticket))
-        values: dict[tuple[int, int], Any] = {}
-        try:
-            for op in self._operators:
-                inputs = [values[(node.source.id, node.index)] for node in op.inputs]
-                for index, batch in enumerate(op.run(ctx, inputs)):
-                    values[(op.id, index)] = batch
-        except StopIteration:
-            self._ended_epoch = ticket.epoch_idx
-            raise
-        return tuple(values[(node.source.id, node.index)] for node in self._outputs_defined())
-
-    def _starvation(self) -> BaseException | None:
-        for op in self._operators:
-            if isinstance(op, ExternalSource) and op.starved():
-                return NoDataFedError(
-                    f"no data was fed to external_source {op.display_name!r}: call "
-                    f"pipe.feed_input({op.display_name!r}, batch) before run() (in "
-                    "iter_setup, or prefetch_queue_depth times before the first run), or "
-                    "create the source with blocking=True"
-                )
-        return None
-
-    @contextlib.contextmanager
-    def _api(self, api: str) -> Iterator[None]:
-        """DALI's API check: the first checked call fixes the API (run() or the scheduled
-        calls); a call of the other one raises. Calls made inside are not checked again."""
-        if not self._skip_api_check:
-            if self._api_type is None:
-                self._api_type = api
-            if api != self._api_type:
-                raise RuntimeError(
-                    f"Mixing pipeline API type. Currently used: {self._api_type}, but trying "
-                    f"to use {api}. run() cannot be mixed with schedule_run()/share_outputs()/"
-                    "release_outputs()/outputs() on one pipeline; call enable_api_check(False) "
-                    "to allow it"
-                )
-        previous, self._skip_api_check = self._skip_api_check, True
-        try:
-            yield
-        finally:
-            self._skip_api_check = previous
-
-    def _submit(self, count: int) -> None:
-        """Schedule up to `count` iterations, each after iter_setup() (as DALI, which stops
-        scheduling when iter_setup raises StopIteration)."""
-        executor = self._executor()
-        for _ in range(count):
-            try:
-                self.iter_setup()
-            except StopIteration:
-                self._last_iter = True
-                return
-            executor.submit(IterationTicket(self._next_iteration, self._epoch_idx))
-            self._next_iteration += 1
-
-    def _schedule(self) -> None:
-        self._check_built()
-        if self._first_iter and self._options.exec_pipelined:
-            self._first_iter = False
-            self._submit(self._options.queue_depth)
-        elif not self._last_iter and not self._end_reached:
-            self._first_iter = False
-            self._submit(1)
-
-    def _take(self) -> tuple[Any, ...]:
-        self._check_built()
-        executor = self._executor()
-        if self._end_reached or not executor.in_flight:
-            raise StopIteration
-        ticket = executor.take()
-        if ticket.error is not None:
-            if isinstance(ticket.error, StopIteration):
-                self._end_reached = self._last_iter = True
-                executor.discard_all()
-                self._checkpoint_epoch_ended()
-                raise StopIteration
-            error, ticket.error = ticket.error, None
-            try:
-                raise error
-            finally:
-                # The error's traceback holds this frame (and `self`): a local naming the
-                # error (or the ticket that held it) would make a cycle that keeps a dropped
-                # pipeline, and its worker processes, alive until the next garbage collection.
-                del error, ticket
-        self._checkpoint_delivered(ticket)
-        return ticket.outputs
-
-    def schedule_run(self) -> None:
-        """Run the pipeline without returning the resulting buffers (see share_outputs)."""
-        self.build()
-        with self._api(SCHEDULED):
-            self._schedule()
-
-    def share_outputs(self) -> tuple[Any, ...]:
-        """The outputs of the oldest scheduled iteration, valid until release_outputs().
-
-        Raises StopIteration when nothing is scheduled (at the end of the data)."""
-        with self._api(SCHEDULED):
-            outputs = self._take()
-            self._shared_outputs.append(outputs)
-            return outputs
-
-    def release_outputs(self) -> None:
-        """Release buffers returned by share_outputs calls."""
-        with self._api(SCHEDULED):
-            self.build()
-            self._shared_outputs.clear()
-
-    def outputs(self) -> tuple[Any, ...]:
-        """The outputs of the oldest scheduled iteration; releases the previous ones."""
-        with self._api(SCHEDULED):
-            self._last_outputs = None
-            self._shared_outputs.clear()
-            self._last_outputs = self._take()
-            return self._last_outputs
-
-    def run(self, **pipeline_inputs: Any) -> tuple[Any, ...]:
-        """Run the pipeline and return the result (prefetching ahead when pipelined).
-
-        Keyword arguments, if any, are fed to the external sources of those names first; that
-        needs prefetch_queue_depth=1 or exec_pipelined=False, as in DALI.
-        """
-        if pipeline_inputs and not self._options.pipeline_inputs_possible:
-            raise RuntimeError(
-                "When using pipeline_inputs named arguments (run(name=data)), either "
-                "`prefetch_queue_depth` in Pipeline constructor shall be set to 1 (for both "
-                "devices) or `exec_pipelined` shall be set to False. Received: "
-                f"prefetch_queue_depth={self._options.prefetch_queue_depth}, "
-                f"exec_pipelined={self._options.exec_pipelined}. Set them so, or feed the "
-                "data with feed_input() or a `source` of fn.external_source."
-            )
-        self.build()
-        for name, data in pipeline_inputs.items():
-            self.feed_input(name, data)
-        with self._api(BASIC):
-            self.schedule_run()
-            return self.outputs()
-
-    def iter_setup(self) -> None:
-        """Override to do per-iteration setup, such as feeding data with feed_input."""
-
-    def feed_input(self, data_node: str | DataNode, data: Any, layout: str | None = None,
-                   cuda_stream: Any = None, use_copy_kernel: bool = False) -> None:
-        """Bind data (a batch) to the external_source named `data_node` for a next iteration.
-
-        Builds the pipeline first, as DALI does."""
-        self.build()
-        if isinstance(data_node, str):
-            name = data_node
-        elif isinstance(data_node, DataNode):
-            name = data_node.name
-        else:
-            raise TypeError(f"feed_input expects the name of an external_source or its "
-                            f"DataNode; got {type(data_node).__name__}")
-        for op in self._operators:
-            if isinstance(op, ExternalSource) and name in (op.display_name, op.name):
-                if op.source is not None:
-                    raise RuntimeError(
-                        f"Cannot use `feed_input` on the external source '{name}' with a "
-                        "`source` argument specified: it reads its data from the source"
-                    )
-                if op.device == "gpu":
-                    op.feed(data, layout, self._options.batch_size, cuda_stream=cuda_stream,
-                            use_copy_kernel=use_copy_kernel)
-                else:
-                    op.feed(data, layout, self._options.batch_size)
-                return
-        names = sorted(op.display_name for op in self._operators
-                       if isinstance(op, ExternalSource) and op.source is None)
-        raise UnknownInputError(f'Could not find an input operator with name "{name}"; the '
-                                f"pipeline's inputs are {names}")
-
-    def reset(self) -> None:
-        """Resets the pipeline iterator: if the data reached its end, start the next epoch.
-
-        As DALI's: before the end, it does nothing. "The end" is the producer's: once an
-        iteration met the end of the data, batches computed before it stay to be consumed.
-        """
-        if not self._built:
-            return
-        executor = self._executor()
-        if not self._last_iter and not self._end_reached:
-            # Learn whether a scheduled iteration met the end (DALI knows it at schedule time).
-            for ticket in executor.tickets():
-                if not executor.wait_done(ticket):
-                    break
-                if isinstance(ticket.error, StopIteration):
-                    self._last_iter = True
-                    break
-        if not self._last_iter and not self._end_reached:
-            return
-        for ticket in executor.tickets():
-            if executor.wait_done(ticket) and isinstance(ticket.error, StopIteration):
-                executor.discard_from(ticket)
-                break
-        self._first_iter = True
-        self._last_iter = self._end_reached = False
-        self._epoch_idx += 1
-        self._ended_epoch = None
-        self._next_iteration = 0
-        for op in self._operators:
-            op.reset(self._epoch_idx)
-        self._checkpoint_reset()
-
-    def empty(self) -> bool:
-        """If there is any work scheduled in the pipeline but not yet consumed (DALI's words:
-        True when there is none). An iteration that met the end of the data is no work."""
-        executor = self._resources.executor
-        if executor is None or self._end_reached:
-            return True
-        tickets = executor.tickets()
-        if not tickets:
-            return True
-        if not executor.wait_done(tickets[0]):
-            return False
-        return isinstance(tickets[0].error, StopIteration)
-
-    def enable_api_check(self, enable: bool) -> None:
-        """Allows to enable or disable API check in the runtime."""
-        self._skip_api_check = not enable
 
     # ------------------------------------------------------------------ shutdown
     def close(self) -> None:

@@ -1,9 +1,9 @@
 """The read-only face of `Pipeline`: DALI 2.4's properties and output descriptions.
 
-A mixin over the pipeline's `PipelineOptions` (`self._options`), kept apart from `pipeline.py`,
-which owns the graph and the run protocol. Values are DALI's: None where an argument was not
-given, -1 and 0 for the deprecated `max_streams` and `default_cuda_stream_priority`, and a
-deprecation warning on `batch_size`.
+A mixin over the pipeline's `PipelineOptions` (`self._options`), kept apart from `pipeline.py`
+and `run_protocol.py`, which own the build and the run protocol. Values are DALI's: None where
+an argument was not given, -1 and 0 for the deprecated `max_streams` and
+`default_cuda_stream_priority`, and a deprecation warning on `batch_size`.
 """
 
 from __future__ import annotations

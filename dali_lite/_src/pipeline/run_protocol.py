@@ -1,0 +1,266 @@
+"""The pipeline's run protocol, as DALI's: running and feeding, epochs and reset.
+
+Mixed into `Pipeline` (`pipeline.py`, which builds the pipeline and owns its executor and
+workers). It keeps DALI's contract for the two APIs a program may use, never both on one
+pipeline unless the API check is off: `run()` (BASIC), or `schedule_run()` / `share_outputs()` /
+`release_outputs()` / `outputs()` (SCHEDULED); iterations are submitted to the executor after
+`iter_setup()`, and taken back in order. It also computes one iteration (`_compute`, which the
+executor's thread calls), says which source starves the executor, feeds external sources
+(`feed_input`), and ends and restarts epochs: the end of the data is a StopIteration that
+`reset()` clears.
+
+Relies on the pipeline's `_options`, `_resources`, `_operators`, the run-state attributes set
+in `Pipeline.__init__` (`_api_type`, `_first_iter`, `_last_iter`, `_end_reached`, ...), and its
+`build()`, `_executor()`, `_check_built()`, `_outputs_defined()` and checkpoint hooks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from dali_lite._src.execution.executor import IterationTicket
+from dali_lite._src.graph.nodes import DataNode, IterationContext
+from dali_lite._src.ops.external_source import ExternalSource, NoDataFedError, UnknownInputError
+
+if TYPE_CHECKING:
+    from dali_lite._src.pipeline.pipeline import Pipeline
+
+__all__ = ["RunProtocol"]
+
+# DALI names the two APIs by its enum `types.PipelineAPIType`; its messages show these names.
+BASIC, SCHEDULED = "PipelineAPIType.BASIC", "PipelineAPIType.SCHEDULED"
+
+
+class RunProtocol:
+    """The running half of `Pipeline`: DALI's run protocol, feeding and epochs."""
+
+    def _compute(self: Pipeline, ticket: IterationTicket) -> tuple[Any, ...]:
+        # Once an iteration of an epoch met the end of the data, later ones of the same epoch
+        # end too, without calling the sources again: DALI stops calling them at the end.
+        if self._ended_epoch == ticket.epoch_idx:
+            raise StopIteration
+        executor = self._resources.executor
+        ctx = IterationContext(ticket.iteration, ticket.epoch_idx, self._options.batch_size,
+                               lambda: executor is None or executor.is_cancelled(ticket))
+        values: dict[tuple[int, int], Any] = {}
+        try:
+            for op in self._operators:
+                inputs = [values[(node.source.id, node.index)] for node in op.inputs]
+                for index, batch in enumerate(op.run(ctx, inputs)):
+                    values[(op.id, index)] = batch
+        except StopIteration:
+            self._ended_epoch = ticket.epoch_idx
+            raise
+        return tuple(values[(node.source.id, node.index)] for node in self._outputs_defined())
+
+    def _starvation(self: Pipeline) -> BaseException | None:
+        for op in self._operators:
+            if isinstance(op, ExternalSource) and op.starved():
+                return NoDataFedError(
+                    f"no data was fed to external_source {op.display_name!r}: call "
+                    f"pipe.feed_input({op.display_name!r}, batch) before run() (in "
+                    "iter_setup, or prefetch_queue_depth times before the first run), or "
+                    "create the source with blocking=True"
+                )
+        return None
+
+    @contextlib.contextmanager
+    def _api(self: Pipeline, api: str) -> Iterator[None]:
+        """DALI's API check: the first checked call fixes the API (run() or the scheduled
+        calls); a call of the other one raises. Calls made inside are not checked again."""
+        if not self._skip_api_check:
+            if self._api_type is None:
+                self._api_type = api
+            if api != self._api_type:
+                raise RuntimeError(
+                    f"Mixing pipeline API type. Currently used: {self._api_type}, but trying "
+                    f"to use {api}. run() cannot be mixed with schedule_run()/share_outputs()/"
+                    "release_outputs()/outputs() on one pipeline; call enable_api_check(False) "
+                    "to allow it"
+                )
+        previous, self._skip_api_check = self._skip_api_check, True
+        try:
+            yield
+        finally:
+            self._skip_api_check = previous
+
+    def _submit(self: Pipeline, count: int) -> None:
+        """Schedule up to `count` iterations, each after iter_setup() (as DALI, which stops
+        scheduling when iter_setup raises StopIteration)."""
+        executor = self._executor()
+        for _ in range(count):
+            try:
+                self.iter_setup()
+            except StopIteration:
+                self._last_iter = True
+                return
+            executor.submit(IterationTicket(self._next_iteration, self._epoch_idx))
+            self._next_iteration += 1
+
+    def _schedule(self: Pipeline) -> None:
+        self._check_built()
+        if self._first_iter and self._options.exec_pipelined:
+            self._first_iter = False
+            self._submit(self._options.queue_depth)
+        elif not self._last_iter and not self._end_reached:
+            self._first_iter = False
+            self._submit(1)
+
+    def _take(self: Pipeline) -> tuple[Any, ...]:
+        self._check_built()
+        executor = self._executor()
+        if self._end_reached or not executor.in_flight:
+            raise StopIteration
+        ticket = executor.take()
+        if ticket.error is not None:
+            if isinstance(ticket.error, StopIteration):
+                self._end_reached = self._last_iter = True
+                executor.discard_all()
+                self._checkpoint_epoch_ended()
+                raise StopIteration
+            error, ticket.error = ticket.error, None
+            try:
+                raise error
+            finally:
+                # The error's traceback holds this frame (and `self`): a local naming the
+                # error (or the ticket that held it) would make a cycle that keeps a dropped
+                # pipeline, and its worker processes, alive until the next garbage collection.
+                del error, ticket
+        self._checkpoint_delivered(ticket)
+        return ticket.outputs
+
+    def schedule_run(self: Pipeline) -> None:
+        """Run the pipeline without returning the resulting buffers (see share_outputs)."""
+        self.build()
+        with self._api(SCHEDULED):
+            self._schedule()
+
+    def share_outputs(self: Pipeline) -> tuple[Any, ...]:
+        """The outputs of the oldest scheduled iteration, valid until release_outputs().
+
+        Raises StopIteration when nothing is scheduled (at the end of the data)."""
+        with self._api(SCHEDULED):
+            outputs = self._take()
+            self._shared_outputs.append(outputs)
+            return outputs
+
+    def release_outputs(self: Pipeline) -> None:
+        """Release buffers returned by share_outputs calls."""
+        with self._api(SCHEDULED):
+            self.build()
+            self._shared_outputs.clear()
+
+    def outputs(self: Pipeline) -> tuple[Any, ...]:
+        """The outputs of the oldest scheduled iteration; releases the previous ones."""
+        with self._api(SCHEDULED):
+            self._last_outputs = None
+            self._shared_outputs.clear()
+            self._last_outputs = self._take()
+            return self._last_outputs
+
+    def run(self: Pipeline, **pipeline_inputs: Any) -> tuple[Any, ...]:
+        """Run the pipeline and return the result (prefetching ahead when pipelined).
+
+        Keyword arguments, if any, are fed to the external sources of those names first; that
+        needs prefetch_queue_depth=1 or exec_pipelined=False, as in DALI.
+        """
+        if pipeline_inputs and not self._options.pipeline_inputs_possible:
+            raise RuntimeError(
+                "When using pipeline_inputs named arguments (run(name=data)), either "
+                "`prefetch_queue_depth` in Pipeline constructor shall be set to 1 (for both "
+                "devices) or `exec_pipelined` shall be set to False. Received: "
+                f"prefetch_queue_depth={self._options.prefetch_queue_depth}, "
+                f"exec_pipelined={self._options.exec_pipelined}. Set them so, or feed the "
+                "data with feed_input() or a `source` of fn.external_source."
+            )
+        self.build()
+        for name, data in pipeline_inputs.items():
+            self.feed_input(name, data)
+        with self._api(BASIC):
+            self.schedule_run()
+            return self.outputs()
+
+    def iter_setup(self: Pipeline) -> None:
+        """Override to do per-iteration setup, such as feeding data with feed_input."""
+
+    def feed_input(self: Pipeline, data_node: str | DataNode, data: Any, layout: str | None = None,
+                   cuda_stream: Any = None, use_copy_kernel: bool = False) -> None:
+        """Bind data (a batch) to the external_source named `data_node` for a next iteration.
+
+        Builds the pipeline first, as DALI does."""
+        self.build()
+        if isinstance(data_node, str):
+            name = data_node
+        elif isinstance(data_node, DataNode):
+            name = data_node.name
+        else:
+            raise TypeError(f"feed_input expects the name of an external_source or its "
+                            f"DataNode; got {type(data_node).__name__}")
+        for op in self._operators:
+            if isinstance(op, ExternalSource) and name in (op.display_name, op.name):
+                if op.source is not None:
+                    raise RuntimeError(
+                        f"Cannot use `feed_input` on the external source '{name}' with a "
+                        "`source` argument specified: it reads its data from the source"
+                    )
+                if op.device == "gpu":
+                    op.feed(data, layout, self._options.batch_size, cuda_stream=cuda_stream,
+                            use_copy_kernel=use_copy_kernel)
+                else:
+                    op.feed(data, layout, self._options.batch_size)
+                return
+        names = sorted(op.display_name for op in self._operators
+                       if isinstance(op, ExternalSource) and op.source is None)
+        raise UnknownInputError(f'Could not find an input operator with name "{name}"; the '
+                                f"pipeline's inputs are {names}")
+
+    def reset(self: Pipeline) -> None:
+        """Resets the pipeline iterator: if the data reached its end, start the next epoch.
+
+        As DALI's: before the end, it does nothing. "The end" is the producer's: once an
+        iteration met the end of the data, batches computed before it stay to be consumed.
+        """
+        if not self._built:
+            return
+        executor = self._executor()
+        if not self._last_iter and not self._end_reached:
+            # Learn whether a scheduled iteration met the end (DALI knows it at schedule time).
+            for ticket in executor.tickets():
+                if not executor.wait_done(ticket):
+                    break
+                if isinstance(ticket.error, StopIteration):
+                    self._last_iter = True
+                    break
+        if not self._last_iter and not self._end_reached:
+            return
+        for ticket in executor.tickets():
+            if executor.wait_done(ticket) and isinstance(ticket.error, StopIteration):
+                executor.discard_from(ticket)
+                break
+        self._first_iter = True
+        self._last_iter = self._end_reached = False
+        self._epoch_idx += 1
+        self._ended_epoch = None
+        self._next_iteration = 0
+        for op in self._operators:
+            op.reset(self._epoch_idx)
+        self._checkpoint_reset()
+
+    def empty(self: Pipeline) -> bool:
+        """If there is any work scheduled in the pipeline but not yet consumed (DALI's words:
+        True when there is none). An iteration that met the end of the data is no work."""
+        executor = self._resources.executor
+        if executor is None or self._end_reached:
+            return True
+        tickets = executor.tickets()
+        if not tickets:
+            return True
+        if not executor.wait_done(tickets[0]):
+            return False
+        return isinstance(tickets[0].error, StopIteration)
+
+    def enable_api_check(self: Pipeline, enable: bool) -> None:
+        """Allows to enable or disable API check in the runtime."""
+        self._skip_api_check = not enable
