@@ -1,7 +1,7 @@
 """The GPU feed as the worker count grows: fresh 2 MiB images into the GPU, side by side.
 
     python -m benchmarks --gpu [--workers 1,2,4,8,14] [--only LOADERS] [--iterations 30]
-                               [--runs 3] [--json FILE]
+                               [--runs 3] [--depth 2] [--json FILE]
 
 For each worker count, in a fresh interpreter per measurement (so that every pipeline forks
 its workers before CUDA starts, and one loader's memory does not weigh on the next):
@@ -17,8 +17,9 @@ its workers before CUDA starts, and one loader's memory does not weigh on the ne
                   the same function and copying each image into a warm shared-memory buffer
                   (what a worker does per sample, with no loader around it), free-running
 
-Sources and pipelines use ``prefetch_queue_depth=2``, the DataLoader ``prefetch_factor=2`` and
-persistent workers, all start their workers with fork. Printed: the median GB/s of ``--runs``
+Pipelines use ``prefetch_queue_depth=2`` and sources ``--depth`` (default 2: with more workers
+than that, a batch is split over the workers), the DataLoader ``prefetch_factor=2`` and
+persistent workers; all start their workers with fork. Printed: the median GB/s of ``--runs``
 runs of ``--iterations`` batches per loader and worker count, with ratios to the DataLoader
 and to the pinned copy. Loaders whose library (or a CUDA device) is missing say so.
 """
@@ -52,7 +53,7 @@ _RESULT_PREFIX = "GPU_SCALING_RESULT "
 _TIMEOUT_S = 300
 
 
-def _pipeline(workers: int, to_gpu: bool) -> Any:
+def _pipeline(workers: int, to_gpu: bool, depth: int) -> Any:
     import dali_lite as dali
     from dali_lite import fn
 
@@ -61,15 +62,15 @@ def _pipeline(workers: int, to_gpu: bool) -> Any:
                          py_start_method="fork", prefetch_queue_depth=_PREFETCH)
     with pipe:
         out = fn.external_source(PerSample(large_fresh_sample), parallel=True, batch=False,
-                                 prefetch_queue_depth=_PREFETCH,
+                                 prefetch_queue_depth=depth,
                                  bytes_per_sample_hint=BATCH_BYTES // BATCH_SIZE + 64)
         pipe.set_outputs(out.gpu() if to_gpu else out)
     pipe.build()
     return pipe
 
 
-def _dali_lite_batches(workers: int, to_gpu: bool) -> tuple[Any, Any]:
-    pipe = _pipeline(workers, to_gpu)
+def _dali_lite_batches(workers: int, to_gpu: bool, depth: int) -> tuple[Any, Any]:
+    pipe = _pipeline(workers, to_gpu, depth)
 
     def next_batch() -> None:
         (out,) = pipe.run()
@@ -173,7 +174,8 @@ def _ceiling_rates(workers: int, iterations: int, runs: int) -> list[float]:
                 process.kill()
 
 
-def measure(loader: str, workers: int, iterations: int, runs: int) -> list[float]:
+def measure(loader: str, workers: int, iterations: int, runs: int,
+            depth: int = _PREFETCH) -> list[float]:
     """Bytes/s of each run of `iterations` batches, after a warm-up."""
     if loader == "ceiling":
         return _ceiling_rates(workers, iterations, runs)
@@ -183,7 +185,7 @@ def measure(loader: str, workers: int, iterations: int, runs: int) -> list[float
     elif loader == "torch-gpu":
         next_batch, close = _torch_batches(workers, total)
     elif loader in ("dali_lite-gpu", "dali_lite-cpu"):
-        next_batch, close = _dali_lite_batches(workers, loader == "dali_lite-gpu")
+        next_batch, close = _dali_lite_batches(workers, loader == "dali_lite-gpu", depth)
     else:
         raise ValueError(f"unknown loader {loader!r}; choose from {', '.join(LOADERS)}")
     try:
@@ -221,7 +223,7 @@ def _missing(loader: str) -> str | None:
 
 def _run_child(loader: str, workers: int, args: argparse.Namespace) -> dict[str, Any]:
     command = [sys.executable, "-m", "benchmarks.gpu_scaling", "--child", loader, str(workers),
-               str(args.iterations), str(args.runs)]
+               str(args.iterations), str(args.runs), str(args.depth)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     try:
@@ -281,12 +283,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", help=f"loaders, comma-separated: {', '.join(LOADERS)}")
     parser.add_argument("--iterations", type=int, default=30)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--depth", type=int, default=_PREFETCH,
+                        help="the dali_lite source's prefetch_queue_depth (default %(default)s)")
     parser.add_argument("--json", type=Path, help="write the raw rates to this JSON file")
-    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        loader, workers, iterations, runs = args.child
-        rates = measure(loader, int(workers), int(iterations), int(runs))
+        loader, workers, iterations, runs, depth = args.child
+        rates = measure(loader, int(workers), int(iterations), int(runs), int(depth))
         print(_RESULT_PREFIX + json.dumps(rates), flush=True)
         return 0
     loaders = [name for name in (args.only or ",".join(LOADERS)).split(",") if name]
@@ -297,6 +301,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         workers = [int(w) for w in args.workers.split(",") if w]
     except ValueError:
         parser.error(f"--workers: expected comma-separated integers, got {args.workers!r}")
+    if args.depth < 1:
+        parser.error(f"--depth: expected a positive prefetch_queue_depth, got {args.depth}")
     if not workers or min(workers) < 1:
         parser.error(f"--workers: expected positive worker counts, got {args.workers!r}")
     results: dict[tuple[str, int], dict[str, Any]] = {}
@@ -309,7 +315,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{statistics.median(result['rates']) / 1e9:.2f} GB/s")
             print(f"{loader:14s} workers {count:2d}: {summary}", file=sys.stderr, flush=True)
     print(f"Batch {BATCH_SIZE} x {LARGE_SHAPE} uint8 ({BATCH_BYTES / 1e6:.1f} MB), fresh "
-          f"arrays; median of {args.runs} runs x {args.iterations} batches.\n")
+          f"arrays, source prefetch_queue_depth {args.depth}; median of {args.runs} runs x "
+          f"{args.iterations} batches.\n")
     print(_table(results, loaders, workers))
     if args.json is not None:
         args.json.write_text(json.dumps({f"{k[0]}@{k[1]}": v for k, v in results.items()},
