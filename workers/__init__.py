@@ -9,6 +9,7 @@ traceback; a dead worker is reported at once.
 
 from __future__ import annotations
 
+from workers.callbacks import BatchedCallback, Callback
 from workers.errors import (
     CallbackPicklingError,
     PoolClosedError,
@@ -18,7 +19,7 @@ from workers.errors import (
     WorkerDiedError,
 )
 from workers.messages import Reply, TaskDone, TaskFailed
-from workers.pool import BatchedCallback, Callback, WorkerPool
+from workers.pool import WorkerPool
 
 __all__ = [
     "BatchedCallback",

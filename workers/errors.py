@@ -12,6 +12,9 @@ This module owns the failure vocabulary of ``workers``:
   marks the pool broken; :class:`TaskTimeoutError` a task that ran past its deadline (the
   pool replaced the stuck worker and goes on); :class:`PoolClosedError` a pool used after
   ``close()``; :class:`CallbackPicklingError` a callback that cannot be sent to ``spawn`` workers.
+* The Ray pool's own: :class:`RayPlacementError` (the cluster cannot place its actors) and
+  :class:`RayWorkerLostError` (an actor died with work that cannot run again). Users meet them
+  at ``workers.ray_pool``, which re-exports them and which their ``__module__`` names.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from dataclasses import dataclass
 __all__ = [
     "CallbackPicklingError",
     "PoolClosedError",
+    "RayPlacementError",
+    "RayWorkerLostError",
     "RemoteError",
     "RemoteTraceback",
     "TaskTimeoutError",
@@ -229,6 +234,29 @@ class TaskTimeoutError(TimeoutError):
             TaskTimeoutError,
             (self.worker, self.pid, self.timeout_s, self.stack, self.task_ids),
         )
+
+
+class RayPlacementError(RuntimeError):
+    """The cluster could not place the pool's actors within the start timeout."""
+
+    __module__ = "workers.ray_pool"  # where users meet it, with the Ray pool
+
+
+class RayWorkerLostError(WorkerDiedError):
+    """A Ray actor died with work that cannot be run again; the pool is broken."""
+
+    __module__ = "workers.ray_pool"  # where users meet it, with the Ray pool
+
+    def __init__(self, worker: int, pid: int | None, reason: str,
+                 task_ids: tuple[int, ...] = ()) -> None:
+        RuntimeError.__init__(
+            self, f"Ray worker {worker} (pid {pid}) was lost: {reason}. The worker pool is "
+            "now broken: close it and start a new one.")
+        self.worker, self.pid, self.exitcode = worker, pid, None
+        self.broken, self.task_ids = True, tuple(task_ids)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (RuntimeError, (str(self),))
 
 
 class PoolClosedError(RuntimeError):

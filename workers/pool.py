@@ -1,8 +1,10 @@
 """The main-process side of the worker pool.
 
-This module owns the worker processes' lifetime and the conversation with them: starting
-them, sending tasks (and, once per worker and segment, the segment's fd), collecting
-replies and noticing deaths. Releasing it all is :mod:`workers.resources`'s job.
+This module owns the worker processes' lifetime and the conversation with them: when to
+start them (and replace one), sending tasks (and, once per worker and segment, the segment's
+fd), collecting replies and noticing deaths. How a process is started or cleared away is
+:mod:`workers.process_launch`'s job, releasing it all :mod:`workers.resources`'s, and what a
+callback is :mod:`workers.callbacks`'s.
 
 Why it is shaped so:
 
@@ -26,73 +28,33 @@ Why it is shaped so:
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import os
-import signal
-import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler, send_handle
-from typing import Any, Protocol, runtime_checkable
-
-import numpy as np
+from typing import Any
 
 from shm import SharedSegment
 from shm.placement import Placement
+from workers.callbacks import Callback
 from workers.deadlines import Deadlines, capture_stack, check_timeout
 from workers.errors import PoolClosedError, TaskTimeoutError, WorkerDiedError
 from workers.messages import AttachSegment, DetachSegment, Reply, RunTask, TaskStarted
-from workers.pickling import PicklerSpec, prepare_callbacks
+from workers.pickling import prepare_callbacks
 from workers.pool_base import PoolBase
+from workers.process_launch import WorkerLaunch, retire_worker, sigint_blocked, start_worker
 from workers.readiness import ReadySet, readable_now
 from workers.resources import PoolResources, shutdown
-from workers.worker import PARENT_CONNECTIONS, WorkerSetup, worker_main
 
-__all__ = ["BatchedCallback", "Callback", "WorkerPool"]
-
-Callback = Callable[[Any], Sequence[Sequence[np.ndarray]]]
-
-
-@runtime_checkable
-class BatchedCallback(Protocol):
-    """A callback that can also take a whole task at once.
-
-    The worker then calls ``call_many(args)`` once instead of the callback once per argument
-    and merging the results: it returns ``(outputs, None)`` with outputs x samples (what the
-    per-argument calls would have merged to), or ``(None, (index, error))`` for the first
-    argument that failed. Per-sample sources implement it (`PerSampleCall`), which saves
-    the merging's Python work on every sample of the tiny-sample workloads.
-    """
-
-    def __call__(self, arg: Any) -> Sequence[Sequence[np.ndarray]]: ...
-
-    def call_many(
-        self, args: Sequence[Any]
-    ) -> tuple[Sequence[Sequence[np.ndarray]] | None, tuple[int, BaseException] | None]: ...
+__all__ = ["WorkerPool"]
 
 #: How long to wait for a worker whose pipe hit EOF to be reaped, to learn its exit code.
 _REAP_TIMEOUT_S = 0.5
-#: How long to wait for a timed-out worker to die after SIGKILL.
-_KILL_TIMEOUT_S = 2.0
 #: Upper bound of one internal wait in ``collect(None)``, so no wait is unbounded.
 _WAIT_SLICE_S = 1.0
 _START_METHODS = ("fork", "spawn")
-
-
-@contextlib.contextmanager
-def _sigint_blocked() -> Iterator[None]:
-    """Block SIGINT in this thread while creating processes.
-
-    Children inherit the mask (also across exec), so a Ctrl-C stays pending until the
-    worker has ignored it, instead of raising KeyboardInterrupt in a half-started worker.
-    """
-    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
 
 
 class WorkerPool(PoolBase):
@@ -100,10 +62,10 @@ class WorkerPool(PoolBase):
 
     A callback, given one argument, returns outputs x samples of numpy arrays. A task names
     a worker, a callback, a list of arguments and a segment; the worker calls the callback
-    once per argument (or its ``call_many`` once, see :class:`BatchedCallback`),
-    concatenates the samples per output, writes them into the segment
-    (growing it if needed) and replies :class:`~workers.messages.TaskDone` or
-    :class:`~workers.messages.TaskFailed`.
+    once per argument (or its ``call_many`` once, see
+    :class:`~workers.callbacks.BatchedCallback`), concatenates the samples per output,
+    writes them into the segment (growing it if needed) and replies
+    :class:`~workers.messages.TaskDone` or :class:`~workers.messages.TaskFailed`.
     """
 
     def __init__(
@@ -121,8 +83,7 @@ class WorkerPool(PoolBase):
         self._pickler = pickler
         self._name = name
         self._broken: WorkerDiedError | None = None
-        self._payloads: tuple[bytes, ...] | None = None
-        self._spec: PicklerSpec | None = None
+        self._launch: WorkerLaunch | None = None
         self._deadlines = Deadlines()
         self._ready = ReadySet()
         self._res = PoolResources(owner_pid=os.getpid())
@@ -153,13 +114,13 @@ class WorkerPool(PoolBase):
                 raise PoolClosedError("cannot start a worker pool that was closed")
             if self._started:
                 return
-            self._payloads, self._spec = prepare_callbacks(
-                self._callbacks, self._start_method, self._pickler
-            )
+            payloads, spec = prepare_callbacks(self._callbacks, self._start_method, self._pickler)
+            self._launch = WorkerLaunch(self._start_method, self._name, self._callbacks,
+                                        payloads, spec)
             try:
-                with _sigint_blocked():
+                with sigint_blocked():
                     for index in range(self._num_workers):
-                        self._start_worker(index)
+                        start_worker(self._res, self._launch, index)
                 self._res.wakeup_fds = os.pipe()
                 os.set_blocking(self._res.wakeup_fds[1], False)
             except BaseException:
@@ -169,50 +130,6 @@ class WorkerPool(PoolBase):
                 shutdown(self._res)
                 raise
             self._started = True
-
-    def _start_worker(self, index: int) -> None:
-        """Start worker ``index``: a new one, or the replacement of one that was killed."""
-        ctx = multiprocessing.get_context(self._start_method)
-        payloads, spec = self._payloads, self._spec
-        in_main_thread = threading.current_thread() is threading.main_thread()
-        parent_conn, child_conn = ctx.Pipe(duplex=True)
-        dump_reader, dump_writer = ctx.Pipe(duplex=False)
-        # A later forked worker must not keep these (see PARENT_CONNECTIONS).
-        PARENT_CONNECTIONS.update((parent_conn, dump_reader))
-        res = self._res
-        if index == len(res.conns):
-            res.conns.append(parent_conn)
-            res.dumps.append(dump_reader)
-            res.segments.append({})
-        else:
-            res.conns[index], res.dumps[index] = parent_conn, dump_reader
-        setup = WorkerSetup(
-            index=index,
-            conn=child_conn,
-            parent_pid=os.getpid(),
-            name=self._name,
-            # PDEATHSIG fires when the *thread* that forked exits; only the main thread
-            # lives as long as the process.
-            set_pdeathsig=in_main_thread,
-            callbacks=self._callbacks if payloads is None else None,
-            payloads=payloads,
-            pickler=spec,
-            stack_dump=dump_writer,
-        )
-        proc = ctx.Process(
-            target=worker_main, args=(setup,), name=f"{self._name}-worker-{index}", daemon=True
-        )
-        try:
-            proc.start()
-        finally:
-            # Our copy of the worker's end must go, or we would never see EOF from it.
-            child_conn.close()
-            dump_writer.close()
-        if index == len(res.processes):
-            res.processes.append(proc)
-            res.pids.append(proc.pid)
-        else:
-            res.processes[index], res.pids[index] = proc, proc.pid
 
     def close(self) -> None:
         """Shut the workers down and release pipes and segments. Idempotent, thread-safe."""
@@ -407,25 +324,12 @@ class WorkerPool(PoolBase):
 
     def _replace_worker(self, worker: int) -> None:
         """Kill worker ``worker`` and start a fresh one under the same index."""
-        res = self._res
-        proc, pid = res.processes[worker], res.pids[worker]
-        with contextlib.suppress(Exception):
-            proc.kill()
-        proc.join(_KILL_TIMEOUT_S)
-        for conn in (res.conns[worker], res.dumps[worker]):
-            PARENT_CONNECTIONS.discard(conn)
-            with contextlib.suppress(OSError):
-                conn.close()
-        if proc.exitcode is not None:
-            proc.close()
-        else:  # not reaped yet (e.g. in uninterruptible sleep): shutdown finishes it
-            res.retired_processes.append(proc)
-        # The new worker has none of the segments yet: the next submit sends them again.
-        res.retired.extend(res.segments[worker].values())
-        res.segments[worker] = {}
+        pid = self._res.pids[worker]
+        retire_worker(self._res, worker)
+        assert self._launch is not None  # set by start(), before any task
         try:
-            with _sigint_blocked():
-                self._start_worker(worker)
+            with sigint_blocked():
+                start_worker(self._res, self._launch, worker)
         except BaseException:
             self._broken = WorkerDiedError(worker, pid, None, broken=True)
             raise

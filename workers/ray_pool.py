@@ -25,18 +25,20 @@ Why it is shaped so:
 * Actors that the cluster cannot place fail ``start()`` within ``start_timeout_s`` with
   :class:`RayPlacementError`, never a hang. ``close()`` kills every actor the pool started; it
   is reached from the pipeline's shutdown, a ``weakref.finalize`` and interpreter exit.
+
+Starting, restarting and killing actors (and waiting until the cluster has placed them) is
+:mod:`workers.ray_launch`'s job; this module owns the tasks: which actor holds which, their
+replies, their replay after an actor's loss, and their deadlines. The pool's errors live in
+:mod:`workers.errors` and are re-exported here, where users meet them.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import sys
 import time
 import weakref
-from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from shm import SharedSegment
@@ -44,58 +46,22 @@ from shm.placement import Placement, write_result
 from workers.deadlines import check_timeout
 from workers.errors import (
     PoolClosedError,
+    RayPlacementError,
+    RayWorkerLostError,
     RemoteError,
     TaskTimeoutError,
-    WorkerDiedError,
 )
 from workers.messages import Reply, TaskDone, TaskFailed
-from workers.pickling import prepare_callbacks
 from workers.pool_base import PoolBase
-from workers.ray_actor import RayTaskFailure, RayWorker
+from workers.ray_actor import RayTaskFailure
+from workers.ray_launch import ActorState, RayLauncher, kill_actors, require_ray
 
 __all__ = ["RayPlacementError", "RayWorkerLostError", "RayWorkerPool", "require_ray"]
 
-INSTALL_HINT = ("py_start_method='ray' needs Ray, which is not installed: "
-                "pip install 'dali-lite[ray]' (or pip install ray)")
 #: Upper bound of one wait inside ``collect``, so that closing and deadlines are noticed.
 _WAIT_SLICE_S = 0.5
 #: How many times one task may be run again after losing its actor before the pool gives up.
 _MAX_REPLAYS = 3
-#: Seconds between attempts to start a replacement actor that died before it was ready.
-_REPLACEMENT_RETRY_S = 1.0
-_DEFAULT_ACTOR_OPTIONS: Mapping[str, Any] = {"num_cpus": 1}
-#: How long ``start`` waits for the cluster to place and start every actor, unless the
-#: pool is given ``start_timeout_s`` or the environment sets it.
-_DEFAULT_START_TIMEOUT_S = 60.0
-START_TIMEOUT_ENV = "DALI_LITE_RAY_START_TIMEOUT_S"
-
-
-def require_ray() -> Any:
-    """The `ray` module, with a clear ImportError saying what to install when it is missing."""
-    try:
-        import ray
-    except ImportError as exc:
-        raise ImportError(INSTALL_HINT) from exc
-    return ray
-
-
-class RayPlacementError(RuntimeError):
-    """The cluster could not place the pool's actors within the start timeout."""
-
-
-class RayWorkerLostError(WorkerDiedError):
-    """A Ray actor died with work that cannot be run again; the pool is broken."""
-
-    def __init__(self, worker: int, pid: int | None, reason: str,
-                 task_ids: tuple[int, ...] = ()) -> None:
-        RuntimeError.__init__(
-            self, f"Ray worker {worker} (pid {pid}) was lost: {reason}. The worker pool is "
-            "now broken: close it and start a new one.")
-        self.worker, self.pid, self.exitcode = worker, pid, None
-        self.broken, self.task_ids = True, tuple(task_ids)
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (RuntimeError, (str(self),))
 
 
 @dataclass
@@ -110,32 +76,6 @@ class _Task:
     data_segment: SharedSegment | None = None
     ref: Any = None
     replays: int = 0
-
-
-@dataclass
-class _ActorState:
-    """What the main process keeps of one actor: its handle, pid and task queue (in order)."""
-
-    handle: Any
-    pid: int | None = None
-    queue: deque[int] = field(default_factory=deque)
-    #: When the task at the head of the queue started (as far as we can tell: when the task
-    #: before it finished, or when it was submitted to an idle actor).
-    head_started: float = 0.0
-
-
-def _kill_actors(handles: list[Any]) -> None:
-    """Kill actors (idempotent; safe at interpreter exit and when Ray is already down)."""
-    try:
-        import ray
-    except ImportError:
-        return
-    if not ray.is_initialized():
-        return
-    for handle in handles:
-        with contextlib.suppress(Exception):
-            ray.kill(handle, no_restart=True)
-    handles.clear()
 
 
 class RayWorkerPool(PoolBase):
@@ -161,22 +101,14 @@ class RayWorkerPool(PoolBase):
         self._replayable = (tuple(bool(r) for r in replayable) if replayable is not None
                             else (True,) * len(self._callbacks))
         self._pickler = pickler
-        self._actor_options = dict(_DEFAULT_ACTOR_OPTIONS if actor_options is None
-                                   else actor_options)
-        self._start_timeout_s = float(
-            start_timeout_s if start_timeout_s is not None
-            else os.environ.get(START_TIMEOUT_ENV, _DEFAULT_START_TIMEOUT_S))
+        self._launcher = RayLauncher(actor_options, start_timeout_s)
         self._name = name
         self._broken: BaseException | None = None
-        self._actors: list[_ActorState] = []
+        # The launcher's list: it puts a fresh state in place of an actor it restarts.
+        self._actors: list[ActorState] = self._launcher.actors
         self._tasks: dict[int, _Task] = {}
         self._by_ref: dict[Any, int] = {}
-        self._remote_class: Any = None
-        self._setup: tuple[Any, ...] = ()
-        # Every handle ever created, for the finalizer: a handle held here keeps nothing but
-        # the actor, so the finalizer can kill it without keeping the pool alive.
-        self._handles: list[Any] = []
-        self._finalizer = weakref.finalize(self, _kill_actors, self._handles)
+        self._finalizer = weakref.finalize(self, kill_actors, self._launcher.handles)
 
     # -- properties ---------------------------------------------------------------------
 
@@ -192,12 +124,12 @@ class RayWorkerPool(PoolBase):
         with self._lock:
             self._check_usable()
             return list(ray.get([a.handle.node_id.remote() for a in self._actors],
-                                timeout=self._start_timeout_s))
+                                timeout=self._launcher.start_timeout_s))
 
     @property
     def actor_options(self) -> dict[str, Any]:
         """The resources and options every actor is created with (``num_cpus`` etc.)."""
-        return dict(self._actor_options)
+        return dict(self._launcher.actor_options)
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -212,45 +144,14 @@ class RayWorkerPool(PoolBase):
                 raise PoolClosedError("cannot start a worker pool that was closed")
             if self._started:
                 return
-            ray = require_ray()
-            payloads, spec = prepare_callbacks(self._callbacks, "spawn", self._pickler)
-            if not ray.is_initialized():
-                ray.init()
-            self._remote_class = ray.remote(RayWorker)
-            self._setup = (payloads, spec, list(sys.path))
+            self._launcher.connect(self._callbacks, self._pickler)
             try:
-                for index in range(self._num_workers):
-                    self._actors.append(_ActorState(self._new_actor(index)))
-                self._wait_ready(list(range(self._num_workers)))
+                self._launcher.start_actors(self._num_workers)
             except BaseException:
                 self._closing = True
-                _kill_actors(self._handles)
+                kill_actors(self._launcher.handles)
                 raise
             self._started = True
-
-    def _new_actor(self, index: int) -> Any:
-        options = {"max_restarts": 0, **self._actor_options}
-        handle = self._remote_class.options(**options).remote(index, *self._setup)
-        self._handles.append(handle)
-        return handle
-
-    def _wait_ready(self, indices: list[int]) -> None:
-        import ray
-
-        refs = [self._actors[i].handle.ready.remote() for i in indices]
-        try:
-            pids = ray.get(refs, timeout=self._start_timeout_s)
-        except ray.exceptions.GetTimeoutError:
-            total = ray.cluster_resources()
-            available = ray.available_resources()
-            raise RayPlacementError(
-                f"could not start {len(indices)} Ray worker(s) with {self._actor_options} "
-                f"each within {self._start_timeout_s:g} s: the cluster has "
-                f"{available.get('CPU', 0):g} CPU(s) available of {total.get('CPU', 0):g}. "
-                "Lower py_num_workers or the resources per worker (py_ray_options), or add "
-                "nodes to the cluster") from None
-        for index, pid in zip(indices, pids):
-            self._actors[index].pid = pid
 
     def close(self) -> None:
         """Kill every actor of the pool (idempotent)."""
@@ -383,26 +284,13 @@ class RayWorkerPool(PoolBase):
             self._dispatch(task)
 
     def _replace_actor(self, worker: int, lost: list[_Task]) -> None:
-        """Start a new actor for ``worker``. Ray may place it on the very node that was just
-        lost, before the cluster has noticed (a missed heartbeat takes seconds): it then dies
-        before it is ready. Try again, once a second, until ``start_timeout_s`` has passed."""
-        import ray
-
-        deadline = time.monotonic() + self._start_timeout_s
-        while True:
-            _kill_actors([self._actors[worker].handle])
-            self._actors[worker] = _ActorState(self._new_actor(worker))
-            try:
-                self._wait_ready([worker])
-                return
-            except ray.exceptions.RayActorError as exc:
-                if time.monotonic() + _REPLACEMENT_RETRY_S > deadline:
-                    self._broken = RayWorkerLostError(
-                        worker, None, f"no replacement could be started within "
-                        f"{self._start_timeout_s:g} s ({exc})",
-                        tuple(t.task_id for t in lost))
-                    raise self._broken from exc
-                time.sleep(_REPLACEMENT_RETRY_S)
+        """Start a new actor for ``worker`` (see `RayLauncher.replace`); when none can be
+        started, the pool is broken."""
+        try:
+            self._launcher.replace(worker, tuple(t.task_id for t in lost))
+        except RayWorkerLostError as error:
+            self._broken = error
+            raise
 
     def _check_deadlines(self) -> None:
         now = time.monotonic()
@@ -421,8 +309,6 @@ class RayWorkerPool(PoolBase):
         for task_id in lost:
             task = self._tasks.pop(task_id)
             self._by_ref.pop(task.ref, None)
-        _kill_actors([actor.handle])
-        self._actors[worker] = _ActorState(self._new_actor(worker))
-        self._wait_ready([worker])
+        self._launcher.restart(worker)
         raise TaskTimeoutError(worker, actor.pid, head.timeout_s or 0.0,
                                "<the Python stack of a Ray actor cannot be captured>", lost)

@@ -51,7 +51,7 @@ def run_calls(callback: Any, args: Sequence[Any]) -> TaskOutcome:
     """Call `callback` on every item of `args` (or its `call_many` once); never raises."""
     call_many = getattr(callback, "call_many", None)
     if call_many is not None:
-        # The callback takes the whole task at once (see workers.pool.BatchedCallback).
+        # The callback takes the whole task at once (see workers.callbacks.BatchedCallback).
         try:
             outputs, failure = call_many(args)
         except BaseException as exc:

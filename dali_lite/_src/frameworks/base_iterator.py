@@ -5,7 +5,9 @@ per pipeline per step. This module owns everything that is not about the framewo
 arguments and their checks, when an epoch ends (after `size` samples, or when a pipeline raises
 `StopIteration`), the three last-batch policies, `auto_reset`, `reset()`, `len()` and the
 schedule/share/release rhythm that keeps one iteration prefetched in every pipeline. The
-framework modules only turn a pipeline's outputs into their tensors.
+framework modules only turn a pipeline's outputs into their tensors. The checks of the
+arguments (and of a batch that is not dense) are `iterator_checks`'s; the iterator's position
+in checkpoints and `checkpoints()` are `iterator_checkpoints`'s, a base class of this one.
 
 It talks to pipelines through their public API (`build`, `schedule_run`, `share_outputs`,
 `release_outputs`, `reset`, `empty`, the batch size) and, for checkpoints, through the
@@ -26,7 +28,6 @@ each such place says so in a comment and has a row in docs/compat.md:
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import warnings
@@ -34,24 +35,22 @@ from collections.abc import Sequence
 from enum import Enum, unique
 from typing import Any
 
-from dali_lite._src.errors import RuntimeValueError
+from dali_lite._src.frameworks.iterator_checkpoints import IteratorCheckpoints
+from dali_lite._src.frameworks.iterator_checks import (
+    auto_reset_mode,
+    check_size,
+    common_batch_size,
+    iterator_deprecation_warning,
+    no_reader_error,
+    pipeline_list,
+)
 
-__all__ = ["LastBatchPolicy", "not_dense_error"]
+__all__ = ["LastBatchPolicy"]
 
 _logger = logging.getLogger(__name__)
 
 _RESET_IGNORED = ("DALI iterator does not support resetting while epoch is not finished. "
                   "Ignoring...")
-
-
-def _iterator_deprecation_warning() -> None:
-    warnings.warn(
-        "Please set `reader_name` and don't set last_batch_padded and size manually whenever "
-        "possible. This may lead, in some situations, to missing some samples or returning "
-        "duplicated ones. Check the Sharding section of the documentation for more details.",
-        Warning,
-        stacklevel=3,
-    )
 
 
 @unique
@@ -71,33 +70,7 @@ class LastBatchPolicy(Enum):
     PARTIAL = 2
 
 
-def _pipeline_batch_size(pipe: Any) -> int:
-    # `max_batch_size` is DALI's name; older dali_lite pipelines only have `batch_size`.
-    size = getattr(pipe, "max_batch_size", None)
-    return int(pipe.batch_size if size is None else size)
-
-
-def _auto_reset_mode(auto_reset: Any) -> str:
-    """`auto_reset` as "yes" or "no"; DALI accepts exactly these spellings."""
-    if auto_reset is False or auto_reset is None or auto_reset == "no":
-        return "no"
-    if auto_reset is True or auto_reset == "yes":
-        return "yes"
-    raise ValueError(f"Unsupported value for `auto_reset` {auto_reset}")
-
-
-def not_dense_error(name: str, batch: Any) -> RuntimeValueError:
-    """DALI fails (RuntimeError) on a batch whose samples differ in shape; say which."""
-    shapes = batch.shape()
-    other = next((i for i, s in enumerate(shapes) if s != shapes[0]), 0)
-    return RuntimeValueError(
-        f"output {name!r}: the batch must be representable as a tensor - it must have uniform "
-        f"shape (sample 0 has shape {tuple(shapes[0])}, sample {other} has shape "
-        f"{tuple(shapes[other])}); pad the samples to one shape, or use DALIRaggedIterator "
-        "(PyTorch) with output_types=[..., DALIRaggedIterator.SPARSE_LIST_TAG, ...] for it")
-
-
-class _DaliBaseIterator:
+class _DaliBaseIterator(IteratorCheckpoints):
     """The base of the framework iterators (DALI's name, for code that subclasses it).
 
     Arguments as DALI's: `pipelines` (one pipeline, or a list of them, one per device),
@@ -118,21 +91,13 @@ class _DaliBaseIterator:
         last_batch_policy: LastBatchPolicy = LastBatchPolicy.FILL,
         prepare_first_batch: bool = True,
     ) -> None:
-        if pipelines is None:
-            raise AssertionError("Number of provided pipelines has to be at least 1")
-        if not isinstance(pipelines, list):
-            pipelines = [pipelines]
-        if not pipelines:
-            # DALI fails here with a bare IndexError from pipelines[0]; same class, clearer.
-            raise IndexError("pipelines: the list is empty; pass at least one pipeline")
+        pipelines = pipeline_list(pipelines)
         self._num_gpus = len(pipelines)
         # Frameworks expect a `batch_size` attribute on their data iterators.
-        self.batch_size = _pipeline_batch_size(pipelines[0])
-        if any(_pipeline_batch_size(p) != self.batch_size for p in pipelines):
-            raise AssertionError("All pipelines should have the same batch size set")
+        self.batch_size = common_batch_size(pipelines)
 
         self._size = int(size)
-        self._auto_reset = _auto_reset_mode(auto_reset)
+        self._auto_reset = auto_reset_mode(auto_reset)
         self._prepare_first_batch = prepare_first_batch
 
         if fill_last_batch is not None:
@@ -147,21 +112,13 @@ class _DaliBaseIterator:
             self._last_batch_policy = last_batch_policy
 
         self._last_batch_padded = last_batch_padded
-        if self._size == 0:
-            raise AssertionError("Size cannot be 0")
-        if self._size < 0 and len(pipelines) != 1 and not reader_name:
-            raise AssertionError("Negative size is supported only for a single pipeline")
-        if reader_name and self._size >= 0:
-            raise AssertionError("When reader_name is provided, size should not be set")
-        if reader_name and last_batch_padded:
-            raise AssertionError(
-                "When reader_name is provided, last_batch_padded should not be set")
+        check_size(self._size, len(pipelines), reader_name, last_batch_padded)
         if self._size < 0:
             # The end comes from the pipeline: there is no last batch to fill or drop.
             self._last_batch_policy = LastBatchPolicy.FILL
             self._last_batch_padded = False
         elif not reader_name:
-            _iterator_deprecation_warning()
+            iterator_deprecation_warning()
         self._pipes: list[Any] = pipelines
         self._counter = 0
         # Whether a pipeline raised StopIteration in this epoch (the end of a size=-1 epoch).
@@ -172,84 +129,13 @@ class _DaliBaseIterator:
 
         self._reader_name = reader_name
         if reader_name:
-            # DALI asks the pipelines for the reader's metadata and fails (RuntimeError) when
-            # no operator has that name; dali_lite has no readers, so none ever has.
-            raise RuntimeValueError(
-                f"reader_name={reader_name!r}: operator {reader_name!r} not found or it does "
-                "not expose valid metadata; dali_lite has no readers (fn.readers.*), so "
-                "reader_name has nothing to name: leave it unset and pass `size` (the samples "
-                "per epoch), or let the pipeline raise StopIteration at the end of the epoch")
+            raise no_reader_error(reader_name)
         self._ever_scheduled = False
         self._ever_consumed = False
         # What `prepare_first_batch` took ahead: a batch, or the end of an epoch.
         self._first_batch: Any = None
         self._pending_stop = False
         self._init_checkpointing()
-
-    # ------------------------------------------------------------------ checkpoints
-    def _init_checkpointing(self) -> None:
-        """Take the iterator's position from the checkpoint its pipelines were restored from
-        (as DALI: warnings, not errors, when they disagree), and keep the checkpoints of the
-        start, taken before `prepare_first_batch` runs a pipeline."""
-        self._enable_checkpointing = bool(self._pipes[0]._enable_checkpointing)
-        if any(bool(p._enable_checkpointing) != self._enable_checkpointing
-               for p in self._pipes):
-            raise ValueError(
-                "All wrapped pipelines must have the same value for `enable_checkpointing`.")
-        if not self._enable_checkpointing:
-            return
-        restored = [p.is_restored_from_checkpoint for p in self._pipes]
-        if any(restored):
-            data = [p._iterator_data for p in self._pipes]
-            if not all(restored):
-                _logger.warning("Some, but not all of the pipelines used were restored from "
-                                "checkpoint. This iterator might produce unexpected results.")
-            elif any(d != data[0] for d in data):
-                _logger.warning("The provided pipelines had different iterator data in the "
-                                "checkpoints they were restored from. This iterator might "
-                                "produce unexpected results.")
-            self._restore_state(data[0])
-        state = self._save_state()
-        self._initial_checkpoints = [p._get_checkpoint(iterator_data=state) for p in self._pipes]
-
-    def _save_state(self) -> str:
-        """The iterator's position (DALI's field names; dali_lite has no shards)."""
-        return json.dumps({"_counter": int(self._counter), "_size": int(self._size)})
-
-    def _restore_state(self, iterator_data: str | None) -> None:
-        if not iterator_data:
-            _logger.warning("Iterator data was not saved in the checkpoint. This iterator "
-                            "might produce unexpected results.")
-            return
-        try:
-            state = json.loads(iterator_data)
-        except json.JSONDecodeError:
-            raise ValueError(
-                "Iterator checkpoint data is not a valid JSON string. Please make sure that "
-                "the checkpoint was created with the same version of DALI.") from None
-        if not isinstance(state, dict):
-            raise ValueError(f"iterator checkpoint data must be a JSON object; got {state!r}")
-        for field in ("_counter", "_size"):
-            value = state.get(field)
-            if value is not None:
-                if type(value) is not int:
-                    raise ValueError(f"iterator checkpoint data: {field} must be an integer; "
-                                     f"got {value!r}")
-                setattr(self, field, value)
-
-    def checkpoints(self) -> list[bytes]:
-        """Returns the current checkpoints of the pipelines.
-
-        One per pipeline, each with the iterator's position: a pipeline created with
-        `checkpoint=` one of them, wrapped in a new iterator, goes on with the batch this
-        iterator would give next (the end of an epoch included: see docs/checkpointing.md).
-        """
-        if not self._enable_checkpointing:
-            raise ValueError("Cannot access checkpoints with checkpointing disabled")
-        if not self._ever_consumed:
-            return list(self._initial_checkpoints)
-        state = self._save_state()
-        return [p._get_checkpoint(iterator_data=state) for p in self._pipes]
 
     # ------------------------------------------------------------------ one step
     def _get_outputs(self) -> list[tuple[Any, ...]]:

@@ -30,11 +30,8 @@ import numpy as np
 from jax.sharding import NamedSharding, Sharding
 
 from dali_lite._src.data.tensor_list_cpu import TensorListCPU
-from dali_lite._src.frameworks.base_iterator import (
-    LastBatchPolicy,
-    _DaliBaseIterator,
-    not_dense_error,
-)
+from dali_lite._src.frameworks.base_iterator import LastBatchPolicy, _DaliBaseIterator
+from dali_lite._src.frameworks.iterator_checks import not_dense_error
 from dali_lite._src.pipeline.decorators import pipeline_def
 
 __all__ = ["DALIGenericIterator", "data_iterator", "default_num_threads_value"]

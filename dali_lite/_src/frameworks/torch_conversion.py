@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from dali_lite._src.data.tensor_list_cpu import TensorListCPU
-from dali_lite._src.frameworks.base_iterator import not_dense_error
+from dali_lite._src.frameworks.iterator_checks import not_dense_error
 from dali_lite._src.frameworks.torch_required import torch
 
 # (event, what keeps the device memory alive) for tensors that died while work may be queued.

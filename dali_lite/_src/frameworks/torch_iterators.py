@@ -12,11 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from dali_lite._src.frameworks.base_iterator import (
-    LastBatchPolicy,
-    _DaliBaseIterator,
-    not_dense_error,
-)
+from dali_lite._src.frameworks.base_iterator import LastBatchPolicy, _DaliBaseIterator
+from dali_lite._src.frameworks.iterator_checks import not_dense_error
 from dali_lite._src.frameworks.torch_conversion import batch_to_torch, sample_to_torch
 from dali_lite._src.frameworks.torch_required import torch
 from dali_lite._src.frameworks.torch_utils import to_torch_type

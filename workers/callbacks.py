@@ -1,0 +1,37 @@
+"""What a worker pool runs: the callback type, and the protocol of a callback that takes a
+whole task at once.
+
+Both pools (:class:`workers.WorkerPool`, ``workers.ray_pool.RayWorkerPool``) are given a list
+of callbacks, and the worker side (:mod:`workers.task_calls`) calls them; this module says what
+such a callback is, so that the pools, the workers and the callers (dali_lite's sources) share
+one definition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+__all__ = ["BatchedCallback", "Callback"]
+
+Callback = Callable[[Any], Sequence[Sequence[np.ndarray]]]
+
+
+@runtime_checkable
+class BatchedCallback(Protocol):
+    """A callback that can also take a whole task at once.
+
+    The worker then calls ``call_many(args)`` once instead of the callback once per argument
+    and merging the results: it returns ``(outputs, None)`` with outputs x samples (what the
+    per-argument calls would have merged to), or ``(None, (index, error))`` for the first
+    argument that failed. Per-sample sources implement it (`PerSampleCall`), which saves
+    the merging's Python work on every sample of the tiny-sample workloads.
+    """
+
+    def __call__(self, arg: Any) -> Sequence[Sequence[np.ndarray]]: ...
+
+    def call_many(
+        self, args: Sequence[Any]
+    ) -> tuple[Sequence[Sequence[np.ndarray]] | None, tuple[int, BaseException] | None]: ...

@@ -1,0 +1,120 @@
+"""Starting the fork/spawn pool's worker processes, and clearing away one that was killed.
+
+This module owns how a worker process comes to be, and how a killed one is cleared away so
+that a fresh one can take its index: the worker's two pipes (tasks and replies; its stack
+dumps), its :class:`~workers.worker.WorkerSetup`, the process itself, and the places in
+:class:`~workers.resources.PoolResources` where the pool finds them. When to start or replace
+a worker is :mod:`workers.pool`'s decision; shutting the whole pool down is
+:mod:`workers.resources`'s job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from workers.pickling import PicklerSpec
+from workers.resources import PoolResources
+from workers.worker import PARENT_CONNECTIONS, WorkerSetup, worker_main
+
+__all__ = ["WorkerLaunch", "retire_worker", "sigint_blocked", "start_worker"]
+
+#: How long to wait for a timed-out worker to die after SIGKILL.
+_KILL_TIMEOUT_S = 2.0
+
+
+@contextlib.contextmanager
+def sigint_blocked() -> Iterator[None]:
+    """Block SIGINT in this thread while creating processes.
+
+    Children inherit the mask (also across exec), so a Ctrl-C stays pending until the
+    worker has ignored it, instead of raising KeyboardInterrupt in a half-started worker.
+    """
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerLaunch:
+    """What every worker of one pool starts with; a replacement starts with the same."""
+
+    start_method: str
+    name: str
+    callbacks: tuple[Any, ...]
+    #: spawn: each callback pickled with ``pickler``; fork: None (the callbacks are inherited).
+    payloads: tuple[bytes, ...] | None
+    pickler: PicklerSpec | None
+
+
+def start_worker(res: PoolResources, launch: WorkerLaunch, index: int) -> None:
+    """Start worker ``index``: a new one, or the replacement of one that was killed."""
+    ctx = multiprocessing.get_context(launch.start_method)
+    payloads, spec = launch.payloads, launch.pickler
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    parent_conn, child_conn = ctx.Pipe(duplex=True)
+    dump_reader, dump_writer = ctx.Pipe(duplex=False)
+    # A later forked worker must not keep these (see PARENT_CONNECTIONS).
+    PARENT_CONNECTIONS.update((parent_conn, dump_reader))
+    if index == len(res.conns):
+        res.conns.append(parent_conn)
+        res.dumps.append(dump_reader)
+        res.segments.append({})
+    else:
+        res.conns[index], res.dumps[index] = parent_conn, dump_reader
+    setup = WorkerSetup(
+        index=index,
+        conn=child_conn,
+        parent_pid=os.getpid(),
+        name=launch.name,
+        # PDEATHSIG fires when the *thread* that forked exits; only the main thread
+        # lives as long as the process.
+        set_pdeathsig=in_main_thread,
+        callbacks=launch.callbacks if payloads is None else None,
+        payloads=payloads,
+        pickler=spec,
+        stack_dump=dump_writer,
+    )
+    proc = ctx.Process(
+        target=worker_main, args=(setup,), name=f"{launch.name}-worker-{index}", daemon=True
+    )
+    try:
+        proc.start()
+    finally:
+        # Our copy of the worker's end must go, or we would never see EOF from it.
+        child_conn.close()
+        dump_writer.close()
+    if index == len(res.processes):
+        res.processes.append(proc)
+        res.pids.append(proc.pid)
+    else:
+        res.processes[index], res.pids[index] = proc, proc.pid
+
+
+def retire_worker(res: PoolResources, index: int) -> None:
+    """Kill worker ``index`` and let go of its pipes; its segments and (if not reaped yet)
+    its process go to the retired lists that shutdown releases. The index stays for the
+    replacement that :func:`start_worker` starts."""
+    proc = res.processes[index]
+    with contextlib.suppress(Exception):
+        proc.kill()
+    proc.join(_KILL_TIMEOUT_S)
+    for conn in (res.conns[index], res.dumps[index]):
+        PARENT_CONNECTIONS.discard(conn)
+        with contextlib.suppress(OSError):
+            conn.close()
+    if proc.exitcode is not None:
+        proc.close()
+    else:  # not reaped yet (e.g. in uninterruptible sleep): shutdown finishes it
+        res.retired_processes.append(proc)
+    # The new worker has none of the segments yet: the next submit sends them again.
+    res.retired.extend(res.segments[index].values())
+    res.segments[index] = {}

@@ -1,0 +1,160 @@
+"""The lives of the Ray pool's actors: connecting to Ray, starting the actors, waiting until
+the cluster has placed them, restarting or replacing one, and killing them.
+
+This module owns what ``workers.ray_pool.RayWorkerPool`` does with its actors, not with its
+tasks: how Ray is found (an ImportError saying what to install when it is missing), the
+options every actor is created with, the start timeout (``start_timeout_s``, or the
+``DALI_LITE_RAY_START_TIMEOUT_S`` environment variable), the :class:`RayPlacementError` that
+ends a wait for actors the cluster cannot place, instead of a hang, and the retries of a
+replacement that dies before it is ready. What runs inside an actor is
+:mod:`workers.ray_actor`'s; which tasks an actor holds, and when to replace it, the pool's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from workers.errors import RayPlacementError, RayWorkerLostError
+from workers.pickling import prepare_callbacks
+from workers.ray_actor import RayWorker
+
+__all__ = ["ActorState", "RayLauncher", "kill_actors", "require_ray"]
+
+INSTALL_HINT = ("py_start_method='ray' needs Ray, which is not installed: "
+                "pip install 'dali-lite[ray]' (or pip install ray)")
+_DEFAULT_ACTOR_OPTIONS: Mapping[str, Any] = {"num_cpus": 1}
+#: How long ``start`` waits for the cluster to place and start every actor, unless the
+#: pool is given ``start_timeout_s`` or the environment sets it.
+_DEFAULT_START_TIMEOUT_S = 60.0
+START_TIMEOUT_ENV = "DALI_LITE_RAY_START_TIMEOUT_S"
+#: Seconds between attempts to start a replacement actor that died before it was ready.
+_REPLACEMENT_RETRY_S = 1.0
+
+
+def require_ray() -> Any:
+    """The `ray` module, with a clear ImportError saying what to install when it is missing."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise ImportError(INSTALL_HINT) from exc
+    return ray
+
+
+def kill_actors(handles: list[Any]) -> None:
+    """Kill actors (idempotent; safe at interpreter exit and when Ray is already down)."""
+    try:
+        import ray
+    except ImportError:
+        return
+    if not ray.is_initialized():
+        return
+    for handle in handles:
+        with contextlib.suppress(Exception):
+            ray.kill(handle, no_restart=True)
+    handles.clear()
+
+
+@dataclass
+class ActorState:
+    """What the main process keeps of one actor: its handle, pid and task queue (in order)."""
+
+    handle: Any
+    pid: int | None = None
+    queue: deque[int] = field(default_factory=deque)
+    #: When the task at the head of the queue started (as far as we can tell: when the task
+    #: before it finished, or when it was submitted to an idle actor).
+    head_started: float = 0.0
+
+
+class RayLauncher:
+    """Starts a pool's actors and keeps their states, by worker index, in ``actors``."""
+
+    def __init__(self, actor_options: Mapping[str, Any] | None,
+                 start_timeout_s: float | None) -> None:
+        self.actor_options = dict(_DEFAULT_ACTOR_OPTIONS if actor_options is None
+                                  else actor_options)
+        self.start_timeout_s = float(
+            start_timeout_s if start_timeout_s is not None
+            else os.environ.get(START_TIMEOUT_ENV, _DEFAULT_START_TIMEOUT_S))
+        # Every handle ever created, for the pool's finalizer: a handle held here keeps
+        # nothing but the actor, so the finalizer can kill it without keeping the pool alive.
+        self.handles: list[Any] = []
+        #: The current actor of every worker; a restarted one gets a fresh state.
+        self.actors: list[ActorState] = []
+        self._remote_class: Any = None
+        self._setup: tuple[Any, ...] = ()
+
+    def connect(self, callbacks: Sequence[Any], pickler: Any | None) -> None:
+        """Pickle the callbacks for the actors (as for ``spawn``) and connect to Ray, or start
+        a local instance. Raises ImportError without Ray."""
+        ray = require_ray()
+        payloads, spec = prepare_callbacks(callbacks, "spawn", pickler)
+        if not ray.is_initialized():
+            ray.init()
+        self._remote_class = ray.remote(RayWorker)
+        self._setup = (payloads, spec, list(sys.path))
+
+    def _new_actor(self, index: int) -> Any:
+        """Create the actor of worker ``index``; returns its handle at once."""
+        options = {"max_restarts": 0, **self.actor_options}
+        handle = self._remote_class.options(**options).remote(index, *self._setup)
+        self.handles.append(handle)
+        return handle
+
+    def start_actors(self, num_workers: int) -> None:
+        """Start the actors of workers 0 to ``num_workers - 1`` and wait until they run."""
+        for index in range(num_workers):
+            self.actors.append(ActorState(self._new_actor(index)))
+        self.wait_ready(list(range(num_workers)))
+
+    def wait_ready(self, indices: list[int]) -> None:
+        """Wait until the actors of ``indices`` have started and note their pids. Raises
+        :class:`RayPlacementError` when they have not within ``start_timeout_s``."""
+        import ray
+
+        refs = [self.actors[i].handle.ready.remote() for i in indices]
+        try:
+            pids = ray.get(refs, timeout=self.start_timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            total = ray.cluster_resources()
+            available = ray.available_resources()
+            raise RayPlacementError(
+                f"could not start {len(indices)} Ray worker(s) with {self.actor_options} "
+                f"each within {self.start_timeout_s:g} s: the cluster has "
+                f"{available.get('CPU', 0):g} CPU(s) available of {total.get('CPU', 0):g}. "
+                "Lower py_num_workers or the resources per worker (py_ray_options), or add "
+                "nodes to the cluster") from None
+        for index, pid in zip(indices, pids):
+            self.actors[index].pid = pid
+
+    def restart(self, worker: int) -> None:
+        """Kill the actor of ``worker`` and start a fresh one (no tasks) in its place."""
+        kill_actors([self.actors[worker].handle])
+        self.actors[worker] = ActorState(self._new_actor(worker))
+        self.wait_ready([worker])
+
+    def replace(self, worker: int, task_ids: tuple[int, ...]) -> None:
+        """Start a new actor for ``worker``. Ray may place it on the very node that was just
+        lost, before the cluster has noticed (a missed heartbeat takes seconds): it then dies
+        before it is ready. Try again, once a second, until ``start_timeout_s`` has passed,
+        then raise :class:`RayWorkerLostError` naming ``task_ids``."""
+        import ray
+
+        deadline = time.monotonic() + self.start_timeout_s
+        while True:
+            try:
+                self.restart(worker)
+                return
+            except ray.exceptions.RayActorError as exc:
+                if time.monotonic() + _REPLACEMENT_RETRY_S > deadline:
+                    raise RayWorkerLostError(
+                        worker, None, f"no replacement could be started within "
+                        f"{self.start_timeout_s:g} s ({exc})", task_ids) from exc
+                time.sleep(_REPLACEMENT_RETRY_S)
