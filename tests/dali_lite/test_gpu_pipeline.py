@@ -12,7 +12,8 @@ import pytest
 from gpu_support import requires_gpu
 from leaks import run_in_session
 
-import dali_lite._src.cuda
+import dali_lite._src.cuda_arguments
+import dali_lite._src.cuda_context
 from dali_lite import fn
 from dali_lite._src.data.tensors_gpu import TensorListGPU
 from dali_lite.pipeline import Pipeline
@@ -38,7 +39,7 @@ def test_outputs_stay_valid_while_later_iterations_run(depth: object) -> None:
             values = np.unique(batch.as_cpu().as_array())
             assert values.tolist() == [i]
         transfer = pipe._operators[-1]
-        expected = dali_lite._src.cuda.staging_slots(depth, True)
+        expected = dali_lite._src.cuda_arguments.staging_slots(depth, True)
         assert transfer._uploader.ring.slots == expected
     finally:
         pipe.close()
@@ -69,7 +70,7 @@ def test_stream_priority_is_clamped_to_the_device_range() -> None:
     pipe.build()
     try:
         pipe.run()
-        gpu = dali_lite._src.cuda.context_for(pipe)
+        gpu = dali_lite._src.cuda_context.context_for(pipe)
         assert gpu.priority < 0 and gpu.stream.priority == gpu.priority  # the highest one
         assert gpu.stream.is_non_blocking
     finally:

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from dali_lite._src import cuda
+from dali_lite._src import cuda, cuda_arguments, cuda_context, cuda_memory
 from dali_lite._src.data import tensor_text
 from dali_lite._src.data.tensor_cpu import (
     _NO_LAYOUT,
@@ -41,13 +41,13 @@ from dali_lite._src.types import _NP_TO_DALI, DALIDataType, _DALIDataType, _tens
 
 __all__ = ["TensorGPU", "TensorListGPU", "is_device_data", "to_device_array"]
 
-_KDL_CUDA = cuda.KDL_CUDA
+_KDL_CUDA = cuda_memory.KDL_CUDA
 
 
 def is_device_data(obj: object) -> bool:
     """Whether `obj` is GPU memory: a dali_lite GPU tensor, a CuPy array, a CUDA DLPack object
     or capsule (PyTorch CUDA tensors), or an object with ``__cuda_array_interface__``."""
-    return isinstance(obj, (TensorGPU, TensorListGPU)) or cuda.is_gpu_array_like(obj)
+    return isinstance(obj, (TensorGPU, TensorListGPU)) or cuda_memory.is_gpu_array_like(obj)
 
 
 def to_device_array(obj: object, what: str) -> Any:
@@ -60,7 +60,7 @@ def to_device_array(obj: object, what: str) -> Any:
         obj._wait_host()
         array = obj._array
     else:
-        array = cuda.as_cupy_array(obj, what)
+        array = cuda_memory.as_cupy_array(obj, what)
     if array.dtype not in _NP_TO_DALI:
         raise TypeError(f"{what}: DALI tensors cannot hold {array.dtype}")
     return array
@@ -147,7 +147,7 @@ class TensorGPU:
 
     def as_cpu(self) -> TensorCPU:
         """Returns a TensorCPU object being a copy of this TensorGPU."""
-        host = cuda.download([self._array], self._ready, self.device_id)
+        host = cuda_memory.download([self._array], self._ready, self.device_id)
         return TensorCPU._wrap(host.view(self._array.dtype).reshape(self._array.shape),
                                self._layout)
 
@@ -201,12 +201,12 @@ class TensorGPU:
 def _copy_to_external(arrays: Sequence[Any], ready: Any, device_id: int, ptr: Any,
                       cuda_stream: Any, non_blocking: bool) -> None:
     address = _address(ptr)
-    stream_ptr = cuda.stream_pointer(0 if cuda_stream is None else cuda_stream)
+    stream_ptr = cuda_arguments.stream_pointer(0 if cuda_stream is None else cuda_stream)
     cp = cuda.cupy()
     with cp.cuda.Device(device_id):
         if ready is not None:
             cp.cuda.runtime.streamWaitEvent(stream_ptr, ready.ptr, 0)
-        cuda.copy_out(arrays, address, stream_ptr, device_id)
+        cuda_memory.copy_out(arrays, address, stream_ptr, device_id)
         if not non_blocking:
             cp.cuda.runtime.streamSynchronize(stream_ptr)
 
@@ -285,8 +285,8 @@ class TensorListGPU:
             block = (flat.view(dtype).reshape(block_shape) if flat.nbytes
                      else cuda.cupy().ndarray(block_shape, dtype))
             return cls._from_block(block, layout, ready, flat)
-        return cls._from_samples(cuda.packed_views(flat, shapes, dtype), layout, ready, flat, dtype,
-                                 int(flat.device.id))
+        return cls._from_samples(cuda_memory.packed_views(flat, shapes, dtype), layout, ready,
+                                 flat, dtype, int(flat.device.id))
 
     def _relabeled(self, layout: str, ready: Any) -> TensorListGPU:
         """The same memory with another layout and ready event."""
@@ -330,11 +330,11 @@ class TensorListGPU:
         cp = cuda.cupy()
         samples = self._sample_arrays()
         with cp.cuda.Device(self._device_id):
-            stream = cuda.stream_for_reads(self._device_id, self._ready)
+            stream = cuda_memory.stream_for_reads(self._device_id, self._ready)
             with stream:
                 flat = cp.empty(sum(s.nbytes for s in samples), dtype=np.uint8)
-            cuda.copy_out(samples, flat.data.ptr, stream.ptr, self._device_id)
-            ready = cuda.record_event(stream)
+            cuda_memory.copy_out(samples, flat.data.ptr, stream.ptr, self._device_id)
+            ready = cuda_context.record_event(stream)
         packed = TensorListGPU._from_packed(flat, self.shape(), self._dtype, self._layout, ready)
         self._share(packed)
 
@@ -396,11 +396,11 @@ class TensorListGPU:
         """Returns a TensorListCPU object being a copy of this TensorListGPU."""
 
         shapes, dtype = self.shape(), np.dtype(self._dtype or np.float32)
-        host = cuda.download(self._parts(), self._ready, self._device_id)
+        host = cuda_memory.download(self._parts(), self._ready, self._device_id)
         if self._count and all(shape == shapes[0] for shape in shapes):
             block = host.view(dtype).reshape((self._count, *shapes[0]))
             return TensorListCPU._from_blocks([block], self._layout)
-        samples = cuda.packed_views(host, shapes, dtype)
+        samples = cuda_memory.packed_views(host, shapes, dtype)
         return TensorListCPU._from_samples(samples, self._layout, dtype)
 
     def as_tensor(self) -> TensorGPU:

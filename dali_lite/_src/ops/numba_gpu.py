@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dali_lite._src import cuda
+from dali_lite._src import cuda, cuda_arguments, cuda_context
 from dali_lite._src.data.tensors_gpu import TensorListGPU
 from dali_lite._src.errors import add_context
 from dali_lite._src.graph.nodes import DataNode, IterationContext
@@ -61,7 +61,7 @@ class NumbaFunctionGPU(NumbaFunction):
 
     def setup(self, pipeline: Pipeline) -> None:
         super().setup(pipeline)
-        cuda.require_device(pipeline, f"numba_function {self.name!r} (device='gpu')")
+        cuda_arguments.require_device(pipeline, f"numba_function {self.name!r} (device='gpu')")
 
     def run(self, ctx: IterationContext, inputs: list[Any]) -> list[Any]:
         from numba import cuda as numba_cuda
@@ -73,7 +73,7 @@ class NumbaFunctionGPU(NumbaFunction):
         out_shapes = self.output_shapes(shapes, batch_size)
         dtypes = [to_numpy_dtype(t) for t in self.out_types]
         layouts = self.output_layouts(inputs)
-        gpu = cuda.context_for(self.pipeline)
+        gpu = cuda_context.context_for(self.pipeline)
         cp = cuda.cupy()
         kernel = _cuda_kernel(self.run_fn)
         with gpu.activate() as stream:
