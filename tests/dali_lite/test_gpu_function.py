@@ -12,7 +12,7 @@ from gpu_support import requires_gpu
 
 import dali_lite._src.cuda_context
 from dali_lite import fn
-from dali_lite._src.data.tensors_gpu import TensorListGPU
+from dali_lite._src.data.tensor_list_gpu import TensorListGPU
 from dali_lite._src.ops.gpu_function import current_dali_stream
 from dali_lite.pipeline import Pipeline
 

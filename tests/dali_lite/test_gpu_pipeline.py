@@ -15,7 +15,7 @@ from leaks import run_in_session
 import dali_lite._src.cuda_arguments
 import dali_lite._src.cuda_context
 from dali_lite import fn
-from dali_lite._src.data.tensors_gpu import TensorListGPU
+from dali_lite._src.data.tensor_list_gpu import TensorListGPU
 from dali_lite.pipeline import Pipeline
 
 pytestmark = [requires_gpu, pytest.mark.isolated]  # CUDA in a process of its own

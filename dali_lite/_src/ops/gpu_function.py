@@ -23,7 +23,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from dali_lite._src import cuda_arguments, cuda_context
-from dali_lite._src.data.tensors_gpu import TensorListGPU, is_device_data, to_device_array
+from dali_lite._src.data.tensor_gpu import to_device_array
+from dali_lite._src.data.tensor_list_gpu import TensorListGPU, is_device_data
 from dali_lite._src.graph.nodes import DataNode, IterationContext
 from dali_lite._src.ops.gpu_source import contiguous_block
 from dali_lite._src.ops.python_function import DLTensorPythonFunction, PythonFunction

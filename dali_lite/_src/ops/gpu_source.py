@@ -29,12 +29,8 @@ import numpy as np
 
 from dali_lite._src import cuda, cuda_arguments, cuda_context, cuda_memory
 from dali_lite._src.data.conversions import to_batch_samples, to_sample_array
-from dali_lite._src.data.tensors_gpu import (
-    TensorGPU,
-    TensorListGPU,
-    is_device_data,
-    to_device_array,
-)
+from dali_lite._src.data.tensor_gpu import TensorGPU, to_device_array
+from dali_lite._src.data.tensor_list_gpu import TensorListGPU, is_device_data
 from dali_lite._src.graph.nodes import IterationContext
 from dali_lite._src.ops.external_source import ExternalSource
 from dali_lite._src.ops.source_callbacks import (

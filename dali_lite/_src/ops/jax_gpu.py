@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from dali_lite._src import cuda, cuda_arguments, cuda_context
-from dali_lite._src.data.tensors_gpu import TensorListGPU
+from dali_lite._src.data.tensor_list_gpu import TensorListGPU
 from dali_lite._src.graph.nodes import IterationContext
 from dali_lite._src.ops.jax_function import JaxFunction
 

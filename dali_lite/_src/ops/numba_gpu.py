@@ -5,7 +5,7 @@ with the grid `blocks` and the block `threads_per_block` (3 ints each) on the pi
 stream, with device array views of that sample's outputs and inputs. `setup_fn` still runs on
 the CPU (njit), on the batch's shapes. `batch_processing=True` is refused, as in DALI.
 
-Memory: the batches are CuPy arrays (`dali_lite.tensors_gpu.TensorListGPU`), viewed by Numba
+Memory: the batches are CuPy arrays (`dali_lite.tensors.TensorListGPU`), viewed by Numba
 through the CUDA array interface without a copy and without a host synchronisation (the
 launches are ordered on the pipeline stream, which first waits for the inputs' ready events).
 The outputs are zero-filled on that stream and carry the event recorded after the last launch.
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dali_lite._src import cuda, cuda_arguments, cuda_context
-from dali_lite._src.data.tensors_gpu import TensorListGPU
+from dali_lite._src.data.tensor_list_gpu import TensorListGPU
 from dali_lite._src.errors import add_context
 from dali_lite._src.graph.nodes import DataNode, IterationContext
 from dali_lite._src.ops.numba_function import NumbaFunction

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dali_lite._src import cuda, cuda_arguments, cuda_context, cuda_memory
-from dali_lite._src.data.tensors_gpu import TensorListGPU
+from dali_lite._src.data.tensor_list_gpu import TensorListGPU
 from dali_lite._src.graph.nodes import DataNode, IterationContext, Operator, register_transfer
 from dali_lite._src.types import DALIDataType, to_numpy_dtype
 
