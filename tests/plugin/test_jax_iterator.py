@@ -158,7 +158,7 @@ def test_data_iterator_refuses_sharding_with_devices() -> None:
 def _jax_gpu_reason() -> str | None:
     if not any(d.platform == "gpu" for d in jax.devices()):
         return "needs JAX with a CUDA device (this JAX runs on the CPU)"
-    from dali_lite import cuda
+    from dali_lite._src import cuda
 
     return cuda.gpu_unavailable_reason()
 

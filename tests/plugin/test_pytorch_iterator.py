@@ -327,7 +327,7 @@ def test_pytorch_training_example_stops_abruptly_and_resumes(tmp_path: Path) -> 
 def _gpu_reason() -> str | None:
     if not torch.cuda.is_available():
         return "needs a CUDA device visible to PyTorch"
-    from dali_lite import cuda
+    from dali_lite._src import cuda
 
     return cuda.gpu_unavailable_reason()
 
