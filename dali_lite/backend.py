@@ -4,7 +4,8 @@ implementation lives in `dali_lite._src.data`."""
 from __future__ import annotations
 
 from dali_lite._src.data.tensor_cpu import DLDeviceType, TensorCPU
+from dali_lite._src.data.tensor_gpu import TensorGPU
 from dali_lite._src.data.tensor_list_cpu import TensorListCPU
-from dali_lite._src.data.tensors_gpu import TensorGPU, TensorListGPU
+from dali_lite._src.data.tensor_list_gpu import TensorListGPU
 
 __all__ = ["DLDeviceType", "TensorCPU", "TensorGPU", "TensorListCPU", "TensorListGPU"]

@@ -212,3 +212,25 @@ def test_faces_only_re_export(face: str) -> None:
     logic = [f"line {node.lineno}: {ast.unparse(node)[:60]}" for node in tree.body
              if not _is_logic_free(node)]
     assert not logic, f"{face} holds more than re-exports:\n" + "\n".join(logic)
+
+
+#: The most lines a module of the three packages may have (issue 13: one concern per module,
+#: small enough to read in one sitting).
+MAX_MODULE_LINES = 400
+
+
+def _package_files() -> list[Path]:
+    return sorted(p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py"))
+
+
+def test_modules_stay_small() -> None:
+    long = [f"{p.relative_to(ROOT)}: {n} lines" for p in _package_files()
+            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES]
+    assert not long, f"modules over {MAX_MODULE_LINES} lines:\n" + "\n".join(long)
+
+
+def test_every_module_says_what_it_owns() -> None:
+    """A module docstring opens every module with code in it (empty package markers aside)."""
+    silent = [str(p.relative_to(ROOT)) for p in _package_files()
+              if (tree := ast.parse(p.read_text())).body and not ast.get_docstring(tree)]
+    assert not silent, "modules without a docstring:\n" + "\n".join(silent)

@@ -18,7 +18,7 @@ import pytest
 from leaks import run_in_session
 
 from dali_lite import fn
-from dali_lite._src import cuda
+from dali_lite._src import cuda, cuda_arguments, cuda_memory
 from dali_lite._src.ops import transfer
 from dali_lite._src.ops.gpu_function import current_dali_stream, gpu_variant
 from dali_lite._src.ops.python_function import DLTensorPythonFunction, PythonFunction
@@ -46,23 +46,23 @@ class ProtocolStream:
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
-        (None, cuda.StreamChoice("auto")),
-        (0, cuda.StreamChoice("default")),
-        (1, cuda.StreamChoice("internal")),
-        (0x7F00_1234, cuda.StreamChoice("user", 0x7F00_1234)),
-        (CupyLikeStream(4096), cuda.StreamChoice("user", 4096)),
-        (TorchLikeStream(8192), cuda.StreamChoice("user", 8192)),
-        (ProtocolStream(12288), cuda.StreamChoice("user", 12288)),
-        (ctypes.c_void_p(16384), cuda.StreamChoice("user", 16384)),
+        (None, cuda_arguments.StreamChoice("auto")),
+        (0, cuda_arguments.StreamChoice("default")),
+        (1, cuda_arguments.StreamChoice("internal")),
+        (0x7F00_1234, cuda_arguments.StreamChoice("user", 0x7F00_1234)),
+        (CupyLikeStream(4096), cuda_arguments.StreamChoice("user", 4096)),
+        (TorchLikeStream(8192), cuda_arguments.StreamChoice("user", 8192)),
+        (ProtocolStream(12288), cuda_arguments.StreamChoice("user", 12288)),
+        (ctypes.c_void_p(16384), cuda_arguments.StreamChoice("user", 16384)),
         # Objects are taken for their handle: a null stream object is the default stream, and
         # an object with handle 1 is the legacy stream handle, not dali_lite's internal one.
-        (CupyLikeStream(0), cuda.StreamChoice("default")),
-        (CupyLikeStream(1), cuda.StreamChoice("user", 1)),
-        (ctypes.c_void_p(None), cuda.StreamChoice("default")),
+        (CupyLikeStream(0), cuda_arguments.StreamChoice("default")),
+        (CupyLikeStream(1), cuda_arguments.StreamChoice("user", 1)),
+        (ctypes.c_void_p(None), cuda_arguments.StreamChoice("default")),
     ],
 )
-def test_parse_cuda_stream(value: object, expected: cuda.StreamChoice) -> None:
-    assert cuda.parse_cuda_stream(value) == expected
+def test_parse_cuda_stream(value: object, expected: cuda_arguments.StreamChoice) -> None:
+    assert cuda_arguments.parse_cuda_stream(value) == expected
 
 
 @pytest.mark.parametrize(
@@ -72,11 +72,11 @@ def test_parse_cuda_stream(value: object, expected: cuda.StreamChoice) -> None:
 )
 def test_parse_cuda_stream_refuses(value: object, error: type[Exception]) -> None:
     with pytest.raises(error, match="cuda_stream"):
-        cuda.parse_cuda_stream(value)
+        cuda_arguments.parse_cuda_stream(value)
 
 
 def test_stream_choice_pickles() -> None:
-    choice = cuda.parse_cuda_stream(TorchLikeStream(77))
+    choice = cuda_arguments.parse_cuda_stream(TorchLikeStream(77))
     assert pickle.loads(pickle.dumps(choice)) == choice
 
 
@@ -89,8 +89,9 @@ def test_queue_sizes(depth: object, pipelined: bool, gpu: int, slots: int) -> No
     pipe = Pipeline(batch_size=1, num_threads=1, device_id=0, prefetch_queue_depth=depth,
                     exec_pipelined=pipelined)
     options = pipe._options
-    assert cuda.gpu_queue_depth(options.prefetch_queue_depth, options.exec_pipelined) == gpu
-    assert cuda.staging_slots(options.prefetch_queue_depth, options.exec_pipelined) == slots
+    queue, pipelining = options.prefetch_queue_depth, options.exec_pipelined
+    assert cuda_arguments.gpu_queue_depth(queue, pipelining) == gpu
+    assert cuda_arguments.staging_slots(queue, pipelining) == slots
 
 
 class FakeEvent:
@@ -184,7 +185,7 @@ def test_gpu_graph_nodes_and_colours() -> None:
         pipe.set_outputs(back, doubled, inferred, source)
     # Pickling (serialize) drops runtime state and keeps the stream choice.
     op = pickle.loads(pickle.dumps(source.source))
-    assert op.cuda_stream == cuda.StreamChoice("internal") and op._uploader is None
+    assert op.cuda_stream == cuda_arguments.StreamChoice("internal") and op._uploader is None
     assert pickle.loads(pickle.dumps(gpu.source))._uploader is None
 
 
@@ -266,10 +267,10 @@ def test_gpu_data_recognition_needs_no_cupy() -> None:
         def __dlpack_device__(self) -> tuple[int, int]:
             return (2, 0)
 
-    assert cuda.is_gpu_array_like(Cai()) and cuda.is_gpu_array_like(CudaDLPack())
+    assert cuda_memory.is_gpu_array_like(Cai()) and cuda_memory.is_gpu_array_like(CudaDLPack())
     for host in (np.zeros(2), np.zeros(2).__dlpack__(), [1, 2], 3.0):
-        assert not cuda.is_gpu_array_like(host)
-    assert cuda.capsule_device_type(np.zeros(2).__dlpack__()) == 1
+        assert not cuda_memory.is_gpu_array_like(host)
+    assert cuda_memory.capsule_device_type(np.zeros(2).__dlpack__()) == 1
 
 
 def test_fork_is_refused_after_cuda_is_initialised() -> None:

@@ -15,7 +15,7 @@ import pytest
 from gpu_support import requires_gpu
 
 from dali_lite import fn
-from dali_lite._src.data.tensors_gpu import TensorListGPU
+from dali_lite._src.data.tensor_list_gpu import TensorListGPU
 from dali_lite.pipeline import Pipeline
 
 pytestmark = [requires_gpu, pytest.mark.isolated, pytest.mark.timeout(300)]

@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dali_lite import fn, types
-from dali_lite._src.data.tensors_gpu import TensorGPU, TensorListGPU
+from dali_lite._src.data.tensor_gpu import TensorGPU
+from dali_lite._src.data.tensor_list_gpu import TensorListGPU
 from dali_lite.pipeline import Pipeline
 from dali_lite.tensors import TensorCPU, TensorListCPU
 

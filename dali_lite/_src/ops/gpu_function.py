@@ -22,8 +22,9 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from dali_lite._src import cuda
-from dali_lite._src.data.tensors_gpu import TensorListGPU, is_device_data, to_device_array
+from dali_lite._src import cuda_arguments, cuda_context
+from dali_lite._src.data.tensor_gpu import to_device_array
+from dali_lite._src.data.tensor_list_gpu import TensorListGPU, is_device_data
 from dali_lite._src.graph.nodes import DataNode, IterationContext
 from dali_lite._src.ops.gpu_source import contiguous_block
 from dali_lite._src.ops.python_function import DLTensorPythonFunction, PythonFunction
@@ -81,7 +82,7 @@ class GPUFunctionMixin:
 
     def setup(self, pipeline: Pipeline) -> None:
         super().setup(pipeline)  # type: ignore[misc]
-        cuda.require_device(pipeline, f"{self.schema_name} {self.name!r} (device='gpu')")
+        cuda_arguments.require_device(pipeline, f"{self.schema_name} {self.name!r} (device='gpu')")
 
     def to_argument(self, array: Any) -> Any:
         return _capsule(array, current_dali_stream()) if self.dlpack else array
@@ -98,7 +99,7 @@ class GPUFunctionMixin:
 
     def run(self, ctx: IterationContext, inputs: list[TensorListGPU]) -> list[TensorListGPU]:
         assert self.pipeline is not None
-        gpu = cuda.context_for(self.pipeline)
+        gpu = cuda_context.context_for(self.pipeline)
         samples_in = [list(batch._sample_arrays()) for batch in inputs]
         batch_size = self._batch_size(samples_in, ctx)  # type: ignore[attr-defined]
         where = f"{self.schema_name} {self.name!r}"

@@ -27,14 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dali_lite._src import cuda
+from dali_lite._src import cuda, cuda_arguments, cuda_context, cuda_memory
 from dali_lite._src.data.conversions import to_batch_samples, to_sample_array
-from dali_lite._src.data.tensors_gpu import (
-    TensorGPU,
-    TensorListGPU,
-    is_device_data,
-    to_device_array,
-)
+from dali_lite._src.data.tensor_gpu import TensorGPU, to_device_array
+from dali_lite._src.data.tensor_list_gpu import TensorListGPU, is_device_data
 from dali_lite._src.graph.nodes import IterationContext
 from dali_lite._src.ops.external_source import ExternalSource
 from dali_lite._src.ops.source_callbacks import (
@@ -199,7 +195,8 @@ class GPUExternalSource(ExternalSource):
 
     def __init__(self, source: Any, num_outputs: int | None, *, device: str, cuda_stream: Any,
                  use_copy_kernel: bool | None, **arguments: Any) -> None:
-        choice = cuda.parse_cuda_stream(cuda_stream)  # checked before the node is registered
+        # checked before the node is registered
+        choice = cuda_arguments.parse_cuda_stream(cuda_stream)
         if arguments.get("parallel"):
             raise ValueError("parallel external_source runs on the CPU only: create it with "
                              "device='cpu' and call .gpu() on its output")
@@ -216,11 +213,12 @@ class GPUExternalSource(ExternalSource):
     def __setstate__(self, state: dict[str, Any]) -> None:
         super().__setstate__(state)
         if self.cuda_stream.kind == "user":  # a stream pointer means nothing elsewhere
-            self.cuda_stream = cuda.AUTO_STREAM
+            self.cuda_stream = cuda_arguments.AUTO_STREAM
 
     def setup(self, pipeline: Pipeline) -> None:
         super().setup(pipeline)
-        cuda.require_device(pipeline, f"external_source {self.display_name!r} (device='gpu')")
+        cuda_arguments.require_device(pipeline,
+                                      f"external_source {self.display_name!r} (device='gpu')")
         if self._callback is not None:
             self._callback = _device_aware(self._callback)
 
@@ -248,7 +246,8 @@ class GPUExternalSource(ExternalSource):
         if self.pipeline is None:
             raise RuntimeError(f"feeding GPU data to {self.display_name!r}: build the pipeline "
                                "first (pipe.build()), so that it has a device and a stream")
-        choice = self.cuda_stream if cuda_stream is None else cuda.parse_cuda_stream(cuda_stream)
+        choice = (self.cuda_stream if cuda_stream is None
+                  else cuda_arguments.parse_cuda_stream(cuda_stream))
         given = device_input(data, batch_size, f"data fed to {self.display_name!r}")
         batch = self._ingest(given, choice, use_copy_kernel or self.use_copy_kernel,
                              block=choice.kind in ("auto", "internal"))
@@ -258,11 +257,11 @@ class GPUExternalSource(ExternalSource):
             self._feed.append(([batch], str(layout or "")))  # type: ignore[list-item]
             self._feed_cond.notify_all()
 
-    def _ingest(self, given: DeviceInput, choice: cuda.StreamChoice, kernel: bool,
+    def _ingest(self, given: DeviceInput, choice: cuda_arguments.StreamChoice, kernel: bool,
                 block: bool) -> TensorListGPU:
         """The batch in memory the pipeline may use, ordered before later pipeline work."""
         assert self.pipeline is not None
-        gpu = cuda.context_for(self.pipeline)
+        gpu = cuda_context.context_for(self.pipeline)
         cp = cuda.cupy()
         pipeline_ptr = int(gpu.stream.ptr)
         if choice.kind == "internal":
@@ -288,17 +287,17 @@ class GPUExternalSource(ExternalSource):
                 gpu.wait_raw(stream_ptr, gpu.record())
             if given.block is not None and not kernel:
                 cp.cuda.runtime.memcpyAsync(flat.data.ptr, given.block.data.ptr, flat.nbytes,
-                                            cuda.MEMCPY_DEFAULT, stream_ptr)
+                                            cuda_memory.MEMCPY_DEFAULT, stream_ptr)
             else:
-                for source, target in zip(samples, cuda.packed_views(flat, shapes, dtype)):
+                for source, target in zip(samples, cuda_memory.packed_views(flat, shapes, dtype)):
                     if not source.nbytes:
                         continue
                     if kernel or not source.flags.c_contiguous:
-                        with cuda.stream_object(stream_ptr):
+                        with cuda_context.stream_object(stream_ptr):
                             _kernel()(source, target)
                     else:
                         cp.cuda.runtime.memcpyAsync(target.data.ptr, source.data.ptr,
-                                                    source.nbytes, cuda.MEMCPY_DEFAULT,
+                                                    source.nbytes, cuda_memory.MEMCPY_DEFAULT,
                                                     stream_ptr)
             done = gpu.record_raw(stream_ptr)
             if stream_ptr != pipeline_ptr:
@@ -311,7 +310,7 @@ class GPUExternalSource(ExternalSource):
     def run(self, ctx: IterationContext, inputs: list[Any]) -> list[TensorListGPU]:
         outputs, layouts = self._next_serial_batch(ctx)
         assert self.pipeline is not None
-        gpu = cuda.context_for(self.pipeline)
+        gpu = cuda_context.context_for(self.pipeline)
         result = []
         for data, check, layout in zip(outputs, self.checks, layouts):
             if not isinstance(data, TensorListGPU):  # NumPy scalars stand for 0-d samples

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dali_lite._src import cuda
-from dali_lite._src.data.tensors_gpu import TensorListGPU
+from dali_lite._src import cuda, cuda_arguments, cuda_context
+from dali_lite._src.data.tensor_list_gpu import TensorListGPU
 from dali_lite._src.graph.nodes import IterationContext
 from dali_lite._src.ops.jax_function import JaxFunction
 
@@ -32,13 +32,13 @@ class JaxFunctionGPU(JaxFunction):
 
     def setup(self, pipeline: Pipeline) -> None:
         super().setup(pipeline)
-        cuda.require_device(pipeline, f"{self.where} (device='gpu')")
+        cuda_arguments.require_device(pipeline, f"{self.where} (device='gpu')")
 
     def run(self, ctx: IterationContext, inputs: list[Any]) -> list[Any]:
         if self._gpu is None:
             if self.pipeline is None:
                 raise RuntimeError(f"{self.where} runs only inside a built pipeline")
-            self._gpu = cuda.context_for(self.pipeline)
+            self._gpu = cuda_context.context_for(self.pipeline)
         return super().run(ctx, inputs)
 
     def to_jax(self, batch: Any) -> Any:

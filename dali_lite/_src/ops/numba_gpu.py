@@ -5,7 +5,7 @@ with the grid `blocks` and the block `threads_per_block` (3 ints each) on the pi
 stream, with device array views of that sample's outputs and inputs. `setup_fn` still runs on
 the CPU (njit), on the batch's shapes. `batch_processing=True` is refused, as in DALI.
 
-Memory: the batches are CuPy arrays (`dali_lite.tensors_gpu.TensorListGPU`), viewed by Numba
+Memory: the batches are CuPy arrays (`dali_lite.tensors.TensorListGPU`), viewed by Numba
 through the CUDA array interface without a copy and without a host synchronisation (the
 launches are ordered on the pipeline stream, which first waits for the inputs' ready events).
 The outputs are zero-filled on that stream and carry the event recorded after the last launch.
@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dali_lite._src import cuda
-from dali_lite._src.data.tensors_gpu import TensorListGPU
+from dali_lite._src import cuda, cuda_arguments, cuda_context
+from dali_lite._src.data.tensor_list_gpu import TensorListGPU
 from dali_lite._src.errors import add_context
 from dali_lite._src.graph.nodes import DataNode, IterationContext
 from dali_lite._src.ops.numba_function import NumbaFunction
@@ -61,7 +61,7 @@ class NumbaFunctionGPU(NumbaFunction):
 
     def setup(self, pipeline: Pipeline) -> None:
         super().setup(pipeline)
-        cuda.require_device(pipeline, f"numba_function {self.name!r} (device='gpu')")
+        cuda_arguments.require_device(pipeline, f"numba_function {self.name!r} (device='gpu')")
 
     def run(self, ctx: IterationContext, inputs: list[Any]) -> list[Any]:
         from numba import cuda as numba_cuda
@@ -73,7 +73,7 @@ class NumbaFunctionGPU(NumbaFunction):
         out_shapes = self.output_shapes(shapes, batch_size)
         dtypes = [to_numpy_dtype(t) for t in self.out_types]
         layouts = self.output_layouts(inputs)
-        gpu = cuda.context_for(self.pipeline)
+        gpu = cuda_context.context_for(self.pipeline)
         cp = cuda.cupy()
         kernel = _cuda_kernel(self.run_fn)
         with gpu.activate() as stream:

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from dali_lite._src import cuda
+from dali_lite._src import cuda, cuda_context
 from shm import leased_mapping
 
 __all__ = ["PinnedSlots"]
@@ -38,7 +38,7 @@ __all__ = ["PinnedSlots"]
 class PinnedSlots:
     """Registrations of slot mappings with CUDA, and the blocks their copies still read."""
 
-    def __init__(self, gpu: cuda.GPUContext) -> None:
+    def __init__(self, gpu: cuda_context.GPUContext) -> None:
         self.gpu = gpu
         self._lock = threading.Lock()
         #: id(mmap) -> (weak reference to it, address): the mappings registered now.

@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dali_lite._src import cuda
-from dali_lite._src.data.tensors_gpu import TensorListGPU
+from dali_lite._src import cuda, cuda_arguments, cuda_context, cuda_memory
+from dali_lite._src.data.tensor_list_gpu import TensorListGPU
 from dali_lite._src.graph.nodes import DataNode, IterationContext, Operator, register_transfer
 from dali_lite._src.types.dtypes import to_numpy_dtype
 from dali_lite._src.types.enums import DALIDataType
@@ -179,9 +179,9 @@ class Uploader:
 
     def __init__(self, pipeline: Pipeline) -> None:
         options = pipeline._options
-        self.gpu = cuda.context_for(pipeline)
+        self.gpu = cuda_context.context_for(pipeline)
         self.ring = StagingRing(
-            cuda.staging_slots(options.prefetch_queue_depth, options.exec_pipelined),
+            cuda_arguments.staging_slots(options.prefetch_queue_depth, options.exec_pipelined),
             self._allocate,
         )
         self.workers = max(1, min(_MAX_STAGING_THREADS, options.resolved_num_threads))
@@ -212,7 +212,7 @@ class Uploader:
             try:
                 stage(parts, pinned.ptr, self._pool, self.workers)
                 cp.cuda.runtime.memcpyAsync(flat.data.ptr, pinned.ptr, total,
-                                            cuda.MEMCPY_HOST_TO_DEVICE, stream.ptr)
+                                            cuda_memory.MEMCPY_HOST_TO_DEVICE, stream.ptr)
                 event = self.gpu.record()
             finally:
                 self.ring.release(index, event)
@@ -240,7 +240,7 @@ class Uploader:
         with self.gpu.activate() as stream:
             flat = cp.empty(block.nbytes, dtype=np.uint8)
             cp.cuda.runtime.memcpyAsync(flat.data.ptr, address, block.nbytes,
-                                        cuda.MEMCPY_HOST_TO_DEVICE, stream.ptr)
+                                        cuda_memory.MEMCPY_HOST_TO_DEVICE, stream.ptr)
             event = self.gpu.record()
         self.pinned.hold(block, event)
         return TensorListGPU._from_packed(flat, shapes, dtype, layout, event)
@@ -269,7 +269,7 @@ class HostToDevice(Operator):
 
     def setup(self, pipeline: Pipeline) -> None:
         super().setup(pipeline)
-        cuda.require_device(pipeline, f"{self.inputs[0].name!r}.gpu()")
+        cuda_arguments.require_device(pipeline, f"{self.inputs[0].name!r}.gpu()")
 
     def run(self, ctx: IterationContext, inputs: list[Any]) -> list[TensorListGPU]:
         if self._uploader is None:
@@ -296,7 +296,7 @@ class DeviceToHost(Operator):
 
     def setup(self, pipeline: Pipeline) -> None:
         super().setup(pipeline)
-        cuda.require_device(pipeline, f"{self.inputs[0].name!r}.cpu()")
+        cuda_arguments.require_device(pipeline, f"{self.inputs[0].name!r}.cpu()")
 
     def run(self, ctx: IterationContext, inputs: list[Any]) -> list[Any]:
         return [inputs[0].as_cpu()]

@@ -8,7 +8,7 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from dali_lite._src import cuda
+from dali_lite._src import cuda_context
 from dali_lite._src.pipeline.dot import graph_to_dot
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ class PipelineExtras:
         self.build()
         if self.device_id is None:
             return None
-        return cuda.context_for(self).stream
+        return cuda_context.context_for(self).stream
 
     def external_source_shm_statistics(self: Pipeline) -> dict[str, Any]:
         """DALI's `capacities` and `per_sample_capacities` of every shared-memory slot, plus

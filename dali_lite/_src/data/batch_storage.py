@@ -1,0 +1,201 @@
+"""How a host batch is held: dense blocks laid end to end, or one array per sample.
+
+``BatchStorage`` is the data layout under ``TensorListCPU``: either dense blocks,
+``(n_i, *sample_shape)`` arrays laid end to end (how worker processes deliver batches through
+shared memory), or one array per sample (what per-sample callbacks return). It owns the views of
+that storage: the samples one by one, the shapes, whether the batch is dense, the batch as one
+``(N, *sample_shape)`` array (a single dense block is the block itself, with no copy; anything
+else is joined at most once, on demand, and the joined block then replaces the parts so that
+later calls are free) and the samples packed back to back in one buffer. ``TensorListCPU``
+(``tensor_list_cpu``) derives from it and adds DALI's API: reading user data, layouts, the
+NumPy and DLPack protocols, printing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+
+from dali_lite._src.data.host import HostBatch, split_block
+from dali_lite._src.data.tensor_cpu import _checked_layout
+from dali_lite._src.errors import RuntimeValueError
+
+__all__ = ["BatchStorage"]
+
+_Batch = TypeVar("_Batch", bound="BatchStorage")
+
+
+class BatchStorage(HostBatch):
+    """The storage of a host batch (``TensorListCPU``): dense blocks or per-sample arrays."""
+
+    __slots__ = ("_blocks", "_count", "_dense", "_dtype", "_layout", "_samples")
+
+    def _share(self, other: BatchStorage) -> None:
+        # The part lists are never mutated in place (caches replace them), so sharing is safe.
+        self._blocks, self._samples = other._blocks, other._samples
+        self._count, self._dtype, self._dense = other._count, other._dtype, other._dense
+        self._layout = other._layout
+
+    @classmethod
+    def _from_samples(
+        cls: type[_Batch], samples: list[np.ndarray], layout: str = "",
+        dtype: np.dtype[Any] | None = None,
+    ) -> _Batch:
+        """Internal fast path: a batch of already validated per-sample arrays.
+
+        The caller guarantees that the samples share a supported dtype and number of
+        dimensions, and hands over ``samples`` (it must not change the list afterwards).
+        ``dtype`` is used only when ``samples`` is empty.
+        """
+        tl = cls.__new__(cls)
+        tl._blocks, tl._samples, tl._count, tl._dense = None, samples, len(samples), None
+        tl._dtype = samples[0].dtype if samples else (None if dtype is None else np.dtype(dtype))
+        tl._layout = _checked_layout(layout, samples[0].ndim if samples else None, "TensorList")
+        return tl
+
+    @classmethod
+    def _from_blocks(
+        cls: type[_Batch],
+        blocks: Sequence[np.ndarray | Sequence[np.ndarray]],
+        layout: str = "",
+        dtype: np.dtype[Any] | None = None,
+    ) -> _Batch:
+        """Internal: a batch made of parts laid end to end (the parallel loader's output).
+
+        Each part is a dense ``(n_i, *sample_shape)`` array or a list of sample arrays. Parts
+        must share dtype and number of dimensions (checked per part, not per sample). With
+        one dense part, ``as_array()`` is that array itself.
+        """
+        first: tuple[np.dtype[Any], int] | None = None  # (dtype, sample ndim) of the first part
+        first_index = 0
+        for i, part in enumerate(blocks):
+            if isinstance(part, np.ndarray):
+                if part.ndim == 0:
+                    raise ValueError(
+                        f"blocks: block {i} is 0-d; it needs a leading sample dimension"
+                    )
+                kind = (part.dtype, part.ndim - 1)
+            elif isinstance(part, (list, tuple)):
+                if not part:
+                    continue
+                kind = (part[0].dtype, part[0].ndim)
+            else:
+                raise TypeError(
+                    f"blocks: block {i} is {type(part).__name__}; expected an (n, *sample_shape) "
+                    "array or a list of sample arrays"
+                )
+            if first is None:
+                first, first_index = kind, i
+            elif kind != first:
+                raise ValueError(
+                    f"blocks: block {i} holds samples of dtype {kind[0]} and ndim {kind[1]}, but "
+                    f"block {first_index} holds dtype {first[0]} and ndim {first[1]}"
+                )
+        dense = [part for part in blocks if isinstance(part, np.ndarray)]
+        if len(dense) != len(blocks):
+            samples: list[np.ndarray] = []
+            for part in blocks:
+                samples.extend(split_block(part) if isinstance(part, np.ndarray) else part)
+            return cls._from_samples(samples, layout, dtype)
+        tl = cls.__new__(cls)
+        tl._blocks, tl._samples, tl._dense = dense, None, None
+        tl._count = sum(block.shape[0] for block in dense)
+        tl._dtype = dense[0].dtype if dense else (None if dtype is None else np.dtype(dtype))
+        tl._layout = _checked_layout(layout, dense[0].ndim - 1 if dense else None, "TensorList")
+        return tl
+
+    # --- internal views of the storage -------------------------------------------------
+
+    def _sample_ndim(self) -> int | None:
+        if self._blocks is not None:
+            return self._blocks[0].ndim - 1 if self._blocks else None
+        return self._samples[0].ndim if self._samples else None
+
+    def _sample_arrays(self) -> list[np.ndarray]:
+        """Per-sample views (built once from the blocks); callers must not mutate the list."""
+        samples = self._samples
+        if samples is None:
+            samples = []
+            for block in self._blocks or ():
+                samples.extend(split_block(block))
+            self._samples = samples
+        return samples
+
+    def _single_block(self) -> np.ndarray | None:
+        """The dense block holding the whole batch, if it is stored as exactly one."""
+        blocks = self._blocks
+        return blocks[0] if blocks is not None and len(blocks) == 1 else None
+
+    def _joined(self, method: str) -> np.ndarray:
+        """The batch as one ``(N, *sample_shape)`` array: the block itself, or joined once."""
+        if not self._count:
+            # As DALI: a batch of no samples has no sample shape; it is a flat empty array.
+            return np.empty((0,), dtype=self._dtype or np.float32)
+        block = self._single_block()
+        if block is not None:
+            return block
+        if not self.is_dense_tensor():
+            raise self._not_dense(method)
+        if self._blocks is not None:
+            parts = [b for b in self._blocks if b.shape[0]] or self._blocks
+            joined = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        else:
+            joined = np.stack(self._samples)
+        self._blocks, self._samples = [joined], None
+        return joined
+
+    def _not_dense(self, method: str) -> RuntimeValueError:
+        """The error for a dense view of a ragged batch (DALI: RuntimeError; its words)."""
+        shapes = self.shape()
+        other = next(i for i, s in enumerate(shapes) if s != shapes[0])
+        what = ("the batch must be representable as a tensor: it must have uniform shape"
+                if method == "as_tensor" else
+                "the tensors in the list do not all have the same shape")
+        return RuntimeValueError(
+            f"TensorListCPU.{method}: {what} (sample 0 has shape {shapes[0]}, sample {other} "
+            f"has shape {shapes[other]}); check is_dense_tensor() first, pad or crop the samples "
+            f"to a common shape, or read them one by one with tl.at(i)"
+        )
+
+    def _pack(self) -> np.ndarray:
+        """Lay the samples back to back in one new buffer (once); the flat buffer."""
+        block = self._single_block()
+        if block is not None and block.flags.c_contiguous:
+            return block.reshape(-1)
+        samples = self._sample_arrays()
+        flat = np.concatenate([s.reshape(-1) for s in samples]) if samples else np.empty(
+            0, self._dtype or np.float32)
+        views, offset = [], 0
+        for sample in samples:
+            views.append(flat[offset:offset + sample.size].reshape(sample.shape))
+            offset += sample.size
+        if self.is_dense_tensor() and samples:
+            self._blocks, self._samples = [flat.reshape(len(samples), *samples[0].shape)], None
+        else:
+            self._blocks, self._samples = None, views
+        return flat
+
+    # --- DALI's API that reads only the storage --------------------------------------------
+
+    def __len__(self) -> int:
+        return self._count
+
+    def shape(self) -> list[tuple[int, ...]]:
+        """Shape of the tensor list: one tuple per sample."""
+        if self._blocks is not None:
+            return [s for b in self._blocks for s in [b.shape[1:]] * b.shape[0]]
+        return [s.shape for s in self._samples or ()]
+
+    def is_dense_tensor(self) -> bool:
+        """Checks whether all tensors in this TensorList have the same shape (and so the list
+        itself can be viewed as a tensor of shape ``(N, *sample_shape)``)."""
+        if self._dense is None:
+            if self._blocks is not None:
+                self._dense = len({b.shape[1:] for b in self._blocks if b.shape[0]}) <= 1
+            else:
+                samples = self._samples or ()
+                self._dense = all(s.shape == samples[0].shape for s in samples)
+        return self._dense
+
