@@ -26,6 +26,7 @@ PUBLIC_NAMES = {
     "dali_lite.plugin.numba.fn.experimental": ["numba_function"],
     "dali_lite.plugin.numba.experimental": ["NumbaFunction"],
     "dali_lite.plugin.jax.fn": ["jax_function"],
+    "dali_lite.plugin.base_iterator": ["LastBatchPolicy", "_DaliBaseIterator"],
 }
 
 
