@@ -23,7 +23,8 @@ from dali_lite._src.graph.nodes import (
     Operator,
 )
 from dali_lite._src.graph.scope import PipelineScope
-from dali_lite._src.ops.external_source import ExternalSource, NoDataFedError, UnknownInputError
+from dali_lite._src.ops.external_source import ExternalSource
+from dali_lite._src.ops.source_feed import NoDataFedError, UnknownInputError
 from dali_lite._src.options import PipelineOptions
 from dali_lite._src.pipeline.checkpointing import CheckpointingMixin, CheckpointState
 from dali_lite._src.pipeline.extras import PipelineExtras
