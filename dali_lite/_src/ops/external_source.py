@@ -4,24 +4,23 @@ Three ways to get a batch, chosen when the node is created:
 - pull, serial: the source is polled in the executor's thread through the callables of
   `source_callbacks` (the same objects parallel workers run);
 - pull, parallel: batches come from the pipeline's worker pool (see `parallel_source`);
-- push: `Pipeline.feed_input()` queues batches, consumed one per iteration.
-Every batch, whatever its origin, goes through the same checks of dtype, ndim and layout.
+- push: `Pipeline.feed_input()` queues batches (a `source_feed.FeedQueue`), consumed one per
+  iteration.
+Every batch, whatever its origin, goes through the same checks of dtype, ndim and layout
+(`source_checks.OutputCheck`, one per output).
 """
 
 from __future__ import annotations
 
 import importlib
-import threading
-from collections import deque
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dali_lite._src.data.conversions import mixed_batch_message, to_batch_samples
+from dali_lite._src.data.conversions import to_batch_samples
 from dali_lite._src.data.host import split_block
 from dali_lite._src.data.tensor_list_cpu import TensorListCPU
-from dali_lite._src.errors import RuntimeTypeError, RuntimeValueError
+from dali_lite._src.errors import RuntimeValueError
 from dali_lite._src.graph.nodes import IterationContext, Operator
 from dali_lite._src.ops.assembly import assemble, assemble_blocks
 from dali_lite._src.ops.sample_range import SampleRange
@@ -33,128 +32,16 @@ from dali_lite._src.ops.source_callbacks import (
     classify_source,
     normalize_cycle,
 )
+
+# OutputCheck is also looked up here by pipelines serialized before it moved to source_checks.
+from dali_lite._src.ops.source_checks import OutputCheck, check_blocks, per_output
+from dali_lite._src.ops.source_feed import FeedQueue
 from dali_lite._src.options import check_timeout
-from dali_lite._src.types.dtypes import to_numpy_dtype
-from dali_lite._src.types.enums import DALIDataType
 from dali_lite._src.types.source_info import BatchInfo
 
 if TYPE_CHECKING:
     from dali_lite._src.ops.parallel_source import ParallelSource
     from dali_lite._src.pipeline.pipeline import Pipeline
-
-_FEED_POLL_S = 0.05
-
-
-class NoDataFedError(IndexError, RuntimeError):
-    """A push-mode external_source was asked for a batch nobody fed.
-
-    DALI raises ``IndexError`` here ("Attempted to peek the data batch that doesn't exist");
-    ``RuntimeError`` is the class dali_lite raised before."""
-
-
-class UnknownInputError(KeyError, RuntimeError):
-    """`Pipeline.feed_input` named no external_source of the pipeline. DALI raises
-    ``KeyError``; ``RuntimeError`` is the class dali_lite raised before."""
-
-
-def _per_output(value: Any, count: int, argument: str) -> list[Any]:
-    """A per-output list from a single value or a list (shorter lists leave the rest None)."""
-    if isinstance(value, (list, tuple)):
-        if len(value) > count:
-            raise ValueError(
-                f"{argument} has {len(value)} entries but the source has {count} outputs"
-            )
-        return list(value) + [None] * (count - len(value))
-    return [value] * count
-
-
-class OutputCheck:
-    """The declared (or first seen) dtype, ndim and layout of one output, checked every batch."""
-
-    def __init__(self, source_name: str, index: int, dtype: Any, ndim: Any, layout: Any) -> None:
-        self.what = source_name if index == 0 else f"{source_name} (output {index})"
-        if dtype is not None and not isinstance(dtype, DALIDataType):
-            raise TypeError(
-                f"dtype of external_source {source_name!r} must be a DALIDataType (for example "
-                f"types.UINT8); got {dtype!r}"
-            )
-        self.dtype = (None if dtype is None or dtype == DALIDataType.NO_TYPE
-                      else to_numpy_dtype(dtype))
-        if layout is not None and not isinstance(layout, str):
-            raise TypeError(f"layout of external_source {source_name!r} must be a string; "
-                            f"got {layout!r}")
-        self.layout = layout or ""
-        if ndim is not None and (not isinstance(ndim, int) or ndim < 0):
-            raise ValueError(f"ndim of external_source {source_name!r} must be a non-negative "
-                             f"int; got {ndim!r}")
-        if ndim is not None and self.layout and ndim != len(self.layout):
-            raise RuntimeValueError(
-                f"external_source {source_name!r}: the number of dimensions in the layout "
-                f"{self.layout!r} ({len(self.layout)}) does not match the ndim argument ({ndim})"
-            )
-        self.ndim = ndim if ndim is not None else (len(self.layout) if self.layout else None)
-        self.declared = (self.dtype is not None, self.ndim is not None)
-        self.ndim_origin = ("declared" if ndim is not None
-                            else f"implied by layout {self.layout!r}")
-
-    def __getstate__(self) -> dict[str, Any]:
-        # A serialized pipeline carries what was declared, not what earlier runs have seen.
-        state = self.__dict__.copy()
-        if not state["declared"][0]:
-            state["dtype"] = None
-        if not state["declared"][1]:
-            state["ndim"] = None
-        return state
-
-    def check(self, samples: Sequence[np.ndarray], layout: str,
-              indices: Sequence[int] | None = None) -> str:
-        """Raise on a mismatch; return the layout the batch gets.
-
-        ``indices``, if given, are the positions in the batch of ``samples`` (which then
-        stand for the blocks they begin); errors name samples by them.
-        """
-        if not samples:
-            raise ValueError(f"external_source {self.what!r} produced an empty batch")
-        first = samples[0]
-        what = f"external_source {self.what!r}"
-        for position, sample in enumerate(samples):
-            if sample.dtype != first.dtype or sample.ndim != first.ndim:
-                index = position if indices is None else indices[position]
-                raise RuntimeValueError(mixed_batch_message(
-                    what, index, sample.dtype, sample.ndim, first.dtype, first.ndim))
-        # The checks and their words follow DALI's: the layout first (its Python side), then
-        # the declared or previous dtype and ndim (its operator). All are RuntimeError there.
-        layout = layout or self.layout
-        if layout and len(layout) != first.ndim:
-            raise RuntimeValueError(
-                f"{what}: The layout {layout!r} cannot describe {first.ndim}-dimensional data "
-                f"(the layout has {len(layout)} dimensions)"
-            )
-        if self.dtype is not None and first.dtype != self.dtype:
-            if self.declared[0]:
-                raise RuntimeTypeError(
-                    f"{what} expected data of type {_type_name(self.dtype)} and got "
-                    f"{_type_name(first.dtype)} (the dtype argument declares "
-                    f"{_type_name(self.dtype)})"
-                )
-            raise RuntimeTypeError(
-                f"{what}: the type of the data fed to the external source has changed from "
-                f"the previous iteration: it was {_type_name(self.dtype)} and now is "
-                f"{_type_name(first.dtype)}"
-            )
-        if self.ndim is not None and first.ndim != self.ndim:
-            if self.declared[1]:
-                raise RuntimeValueError(
-                    f"{what} expected data with {self.ndim} dimensions and got "
-                    f"{first.ndim} dimensions (the ndim {self.ndim_origin} is {self.ndim})"
-                )
-            raise RuntimeValueError(
-                f"{what}: the number of dimensions of the data fed to the external source "
-                f"has changed from the previous iteration: it was {self.ndim} and now is "
-                f"{first.ndim}"
-            )
-        self.dtype, self.ndim = first.dtype, first.ndim
-        return layout
 
 
 class ExternalSource(Operator):
@@ -236,11 +123,11 @@ class ExternalSource(Operator):
                 "tasks of worker processes, so it needs parallel=True (a serial source runs "
                 "in the pipeline's own thread)"
             )
-        layouts = _per_output(layout, count, "layout")
+        layouts = per_output(layout, count, "layout")
         self.checks = [
             OutputCheck(display, i, d, n, lay)
-            for i, (d, n, lay) in enumerate(zip(_per_output(dtype, count, "dtype"),
-                                                _per_output(ndim, count, "ndim"), layouts))
+            for i, (d, n, lay) in enumerate(zip(per_output(dtype, count, "dtype"),
+                                                per_output(ndim, count, "ndim"), layouts))
         ]
         self.kind: SourceKind | None = None
         if source is None:
@@ -282,15 +169,11 @@ class ExternalSource(Operator):
                 )
         self.display_name = display
 
-    _runtime_attributes = ("pipeline", "_feed", "_feed_cond", "_last_fed", "_callback",
-                           "parallel_source", "_waiting")
+    _runtime_attributes = ("pipeline", "_fed", "_callback", "parallel_source")
 
     def _init_runtime(self) -> None:
         super()._init_runtime()
-        self._feed: deque[tuple[list[list[np.ndarray]], str]] = deque()
-        self._feed_cond = threading.Condition()
-        self._last_fed: tuple[list[list[np.ndarray]], str] | None = None
-        self._waiting = False  # the executor waits in _take_fed for data nobody fed yet
+        self._fed = FeedQueue()  # push mode: the batches feed_input queued
         self._callback: Any = None
         self.parallel_source: ParallelSource | None = None
 
@@ -346,50 +229,18 @@ class ExternalSource(Operator):
             layout = samples.layout  # a TensorListCPU's or TensorCPU samples' own layout
         if not self.no_copy:
             samples = _copied(samples)
-        with self._feed_cond:
-            self._feed.append(([samples], str(layout or "")))
-            self._feed_cond.notify_all()
+        self._fed.put(([samples], str(layout or "")))
 
     def starved(self) -> bool:
         """True when a non-blocking push source has nothing queued (an error at take time)."""
         if self.source is not None or self.blocking:
             return False
-        with self._feed_cond:
-            return self._waiting and not self._feed and not (
-                self.repeat_last and self._last_fed is not None)
-
-    def _take_fed(self, ctx: IterationContext, wait: bool) -> tuple[list[list[np.ndarray]], str]:
-        with self._feed_cond:
-            try:
-                self._waiting = True
-                return self._wait_for_feed(ctx, wait)
-            finally:
-                self._waiting = False
-
-    def _wait_for_feed(self, ctx: IterationContext,
-                       wait: bool) -> tuple[list[list[np.ndarray]], str]:
-        """The next fed batch; called with `_feed_cond` held."""
-        while not self._feed:
-            if self.repeat_last and self._last_fed is not None:
-                return self._last_fed
-            if not wait:
-                raise NoDataFedError(
-                    f"no data was fed to external_source {self.display_name!r} for "
-                    f"iteration {ctx.iteration}: call pipe.feed_input({self.display_name!r},"
-                    " batch) before run() (in iter_setup, or prefetch_queue_depth times "
-                    "before the first run), or create the source with blocking=True"
-                )
-            if ctx.is_cancelled():
-                raise NoDataFedError("the iteration was cancelled while waiting for data")
-            self._feed_cond.wait(_FEED_POLL_S)
-        item = self._feed.popleft()
-        self._last_fed = item
-        return item
+        return self._fed.starved(self.repeat_last)
 
     # ------------------------------------------------------------------ one iteration
     def run(self, ctx: IterationContext, inputs: list[Any]) -> list[TensorListCPU]:
         if self.parallel_source is not None:
-            return [assemble_blocks(blocks, _check_blocks(check, blocks))
+            return [assemble_blocks(blocks, check_blocks(check, blocks))
                     for blocks, check in zip(self.parallel_source.fetch(ctx), self.checks)]
         outputs, layouts = self._next_serial_batch(ctx)
         if self.source is not None and not self.no_copy:
@@ -402,7 +253,8 @@ class ExternalSource(Operator):
         samples, with the layout that came with each output."""
         if self.source is None:
             asynchronous = self.pipeline is not None and self.pipeline._exec_async
-            outputs, layout = self._take_fed(ctx, wait=self.blocking or asynchronous)
+            outputs, layout = self._fed.take(ctx, self.blocking or asynchronous,
+                                             self.repeat_last, self.display_name)
             return outputs, [layout] * len(outputs)
         outputs = self._poll(ctx)
         # A declared layout wins; otherwise a TensorListCPU / TensorCPU keeps its own (DALI).
@@ -442,25 +294,6 @@ class ExternalSource(Operator):
             "batch_info": self.batch_info,
             "py_timeout": self.py_timeout,
         }
-
-
-def _type_name(dtype: np.dtype[Any]) -> str:
-    """DALI's lower-case name of a dtype (float for float32), as its messages say it."""
-    name = np.dtype(dtype).name
-    return {"float32": "float", "float64": "double", "float16": "half"}.get(name, name)
-
-
-def _check_blocks(check: OutputCheck, blocks: Sequence[np.ndarray]) -> str:
-    """`check` for a batch held as `(n, *shape)` blocks: the rows of a block share dtype and
-    shape, so its first row stands for all of them."""
-    firsts: list[np.ndarray] = []
-    indices: list[int] = []
-    start = 0
-    for block in blocks:
-        firsts.append(block[0, ...])
-        indices.append(start)
-        start += block.shape[0]
-    return check.check(firsts, "", indices)
 
 
 def _copied(samples: list[np.ndarray]) -> list[np.ndarray]:

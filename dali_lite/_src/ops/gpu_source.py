@@ -253,9 +253,7 @@ class GPUExternalSource(ExternalSource):
                              block=choice.kind in ("auto", "internal"))
         if layout is None:
             layout = data.layout() if isinstance(data, TensorListGPU) else ""
-        with self._feed_cond:
-            self._feed.append(([batch], str(layout or "")))  # type: ignore[list-item]
-            self._feed_cond.notify_all()
+        self._fed.put(([batch], str(layout or "")))
 
     def _ingest(self, given: DeviceInput, choice: cuda_arguments.StreamChoice, kernel: bool,
                 block: bool) -> TensorListGPU:

@@ -1,11 +1,11 @@
 """The NumbaFunction operator behind `dali_lite.plugin.numba.fn.experimental.numba_function`.
 
-This module owns the operator's arguments (checked once, when the graph is defined), the
-per-batch protocol (type and ndim checks against the data, `setup_fn` for output shapes,
-allocation of the outputs) and running `run_fn` on the CPU. Numba-specific machinery (njit
-compilation and its caches, the per-sample loop, typed lists) lives in
-`dali_lite.plugin.numba._jit`; the CUDA variant in `dali_lite.plugin.numba._gpu`. Numba itself
-is imported only when a NumbaFunction is created, so dali_lite imports without it.
+This module owns the operator: the per-batch protocol (type and ndim checks against the data,
+`setup_fn` for output shapes, allocation of the outputs) and running `run_fn` on the CPU. Its
+arguments are read and checked, once, when the graph is defined, by `numba_arguments`.
+Numba-specific machinery (njit compilation and its caches, the per-sample loop, typed lists)
+lives in `numba_jit`; the CUDA variant in `numba_gpu`. Numba itself is imported only when a
+NumbaFunction is created, so dali_lite imports without it.
 
 How `run_fn` sees the data (DALI passes raw pointers; dali_lite passes the same views):
 
@@ -25,15 +25,12 @@ Without `setup_fn`, output i has the shape of input i and the type `out_types[i]
 allocates it with the input's element size, so a wider `out_types` overruns its buffer; see
 docs/compat.md). Outputs carry no layout, as in DALI.
 
-The argument checks follow DALI 2.4 and its error classes (what it reports as RuntimeError is a
-RuntimeError subclass here), with one exception: `in_types`, `out_types`, `ins_ndim` and
-`outs_ndim` may be single values, as the reference page says (DALI 2.4 calls `len()` on them
-and fails; docs/compat.md).
+The checks of the data follow DALI 2.4 and its error classes (what it reports as RuntimeError
+is a RuntimeError subclass here).
 """
 
 from __future__ import annotations
 
-import operator
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -45,98 +42,22 @@ import numpy as np
 from dali_lite._src.data.tensor_list_cpu import TensorListCPU
 from dali_lite._src.errors import RuntimeTypeError, RuntimeValueError, add_context
 from dali_lite._src.graph.nodes import DataNode, IterationContext, Operator
+from dali_lite._src.ops.numba_arguments import (
+    check_counts,
+    check_types_match_ndims,
+    dali_types_argument,
+    launch_argument,
+    ndims_argument,
+)
 from dali_lite._src.types.dtypes import to_numpy_dtype
-from dali_lite._src.types.enums import DALIDataType
 
 if TYPE_CHECKING:
     from dali_lite._src.pipeline.pipeline import Pipeline
 
 INSTALL_HINT = "numba_function needs Numba: pip install 'dali-lite[numba]' (numba>=0.58)"
-MAX_INPUTS = MAX_OUTPUTS = 6
 # Below this many bytes (inputs + outputs) a batch is run in one thread: handing chunks to a
 # thread pool costs tens of microseconds, more than small batches take to compute.
 _PARALLEL_MIN_BYTES = 1 << 16
-_NUMBA_TYPES = frozenset(
-    DALIDataType[name] for name in ("UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16",
-                                    "INT32", "INT64", "FLOAT16", "FLOAT", "FLOAT64", "BOOL")
-)
-
-
-class NumbaArgumentError(ValueError, AssertionError):
-    """Arguments that do not fit together, where DALI 2.4 fails an `assert` (AssertionError);
-    a ValueError too, which is what it is."""
-
-
-def _listed(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, (list, tuple)) else [value]
-
-
-def dali_types_argument(value: Any, argument: str, device: str) -> list[DALIDataType]:
-    """`in_types` / `out_types` as a list of DALIDataType (one value or a list of them)."""
-    result = []
-    for index, item in enumerate(_listed(value)):
-        try:
-            if isinstance(item, bool) or not isinstance(item, (int, np.integer)):
-                raise TypeError
-            dali_type = DALIDataType(int(item))
-        except (TypeError, ValueError):
-            raise TypeError(
-                f"numba_function: {argument}[{index}] must be a DALIDataType such as "
-                f"types.FLOAT or types.UINT8; got {item!r}"
-            ) from None
-        if dali_type not in _NUMBA_TYPES:
-            raise TypeError(
-                f"numba_function: {argument}[{index}] is {dali_type}, which Numba cannot "
-                f"process; expected a numeric type or BOOL"
-            )
-        if dali_type == DALIDataType.FLOAT16 and device == "cpu":
-            # DALI 2.4 refuses float16 on every device (RuntimeError "Numba does not support
-            # float16"); dali_lite's CUDA variant can run it, so only the CPU refuses.
-            raise RuntimeTypeError(
-                f"numba_function: {argument}[{index}] is {dali_type}, but Numba does not "
-                "support float16 on the CPU; convert the data to types.FLOAT first, or use "
-                "device='gpu'"
-            )
-        result.append(dali_type)
-    return result
-
-
-def ndims_argument(value: Any, argument: str) -> list[int]:
-    """`ins_ndim` / `outs_ndim` as a list of non-negative ints."""
-    result = []
-    for index, item in enumerate(_listed(value)):
-        if isinstance(item, bool) or not isinstance(item, (int, np.integer)) or item < 0:
-            raise ValueError(
-                f"numba_function: {argument}[{index}] must be a non-negative int (a number "
-                f"of dimensions); got {item!r}"
-            )
-        result.append(int(item))
-    return result
-
-
-def launch_argument(value: Any, argument: str) -> tuple[int, int, int] | None:
-    """`blocks` / `threads_per_block`: None, or 3 positive ints."""
-    if value is None:
-        return None
-    items = _listed(value)
-    if len(items) != 3:
-        raise ValueError(
-            f"numba_function: {argument} must contain 3 numbers (x, y, z); got {len(items)}: "
-            f"{value!r}"
-        )
-    dims = []
-    for index, item in enumerate(items):
-        try:
-            dim = operator.index(item)
-        except TypeError:
-            dim = 0
-        if isinstance(item, bool) or dim <= 0:
-            raise ValueError(
-                f"numba_function: all dimensions of {argument} must be positive ints; "
-                f"{argument}[{index}] is {item!r}"
-            )
-        dims.append(dim)
-    return (dims[0], dims[1], dims[2])
 
 
 class NumbaFunction(Operator):
@@ -172,19 +93,13 @@ class NumbaFunction(Operator):
             if function is not None and not callable(function):
                 raise TypeError(f"numba_function: {argument} must be a Python function; got "
                                 f"{type(function).__name__}")
-        for types_, ndims, what in ((in_types, ins_ndim, "input"),
-                                    (out_types, outs_ndim, "output")):
-            if len(_listed(types_)) != len(_listed(ndims)):
-                raise NumbaArgumentError(
-                    f"numba_function: Number of {what} types and {what} dimensions should "
-                    f"match: {len(_listed(types_))} types, {len(_listed(ndims))} numbers of "
-                    "dimensions"
-                )
+        check_types_match_ndims(in_types, ins_ndim, out_types, outs_ndim)
         self.out_types = dali_types_argument(out_types, "out_types", device)
         self.in_types = dali_types_argument(in_types, "in_types", device)
         self.outs_ndim = ndims_argument(outs_ndim, "outs_ndim")
         self.ins_ndim = ndims_argument(ins_ndim, "ins_ndim")
-        self._check_counts(len(inputs), setup_fn is not None)
+        check_counts(self.out_types, self.outs_ndim, self.in_types, self.ins_ndim, len(inputs),
+                     setup_fn is not None)
         self.blocks = launch_argument(blocks, "blocks")
         self.threads_per_block = launch_argument(threads_per_block, "threads_per_block")
         # A njit-decorated function is accepted too: its Python function is compiled anew
@@ -198,49 +113,10 @@ class NumbaFunction(Operator):
         super().__init__(inputs, len(self.out_types), device, name=name, preserve=True)
         self._num_threads = 1
 
-    def _check_counts(self, num_inputs: int, has_setup: bool) -> None:
-        checks = (
-            (self.out_types, "out_types", self.outs_ndim, "outs_ndim", MAX_OUTPUTS, "outputs"),
-            (self.in_types, "in_types", self.ins_ndim, "ins_ndim", MAX_INPUTS, "inputs"),
-        )
-        for types_, types_name, ndims, ndims_name, limit, what in checks:
-            if not 1 <= len(types_) <= limit:
-                raise ValueError(f"numba_function: {types_name} lists {len(types_)} types; "
-                                 f"this operator has 1 to {limit} {what}")
-            if len(ndims) != len(types_):
-                raise NumbaArgumentError(
-                    f"numba_function: {ndims_name} has {len(ndims)} entries but {types_name} "
-                    f"has {len(types_)}; give one number of dimensions per type"
-                )
-        if num_inputs != len(self.in_types):
-            raise RuntimeValueError(
-                f"numba_function: Expected {len(self.in_types)} inputs (basing on `in_types`), "
-                f"but got {num_inputs} (in_types and ins_ndim describe the inputs, one entry "
-                f"each, at most {MAX_INPUTS})"
-            )
-        if has_setup:
-            return
-        if len(self.out_types) != len(self.in_types):
-            raise RuntimeValueError(
-                f"numba_function: without setup_fn each output takes the shape and type of the "
-                f"input at its position, so out_types ({len(self.out_types)} types) and "
-                f"in_types ({len(self.in_types)}) must have the same length; pass setup_fn "
-                "to compute the output shapes"
-            )
-        for index, (out_ndim, in_ndim) in enumerate(zip(self.outs_ndim, self.ins_ndim)):
-            # A different out_type is fine: the output takes the input's shape and its own
-            # type (DALI 2.4 overruns its buffer there; dali_lite allocates it right).
-            if out_ndim != in_ndim:
-                raise RuntimeValueError(
-                    f"numba_function: without setup_fn output {index} takes the shape of input "
-                    f"{index}, but outs_ndim[{index}]={out_ndim} differs from ins_ndim"
-                    f"[{index}]={in_ndim}; pass setup_fn to set the output shapes"
-                )
-
     # ------------------------------------------------------------------ life cycle
     def _init_runtime(self) -> None:
         super()._init_runtime()
-        self._jit: Any = None  # dali_lite.plugin.numba._jit.CompiledFunctions, on first use
+        self._jit: Any = None  # numba_jit.CompiledFunctions, on first use
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 

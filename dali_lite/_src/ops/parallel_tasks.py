@@ -3,7 +3,7 @@
 A batch is one task (a per-batch callable, an iterator, a per-sample batch that one worker
 writes) or several (a per-sample batch split over the workers). A task is given a slot and,
 when its batch is placed (`parallel_placement`), a `Placement` in the batch's data slot.
-The flags here are what `parallel_source` needs to give every slot back exactly once, and a
+The flags here are what `parallel_scheduling` needs to give every slot back exactly once, and a
 data slot only when no task of its batch can still write into it.
 """
 
@@ -18,7 +18,7 @@ from shm.placement import Placement
 from workers import TaskDone, TaskFailed
 
 if TYPE_CHECKING:
-    from dali_lite._src.ops.parallel_source import ParallelSource
+    from dali_lite._src.ops.parallel_scheduling import BatchScheduler
 
 __all__ = ["IterationCancelled", "ScheduledBatch", "Task"]
 
@@ -29,7 +29,7 @@ class IterationCancelled(Exception):
 
 @dataclass(slots=True, eq=False)
 class Task:
-    source: ParallelSource
+    source: BatchScheduler
     batch: ScheduledBatch
     position: int
     worker: int

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from dali_lite._src.execution.executor import IterationTicket
 from dali_lite._src.graph.nodes import DataNode, IterationContext
-from dali_lite._src.ops.external_source import ExternalSource, NoDataFedError, UnknownInputError
+from dali_lite._src.ops.external_source import ExternalSource
+from dali_lite._src.ops.source_feed import NoDataFedError, UnknownInputError
 
 if TYPE_CHECKING:
     from dali_lite._src.pipeline.pipeline import Pipeline

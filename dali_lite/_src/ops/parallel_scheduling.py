@@ -1,0 +1,287 @@
+"""Turning a parallel source's batches into worker tasks, each with a shared-memory slot.
+
+`BatchScheduler`, the base of `ParallelSource`, owns the geometry of one parallel
+external_source (its ring of slots, how a batch is split into tasks, which worker runs each)
+and the life of its tasks: sending them to the pool (with, for a placed batch, where each
+writes in the batch's data slot), sending again the ones a stuck worker never started,
+recording their replies, and giving every slot back exactly once, when no task and no batch
+needs it any more. A per-sample source's batch is split into contiguous slices; a per-batch
+callable is one task; an iterator lives on a dedicated worker. Any worker may write any slot
+of its source (see `parallel_slots`).
+
+Slots, as DALI has them: when the workers start, each source creates the slots of DALI's ring
+(its `ShmChunkManager`): (the pipeline's prefetch depth + the source's) batches, each split
+into mini-batches, one per worker for a per-sample source and one otherwise, every slot sized
+for a mini-batch (`bytes_per_sample_hint` per sample, at least 1 MiB, in whole pages). Their
+number then stays fixed, so `external_source_shm_statistics()` reports what DALI reports,
+from build() on. A prefetch that finds no free slot waits for one (a batch the program still
+holds); the lease's end schedules it at once. Only the batch an iteration needs gets a new
+slot, when every slot is held by outputs the program keeps past DALI's validity.
+
+How many tasks a per-sample batch gets: just enough that the tasks in flight keep every worker
+busy, `ceil(num_workers / prefetch_queue_depth)`, rounded up to a divisor of the mini-batches,
+so that a task covers whole mini-batches and writes one file that stands for their slots.
+With a depth of at least the number of workers a batch is one task, written by one worker
+into one slot, so that a dense batch is a single block that `as_array()` returns without a
+copy, and the main process handles one task and one reply per batch; the workers still run in
+parallel, on different batches. With a smaller depth (DALI's default is 1) the batch is split
+so that all workers share it; once a batch has shown the samples' dtypes and shapes, the next
+ones are placed (`parallel_placement`): each task writes its samples at their final offsets in
+the first task's slot, so that the batch is still one block. That slot (a batch's *data
+slot*) goes back to the free list only when no task of its batch can still write into it.
+
+A task's arguments travel as a `SampleRange`, a few integers that the worker expands into
+`SampleInfo`s, not as one pickled object per sample.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from dali_lite._src.graph.nodes import IterationContext
+from dali_lite._src.ops.parallel_placement import DenseLayout, plan_placements
+from dali_lite._src.ops.parallel_slots import Slot, SlotRing, tasks_per_batch
+from dali_lite._src.ops.parallel_tasks import IterationCancelled, ScheduledBatch, Task
+from dali_lite._src.ops.sample_range import SampleRange
+from dali_lite._src.ops.source_callbacks import IteratorCall, PerSampleCall
+from dali_lite._src.types.source_info import BatchInfo
+from shm import ShmError
+from shm.placement import Placement
+from workers import TaskDone, TaskFailed
+
+if TYPE_CHECKING:
+    from dali_lite._src.ops.external_source import ExternalSource
+    from dali_lite._src.ops.parallel_group import ParallelSourceGroup
+
+__all__ = ["COLLECT_INTERVAL_S", "BatchScheduler"]
+
+#: How long one wait for the workers' replies lasts before the waiter looks around again.
+COLLECT_INTERVAL_S = 0.1
+
+
+class BatchScheduler:
+    """The tasks and slots of one parallel external_source; `ParallelSource` reads what
+    they produce."""
+
+    def __init__(self, group: ParallelSourceGroup, op: ExternalSource, callback: Any,
+                 callback_index: int, batch_size: int, num_workers: int,
+                 dedicated_worker: int | None, keep_alive: int) -> None:
+        self.group = group
+        self.op = op
+        self.name = op.display_name
+        self.callback_index = callback_index
+        self.batch_size = batch_size
+        self.num_workers = num_workers
+        self.dedicated_worker = dedicated_worker
+        self.is_iterator = isinstance(callback, IteratorCall)
+        self.per_sample = isinstance(callback, PerSampleCall)
+        self.depth = op.prefetch_queue_depth
+        self.hint = op.bytes_per_sample_hint
+        # DALI's geometry (its ShmChunkManager): `keep_alive + depth` batches in the ring, a
+        # per-sample batch split into one mini-batch per worker, every slot sized for a
+        # mini-batch (at least 1 MiB, in whole pages). The statistics report exactly these.
+        self.positions = keep_alive + self.depth
+        self.minibatches = num_workers if self.per_sample else 1
+        minibatch_size = math.ceil(batch_size / self.minibatches)
+        # A task covers whole mini-batches: the fewest tasks that keep the workers busy, so
+        # that with depth >= workers a dense batch is one block in one slot.
+        self.tasks_per_batch = (tasks_per_batch(self.minibatches, num_workers, self.depth)
+                                if self.per_sample else 1)
+        per_task = self.minibatches // self.tasks_per_batch
+        sizes = [batch_size // self.minibatches + (i < batch_size % self.minibatches)
+                 for i in range(self.minibatches)]
+        self.task_ranges: list[tuple[int, int]] = []  # (first sample in batch, samples)
+        start = 0
+        for t in range(self.tasks_per_batch):
+            count = sum(sizes[t * per_task:(t + 1) * per_task])
+            self.task_ranges.append((start, count))
+            start += count
+        self.ring = SlotRing(group.new_segment_id, self.tasks_per_batch, per_task,
+                             minibatch_size, self.hint)
+        #: Every output's dtype and sample shape, once a split batch showed them: the next
+        #: batches are placed, each task writing its samples at their final offsets in the
+        #: first task's slot, so that a dense batch is one array however many tasks wrote it.
+        self.dense_layout: DenseLayout | None = None
+        # The source's own py_timeout, or else the pipeline's (None: no deadline).
+        self.timeout_s = (op.py_timeout if op.py_timeout is not None
+                          else group.options.py_timeout)
+        self.scheduled: dict[int, ScheduledBatch] = {}
+        self.next_iteration = 0
+        self.last_fetched = -1
+        self.epoch_idx = 0
+        self.raised_stop = False  # this source ended the current epoch itself
+        #: Told (epoch_idx, iteration, "item" | "stop" | "error") of every reply, in the
+        #: order the worker ran the calls: how checkpoints follow an iterator on a worker.
+        self.observer: Callable[[int, int, str], None] | None = None
+
+    # ------------------------------------------------------------------ slots
+    def create_slots(self) -> None:
+        """Create every slot of the ring now (DALI creates them when its workers start)."""
+        self.ring.create(self.positions)
+
+    def _take_slot(self, group: int, must: bool, ctx: IterationContext | None) -> Slot | None:
+        """A free slot of `group`. Prefetching (`must` false) takes only a free one. The
+        iteration being computed waits for one that a task still holds (a batch reset()
+        discarded), and past that gets a new slot: every slot is then held by arrays the
+        program keeps, longer than DALI would keep them valid."""
+        while True:
+            slot = self.ring.take_free(group)
+            if slot is not None:
+                return slot
+            if not must:
+                return None
+            if not self.ring.any_with_task(group):
+                return self.ring.take_new(group)
+            if ctx is not None and ctx.is_cancelled():
+                raise IterationCancelled
+            self.group.pump(COLLECT_INTERVAL_S)
+
+    def _release(self, slot: Slot) -> None:
+        self.ring.release(slot)
+
+    def _release_and_refill(self, slot: Slot) -> None:
+        """A lease's end (any thread, at any point): free the slot and let a prefetch that
+        waited for it go now, so the workers do not idle until the next iteration."""
+        self.ring.release(slot)
+        self.group.schedule_deferred()
+
+    def schedule_deferred(self) -> None:
+        """Schedule the prefetches that waited for a slot; with the group's lock held."""
+        self._schedule_through(self.last_fetched + self.depth)
+
+    # ------------------------------------------------------------------ scheduling
+    def _try_schedule(self, iteration: int, must: bool, ctx: IterationContext | None) -> bool:
+        ranges = ([(g, r) for g, r in enumerate(self.task_ranges) if r[1] > 0]
+                  if self.per_sample else [(0, (0, self.batch_size))])
+        if not must and not all(self.ring.has_free(g) for g, _ in ranges):
+            return False  # no slot yet: scheduled later, when one is released
+        batch = ScheduledBatch(iteration, self.epoch_idx)
+        try:
+            self._send_batch(batch, ranges, must, ctx)
+        except BaseException:
+            # Never to be read: the tasks already sent free their slots as they finish.
+            self._abandon(batch)
+            raise
+        self.scheduled[iteration] = batch
+        return True
+
+    def _send_batch(self, batch: ScheduledBatch, ranges: list[tuple[int, tuple[int, int]]],
+                    must: bool, ctx: IterationContext | None) -> None:
+        iteration = batch.iteration
+        first = iteration * self.batch_size
+        if not self.per_sample:
+            worker = (self.dedicated_worker if self.dedicated_worker is not None
+                      else iteration % self.num_workers)
+            slot = self._take_slot(0, must, ctx)
+            if slot is None:
+                raise RuntimeError("internal error: a slot checked free is not")
+            self._submit(batch, 0, worker, [BatchInfo(iteration, self.epoch_idx)], slot, first)
+            return
+        # Consecutive tasks go to consecutive workers; when every batch covers all of them,
+        # the start rotates so that uneven loads even out over iterations.
+        rotation = iteration * self.tasks_per_batch
+        if self.tasks_per_batch % self.num_workers == 0:
+            rotation += iteration
+        placements: list[Placement | None] = [None] * len(ranges)
+        for position, (group, (start, count)) in enumerate(ranges):
+            slot = self._take_slot(group, must, ctx)
+            if slot is None:
+                raise RuntimeError("internal error: a slot checked free is not")
+            if position == 0 and len(ranges) > 1 and self.dense_layout is not None:
+                placements = self._placements(slot, batch, [r for _, r in ranges])
+            worker = (position + rotation) % self.num_workers
+            args = SampleRange(first + start, start, count, iteration, self.epoch_idx)
+            self._submit(batch, position, worker, args, slot, first + start,
+                         placements[position])
+
+    def _schedule_through(self, last_iteration: int, must_through: int = -1,
+                          ctx: IterationContext | None = None) -> None:
+        while self.next_iteration <= last_iteration:
+            if not self._try_schedule(self.next_iteration,
+                                      self.next_iteration <= must_through, ctx):
+                return
+            self.next_iteration += 1
+
+    def _placements(self, data_slot: Slot, batch: ScheduledBatch,
+                    ranges: list[tuple[int, int]]) -> list[Placement | None]:
+        """The tasks' placements in `data_slot`, now the batch's data slot; none (each task
+        writes its own slot) if the slot cannot grow to hold the batch."""
+        assert self.dense_layout is not None
+        try:
+            placements = plan_placements(data_slot, self.dense_layout, self.batch_size, ranges)
+        except ShmError:
+            return [None] * len(ranges)  # the memory budget: copy this batch, as before
+        batch.data_slot = data_slot
+        return placements
+
+    def _submit(self, batch: ScheduledBatch, position: int, worker: int, args: Sequence[Any],
+                slot: Slot, first_sample: int, placement: Placement | None = None) -> None:
+        task = Task(self, batch, position, worker, slot, first_sample, args, placement)
+        slot.worker = worker
+        batch.tasks.append(task)
+        try:
+            self._send(task)
+        except BaseException:
+            task.dropped = True  # the caller abandons the batch, which frees its slot
+            raise
+
+    def _send(self, task: Task) -> None:
+        data_slot = task.batch.data_slot if task.placement is not None else None
+        task_id = self.group.pool.submit(
+            task.worker, self.callback_index, task.args, task.slot.segment_id,
+            task.slot.segment, timeout_s=self.timeout_s, placement=task.placement,
+            data_segment=None if data_slot is None else data_slot.segment)
+        self.group.tasks[task_id] = task
+
+    def _release_task(self, task: Task) -> None:
+        """Free `task`'s slot, which its batch will not read. A placed batch's data slot
+        (its first task's) waits until no task of the batch can write into it any more."""
+        batch = task.batch
+        if not task.slot_released:
+            task.slot_released = True
+            if task.slot is not batch.data_slot:
+                self._release(task.slot)
+        self._release_data_slot_if_unused(batch)
+
+    def _release_data_slot_if_unused(self, batch: ScheduledBatch) -> None:
+        if (batch.data_slot is not None and not batch.data_slot_done
+                and (batch.stale or any(isinstance(t.result, TaskFailed) for t in batch.tasks))
+                and batch.writers_done):
+            batch.data_slot_done = True
+            self._release(batch.data_slot)
+
+    def replay(self, task: Task) -> bool:
+        """Send again a task that its worker never started (it was queued behind a stuck
+        one): a callable is stateless by DALI's contract, so its replacement computes the
+        same samples. False for an iterator, whose position was lost with the worker."""
+        if self.is_iterator:
+            return False
+        if task.batch.stale:
+            task.dropped = True
+            self._release_task(task)
+            return True
+        self._send(task)
+        return True
+
+    def on_result(self, task: Task, result: TaskDone | TaskFailed) -> None:
+        task.result = result
+        if self.observer is not None:
+            outcome = ("item" if isinstance(result, TaskDone)
+                       else "stop" if result.error.type_name == "StopIteration" else "error")
+            self.observer(task.batch.epoch_idx, task.batch.iteration, outcome)
+        if isinstance(result, TaskDone):
+            if result.layout.capacity > task.slot.segment.capacity:
+                task.slot.segment.refresh()
+            task.slot.usage.record(result.layout)
+        if task.batch.stale or isinstance(result, TaskFailed):
+            self._release_task(task)
+
+    def _abandon(self, batch: ScheduledBatch) -> None:
+        """Free the slots of a batch that will not be read (now, or when its tasks finish)."""
+        batch.stale = True
+        for task in batch.tasks:
+            if isinstance(task.result, TaskDone) or task.dropped:
+                self._release_task(task)
+        self._release_data_slot_if_unused(batch)
