@@ -234,3 +234,18 @@ def test_every_module_says_what_it_owns() -> None:
     silent = [str(p.relative_to(ROOT)) for p in _package_files()
               if (tree := ast.parse(p.read_text())).body and not ast.get_docstring(tree)]
     assert not silent, "modules without a docstring:\n" + "\n".join(silent)
+
+
+def test_the_architecture_map_names_every_module() -> None:
+    """docs/architecture.md is the newcomer's map: every module of the packages is on it, and
+    every module path it names exists."""
+    import re
+
+    doc = re.sub(r"```.*?```", "", (ROOT / "docs" / "architecture.md").read_text(), flags=re.S)
+    quoted = " ".join(re.findall(r"`([^`]+)`", doc))
+    missing = [str(p.relative_to(ROOT)) for p in _package_files()
+               if p.stem != "__init__" and not re.search(rf"\b{p.stem}\b", quoted)]
+    assert not missing, "modules missing from docs/architecture.md:\n" + "\n".join(missing)
+    stems = {p.stem for p in _package_files()}
+    named = set(re.findall(r"(?<!tests/)\b([a-z_]+)\.py\b", quoted))
+    assert not named - stems, f"docs/architecture.md names modules that are gone: {named - stems}"
