@@ -192,9 +192,8 @@ def _joined(parts: Outputs, count: int) -> Outputs:
 class PerSampleCall(_SourceCall):
     """A per-sample callable: called with one `SampleInfo` (or nothing), returns one sample."""
 
-    def __init__(
-        self, source: Any, num_outputs: int | None, source_name: str, takes_info: bool
-    ) -> None:
+    def __init__(self, source: Any, num_outputs: int | None, source_name: str,
+                 takes_info: bool) -> None:
         super().__init__(source, num_outputs, source_name)
         self.takes_info = takes_info
 
@@ -206,20 +205,22 @@ class PerSampleCall(_SourceCall):
             error = failed.cause
         raise error  # outside the handler, so that it does not chain to _ItemFailed
 
-    def call_many(self, infos: Sequence[SampleInfo]) -> CallManyResult:
+    call_many_streams = True  # call_many takes a stream (workers.task_calls.run_calls)
+
+    def call_many(self, infos: Sequence[SampleInfo], stream: Any = None) -> CallManyResult:
         """All of a task's samples at once: the worker's fast path (`workers.BatchedCallback`).
 
         The same results and errors as calling `self` per item and appending, in a fraction
         of the Python work per sample. Returns ``(outputs, None)``, or
         ``(None, (index, error))`` for the first item whose call or conversion failed,
-        exactly as the per-item calls would have reported it.
+        exactly as the per-item calls would have reported it (`stream`: see `_stream`).
         """
         try:
-            return self._call_all(infos), None
+            return self._call_all(infos, stream), None
         except _ItemFailed as failed:
             return None, (failed.index, failed.cause)
 
-    def _call_all(self, infos: Sequence[SampleInfo]) -> Outputs:
+    def _call_all(self, infos: Sequence[SampleInfo], stream: Any = None) -> Outputs:
         # The source is called in a tight loop, then the results are checked together (by
         # set operations at C speed) before any one of them is converted the slow way.
         source = self.source
@@ -228,12 +229,11 @@ class PerSampleCall(_SourceCall):
         items = list(infos)
         failure: _ItemFailed | None = None
         try:
-            if self.takes_info:
-                for info in items:
-                    append(source(info))
-            else:
-                for _ in items:
-                    append(source())
+            for info in items:
+                result = source(info) if self.takes_info else source()
+                if stream is not None and stream.active:  # see _stream
+                    result = self._stream(stream, len(results), result)
+                append(result)
         except BaseException as exc:
             # len(results) is the index of the call that raised; the results before it must
             # still be checked, since per-item calls would have reported their errors first.
@@ -242,6 +242,18 @@ class PerSampleCall(_SourceCall):
         if failure is not None:
             raise failure
         return outputs
+
+    def _stream(self, stream: Any, index: int, result: Any) -> Any:
+        """`result` as views of where `stream` (`shm.stream`) put it, so its fresh arrays go
+        while warm; as is, stopping the stream, if not one valid array per output."""
+        k = self.num_outputs
+        items = [result] if k is None else result[:k] if type(result) in (tuple, list) else ()
+        views = stream.put(index, items) if len(items) == (k or 1) and all(
+            type(a) is np.ndarray and a.dtype in _NP_TO_DALI for a in items) else None
+        if views is None:
+            stream.stop()
+            return result
+        return views[0] if k is None else views
 
     def _what(self, info: SampleInfo) -> str:
         return f"sample {info.idx_in_epoch} of source {self.source_name!r}"
