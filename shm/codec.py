@@ -13,7 +13,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,6 +33,9 @@ from shm.slot_format import (
     align,
 )
 from shm.slot_reader import read, read_runs
+
+if TYPE_CHECKING:
+    from shm.stream import SampleStream
 
 __all__ = [
     "MAGIC",
@@ -212,7 +215,7 @@ def copy_run(target: np.ndarray, run: Run) -> None:
 
 
 def write(segment: SharedSegment, outputs: Sequence[Sequence[np.ndarray]],
-          base: int = 0) -> SlotLayout:
+          base: int = 0, stream: SampleStream | None = None) -> SlotLayout:
     """Lay ``outputs`` (outputs x samples of arrays) into ``segment``, growing it if needed.
 
     The data starts at ``base`` (0 unless the bytes before it belong to someone else), at
@@ -221,11 +224,16 @@ def write(segment: SharedSegment, outputs: Sequence[Sequence[np.ndarray]],
     The bytes written are reserved and mapped first (:meth:`SharedSegment.prepare_write`),
     so a segment created without reserving its pages is safe to write into.
 
+    ``stream`` (:mod:`shm.stream`) holds the samples copied in as they were made: runs it
+    put where this write puts them are not copied again (:meth:`SampleStream.to_copy`).
+
     Raises ``TypeError`` for a dtype that cannot live in shared memory, ``ValueError`` for too
     many dimensions, and :class:`~shm.errors.ShmAllocationError` if the segment cannot grow
     or its pages cannot be reserved.
     """
     plan = _plan(outputs, base)
+    todo = ([run for out_runs in plan.runs for run in out_runs] if stream is None
+            else stream.to_copy(segment, plan.runs))
     total = plan.total_nbytes
     grew = False
     if total > segment.capacity:
@@ -233,9 +241,8 @@ def write(segment: SharedSegment, outputs: Sequence[Sequence[np.ndarray]],
         grew = True
     segment.prepare_write(total)
     target = segment.array(0, total)
-    for out_runs in plan.runs:
-        for run in out_runs:
-            copy_run(target, run)
+    for run in todo:
+        copy_run(target, run)
     meta_end = plan.meta_offset + len(plan.meta)
     target[plan.meta_offset : meta_end] = np.frombuffer(plan.meta, dtype=np.uint8)
     return SlotLayout(

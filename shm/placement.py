@@ -20,13 +20,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from shm import codec
 from shm.codec import NDARRAY_ONLY, Run, SlotLayout, encode_meta, storage_dtype, write
 from shm.segment import SharedSegment
+
+if TYPE_CHECKING:
+    from shm.stream import SampleStream
 
 __all__ = ["Placement", "write_placed", "write_result"]
 
@@ -66,9 +69,10 @@ def _matching_run(samples: Sequence[Any], expected: tuple[str, tuple[int, ...]],
 
 def write_placed(data: SharedSegment, own: SharedSegment,
                  outputs: Sequence[Sequence[np.ndarray]],
-                 placement: Placement) -> SlotLayout | None:
+                 placement: Placement, stream: SampleStream | None = None) -> SlotLayout | None:
     """Write ``outputs`` as ``placement`` asks; None (nothing written) if they do not match
-    it or do not fit where it says."""
+    it or do not fit where it says. Samples that ``stream`` put in place already, every one
+    of them, are not copied again (see :func:`shm.codec.write`)."""
     if len(outputs) != len(placement.expected):
         return None
     runs: list[list[Run]] = []
@@ -92,7 +96,8 @@ def write_placed(data: SharedSegment, own: SharedSegment,
             return None
     data.prepare_write(data_end)
     target = data.array(0, data_end)
-    for (run,) in runs:
+    todo = [run for (run,) in runs] if stream is None else stream.to_copy(data, runs)
+    for run in todo:
         codec.copy_run(target, run)  # through the module: the fault tests replace it
     own.prepare_write(meta_end)
     own.array(placement.meta_offset, len(meta))[:] = np.frombuffer(meta, dtype=np.uint8)
@@ -102,13 +107,17 @@ def write_placed(data: SharedSegment, own: SharedSegment,
 
 def write_result(own: SharedSegment, outputs: Sequence[Sequence[np.ndarray]],
                  placement: Placement | None = None,
-                 data: SharedSegment | None = None) -> SlotLayout:
+                 data: SharedSegment | None = None,
+                 stream: SampleStream | None = None) -> SlotLayout:
     """A task's result into shared memory: placed if it can be, else the codec's layout in
-    its own segment (from the placement's ``fallback_base``)."""
+    its own segment (from the placement's ``fallback_base``). ``stream``: the samples
+    already copied in as they were made (:mod:`shm.stream`)."""
+    if stream is not None and not stream.streamed:
+        stream = None
     if placement is None:
-        return write(own, outputs)
+        return write(own, outputs, stream=stream)
     if data is not None:
-        layout = write_placed(data, own, outputs, placement)
+        layout = write_placed(data, own, outputs, placement, stream)
         if layout is not None:
             return layout
-    return write(own, outputs, base=placement.fallback_base)
+    return write(own, outputs, base=placement.fallback_base, stream=stream)

@@ -47,13 +47,19 @@ def _merge(outputs: list[list[Any]] | None, result: Any, call_index: int) -> lis
     return outputs
 
 
-def run_calls(callback: Any, args: Sequence[Any]) -> TaskOutcome:
-    """Call `callback` on every item of `args` (or its `call_many` once); never raises."""
+def run_calls(callback: Any, args: Sequence[Any], stream: Any = None) -> TaskOutcome:
+    """Call `callback` on every item of `args` (or its `call_many` once); never raises.
+
+    `stream` (a `shm.stream.SampleStream`) goes to a `call_many` that takes one
+    (``call_many_streams``), which offers it each sample as it is made."""
     call_many = getattr(callback, "call_many", None)
     if call_many is not None:
         # The callback takes the whole task at once (see workers.callbacks.BatchedCallback).
         try:
-            outputs, failure = call_many(args)
+            if stream is not None and getattr(callback, "call_many_streams", False):
+                outputs, failure = call_many(args, stream)
+            else:
+                outputs, failure = call_many(args)
         except BaseException as exc:
             return None, (-1, exc)
         if failure is not None:

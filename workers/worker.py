@@ -38,6 +38,7 @@ from typing import Any
 
 from shm import SharedSegment, ShmError
 from shm.placement import write_result
+from shm.stream import SampleStream
 from workers.errors import RemoteError
 from workers.heap import keep_freed_memory
 from workers.messages import (
@@ -236,13 +237,18 @@ def run_task(task: RunTask, state: _WorkerState) -> Reply:
     callback = state.callbacks[task.callback]
     if isinstance(callback, RemoteError):
         return failed(-1, callback)
-    outputs, failure = run_calls(callback, task.args)
-    if failure is not None:
-        return failed(*failure)
     placement = task.placement
     data = None if placement is None else state.segments.get(placement.data_segment_id)
+    # Each sample goes into the slot as it is made, while it is still in the caches.
+    stream = SampleStream(segment, len(task.args), placement, data)
     try:
-        layout = write_result(segment, outputs, placement, data)
-    except BaseException as exc:
-        return failed(-1, exc)
+        outputs, failure = run_calls(callback, task.args, stream)
+        if failure is not None:
+            return failed(*failure)
+        try:
+            layout = write_result(segment, outputs, placement, data, stream)
+        except BaseException as exc:
+            return failed(-1, exc)
+    finally:
+        stream.close()
     return TaskDone(task.task_id, state.index, state.pid, layout)

@@ -30,7 +30,8 @@ from dali_lite._src.execution.checkpoint import (
     SourceShape,
 )
 from dali_lite._src.ops.external_source import ExternalSource
-from dali_lite._src.ops.source_callbacks import IteratorCall, SourceKind
+from dali_lite._src.ops.source_callbacks import IteratorCall
+from dali_lite._src.ops.source_kinds import SourceKind
 from dali_lite._src.ops.source_state import IteratorPosition
 from dali_lite._src.types.source_info import BatchInfo
 

@@ -24,18 +24,12 @@ from dali_lite._src.errors import RuntimeValueError
 from dali_lite._src.graph.nodes import IterationContext, Operator
 from dali_lite._src.ops.assembly import assemble, assemble_blocks
 from dali_lite._src.ops.sample_range import SampleRange
-from dali_lite._src.ops.source_callbacks import (
-    IteratorCall,
-    PerBatchCall,
-    PerSampleCall,
-    SourceKind,
-    classify_source,
-    normalize_cycle,
-)
+from dali_lite._src.ops.source_callbacks import IteratorCall, PerBatchCall, PerSampleCall
 
 # OutputCheck is also looked up here by pipelines serialized before it moved to source_checks.
 from dali_lite._src.ops.source_checks import OutputCheck, check_blocks, per_output
 from dali_lite._src.ops.source_feed import FeedQueue
+from dali_lite._src.ops.source_kinds import SourceKind, classify_source, normalize_cycle
 from dali_lite._src.options import check_timeout
 from dali_lite._src.types.source_info import BatchInfo
 

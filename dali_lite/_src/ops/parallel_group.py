@@ -20,7 +20,8 @@ from dali_lite._src.cuda import refuse_fork_after_cuda
 from dali_lite._src.errors import RuntimeValueError, add_context
 from dali_lite._src.ops.parallel_source import ParallelSource
 from dali_lite._src.ops.parallel_tasks import Task
-from dali_lite._src.ops.source_callbacks import IteratorCall, SourceKind
+from dali_lite._src.ops.source_callbacks import IteratorCall
+from dali_lite._src.ops.source_kinds import SourceKind
 from workers import (
     CallbackPicklingError,
     RemoteError,

@@ -1,25 +1,28 @@
-"""What an external_source's `source` is, and the callables that poll it for one batch.
+"""The callables that poll an external_source's `source` for one batch (what kind of source
+it is: `source_kinds`).
 
 The same callable objects run in the main process (serial sources) and in worker processes
-(parallel sources): that is what makes parallel output identical to serial output. Each one takes
-a single argument (a `SampleInfo` or a `BatchInfo`) and returns the batch as outputs x samples of
-numpy arrays, which is the contract of `workers.WorkerPool` callbacks. They are plain
+(parallel sources): that is what makes parallel output identical to serial output (one
+exception: a large sample a worker streams into its slot is taken as returned, so a callback
+that overwrites a buffer it returned gets each sample as returned; docs/compat.md,
+`parallel-streamed-reused-buffer`). Each one takes a single argument (a `SampleInfo` or a
+`BatchInfo`) and returns the batch as outputs x samples of numpy arrays, which is the contract
+of `workers.WorkerPool` callbacks. They are plain
 module-level classes so that they pickle by reference under the spawn start method; only the
 user's source inside them needs cloudpickle.
 """
 
 from __future__ import annotations
 
-import enum
-import inspect
 import operator
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from dali_lite._src.data.conversions import SampleList, to_batch_samples, to_sample_array
 from dali_lite._src.data.tensor_cpu import TensorCPU
+from dali_lite._src.ops.source_kinds import SourceKind
 from dali_lite._src.ops.source_state import IteratorPosition
 from dali_lite._src.types.dtypes import _NP_TO_DALI
 from dali_lite._src.types.source_info import BatchInfo, SampleInfo
@@ -45,89 +48,6 @@ class _ItemFailed(Exception):
         super().__init__(index, cause)
         self.index = index
         self.cause = cause
-
-
-class SourceKind(enum.Enum):
-    CALLABLE_NO_ARG = "callable with no argument"
-    CALLABLE_ONE_ARG = "callable with one argument"
-    ITERABLE = "iterable"
-    GENERATOR_FUNCTION = "generator function"
-    GENERATOR = "generator object"
-
-
-CYCLE_MODES = {None: "no", False: "no", "no": "no", True: "quiet", "quiet": "quiet",
-               "raise": "raise"}
-
-
-def normalize_cycle(cycle: Any) -> str:
-    """DALI's `cycle` values mapped to "no", "quiet" or "raise"."""
-    try:
-        return CYCLE_MODES[cycle]
-    except (KeyError, TypeError):
-        raise ValueError(
-            f"Invalid value {cycle!r} for the argument `cycle`; valid values are 'no', False "
-            "or None (no cycling), 'quiet' or True (rewind the data quietly) and 'raise' "
-            "(raise StopIteration at each rewind)"
-        ) from None
-
-
-def _positional_arity(fn: Callable[..., Any], what: str) -> int:
-    """Number of positional arguments `fn` takes (0 or 1); refuses every other signature."""
-    try:
-        signature = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return 1  # builtins without signature metadata: assume the documented one argument
-    required_kw: list[str] = []
-    positional = required = 0
-    for param in signature.parameters.values():
-        if param.kind is param.VAR_POSITIONAL or param.kind is param.VAR_KEYWORD:
-            raise TypeError(
-                f"{what} must accept exactly zero or one positional argument; its signature "
-                f"{signature} has *args or **kwargs, which external_source cannot call reliably"
-            )
-        if param.kind is param.KEYWORD_ONLY:
-            if param.default is param.empty:
-                required_kw.append(param.name)
-            continue
-        positional += 1
-        required += param.default is param.empty
-    if required_kw:
-        raise TypeError(
-            f"{what} must accept zero or one positional argument; its signature {signature} "
-            f"has required keyword-only arguments {required_kw}"
-        )
-    if required > 1:
-        raise TypeError(
-            f"{what} must accept zero or one positional argument (the SampleInfo, the iteration "
-            f"or the BatchInfo); its signature {signature} requires {required}"
-        )
-    # Extra positional parameters with defaults are fine: the source gets one argument.
-    return min(positional, 1)
-
-
-def classify_source(source: Any, what: str = "source") -> SourceKind:
-    """Which kind of source this is; raises TypeError for something that is none of them."""
-    if inspect.isgenerator(source):
-        return SourceKind.GENERATOR
-    if inspect.isgeneratorfunction(source) or inspect.isgeneratorfunction(
-        getattr(source, "__call__", None)  # noqa: B004 - a callable object's generator method
-    ):
-        return SourceKind.GENERATOR_FUNCTION
-    if not inspect.isroutine(source) and hasattr(type(source), "__iter__"):
-        # DALI tries iter() before calling: an object that is both iterable and callable is
-        # used as an iterable.
-        return SourceKind.ITERABLE
-    if callable(source):
-        arity = _positional_arity(source, what)
-        return SourceKind.CALLABLE_ONE_ARG if arity == 1 else SourceKind.CALLABLE_NO_ARG
-    try:
-        iter(source)
-    except TypeError:
-        raise TypeError(
-            f"{what} must be a callable, an iterable, a generator function or a generator; "
-            f"got {type(source).__name__}"
-        ) from None
-    return SourceKind.ITERABLE
 
 
 def _split_outputs(result: Any, num_outputs: int | None, what: str) -> list[Any]:
@@ -193,9 +113,8 @@ def _joined(parts: Outputs, count: int) -> Outputs:
 class PerSampleCall(_SourceCall):
     """A per-sample callable: called with one `SampleInfo` (or nothing), returns one sample."""
 
-    def __init__(
-        self, source: Any, num_outputs: int | None, source_name: str, takes_info: bool
-    ) -> None:
+    def __init__(self, source: Any, num_outputs: int | None, source_name: str,
+                 takes_info: bool) -> None:
         super().__init__(source, num_outputs, source_name)
         self.takes_info = takes_info
 
@@ -207,20 +126,22 @@ class PerSampleCall(_SourceCall):
             error = failed.cause
         raise error  # outside the handler, so that it does not chain to _ItemFailed
 
-    def call_many(self, infos: Sequence[SampleInfo]) -> CallManyResult:
+    call_many_streams = True  # call_many takes a stream (workers.task_calls.run_calls)
+
+    def call_many(self, infos: Sequence[SampleInfo], stream: Any = None) -> CallManyResult:
         """All of a task's samples at once: the worker's fast path (`workers.BatchedCallback`).
 
         The same results and errors as calling `self` per item and appending, in a fraction
         of the Python work per sample. Returns ``(outputs, None)``, or
         ``(None, (index, error))`` for the first item whose call or conversion failed,
-        exactly as the per-item calls would have reported it.
+        exactly as the per-item calls would have reported it (`stream`: see `_stream`).
         """
         try:
-            return self._call_all(infos), None
+            return self._call_all(infos, stream), None
         except _ItemFailed as failed:
             return None, (failed.index, failed.cause)
 
-    def _call_all(self, infos: Sequence[SampleInfo]) -> Outputs:
+    def _call_all(self, infos: Sequence[SampleInfo], stream: Any = None) -> Outputs:
         # The source is called in a tight loop, then the results are checked together (by
         # set operations at C speed) before any one of them is converted the slow way.
         source = self.source
@@ -229,12 +150,11 @@ class PerSampleCall(_SourceCall):
         items = list(infos)
         failure: _ItemFailed | None = None
         try:
-            if self.takes_info:
-                for info in items:
-                    append(source(info))
-            else:
-                for _ in items:
-                    append(source())
+            for info in items:
+                result = source(info) if self.takes_info else source()
+                if stream is not None and stream.active:  # see _stream
+                    result = self._stream(stream, len(results), result)
+                append(result)
         except BaseException as exc:
             # len(results) is the index of the call that raised; the results before it must
             # still be checked, since per-item calls would have reported their errors first.
@@ -243,6 +163,18 @@ class PerSampleCall(_SourceCall):
         if failure is not None:
             raise failure
         return outputs
+
+    def _stream(self, stream: Any, index: int, result: Any) -> Any:
+        """`result` as views of where `stream` (`shm.stream`) put it, so its fresh arrays go
+        while warm; as is, stopping the stream, if not one valid array per output."""
+        k = self.num_outputs
+        items = [result] if k is None else result[:k] if type(result) in (tuple, list) else ()
+        views = stream.put(index, items) if len(items) == (k or 1) and all(
+            type(a) is np.ndarray and a.dtype in _NP_TO_DALI for a in items) else None
+        if views is None:
+            stream.stop()
+            return result
+        return views[0] if k is None else views
 
     def _what(self, info: SampleInfo) -> str:
         return f"sample {info.idx_in_epoch} of source {self.source_name!r}"

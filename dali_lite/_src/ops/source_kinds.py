@@ -1,0 +1,98 @@
+"""What an external_source's `source` is: a callable of one argument or none, an iterable, a
+generator or a generator function (`classify_source`, DALI's rules), and its `cycle` mode.
+
+The kind decides which callable of `source_callbacks` polls the source, whether a parallel
+source may split its batches over workers, and how a checkpoint records its position.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["CYCLE_MODES", "SourceKind", "classify_source", "normalize_cycle"]
+
+
+class SourceKind(enum.Enum):
+    CALLABLE_NO_ARG = "callable with no argument"
+    CALLABLE_ONE_ARG = "callable with one argument"
+    ITERABLE = "iterable"
+    GENERATOR_FUNCTION = "generator function"
+    GENERATOR = "generator object"
+
+
+CYCLE_MODES = {None: "no", False: "no", "no": "no", True: "quiet", "quiet": "quiet",
+               "raise": "raise"}
+
+
+def normalize_cycle(cycle: Any) -> str:
+    """DALI's `cycle` values mapped to "no", "quiet" or "raise"."""
+    try:
+        return CYCLE_MODES[cycle]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"Invalid value {cycle!r} for the argument `cycle`; valid values are 'no', False "
+            "or None (no cycling), 'quiet' or True (rewind the data quietly) and 'raise' "
+            "(raise StopIteration at each rewind)"
+        ) from None
+
+
+def _positional_arity(fn: Callable[..., Any], what: str) -> int:
+    """Number of positional arguments `fn` takes (0 or 1); refuses every other signature."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return 1  # builtins without signature metadata: assume the documented one argument
+    required_kw: list[str] = []
+    positional = required = 0
+    for param in signature.parameters.values():
+        if param.kind is param.VAR_POSITIONAL or param.kind is param.VAR_KEYWORD:
+            raise TypeError(
+                f"{what} must accept exactly zero or one positional argument; its signature "
+                f"{signature} has *args or **kwargs, which external_source cannot call reliably"
+            )
+        if param.kind is param.KEYWORD_ONLY:
+            if param.default is param.empty:
+                required_kw.append(param.name)
+            continue
+        positional += 1
+        required += param.default is param.empty
+    if required_kw:
+        raise TypeError(
+            f"{what} must accept zero or one positional argument; its signature {signature} "
+            f"has required keyword-only arguments {required_kw}"
+        )
+    if required > 1:
+        raise TypeError(
+            f"{what} must accept zero or one positional argument (the SampleInfo, the iteration "
+            f"or the BatchInfo); its signature {signature} requires {required}"
+        )
+    # Extra positional parameters with defaults are fine: the source gets one argument.
+    return min(positional, 1)
+
+
+def classify_source(source: Any, what: str = "source") -> SourceKind:
+    """Which kind of source this is; raises TypeError for something that is none of them."""
+    if inspect.isgenerator(source):
+        return SourceKind.GENERATOR
+    if inspect.isgeneratorfunction(source) or inspect.isgeneratorfunction(
+        getattr(source, "__call__", None)  # noqa: B004 - a callable object's generator method
+    ):
+        return SourceKind.GENERATOR_FUNCTION
+    if not inspect.isroutine(source) and hasattr(type(source), "__iter__"):
+        # DALI tries iter() before calling: an object that is both iterable and callable is
+        # used as an iterable.
+        return SourceKind.ITERABLE
+    if callable(source):
+        arity = _positional_arity(source, what)
+        return SourceKind.CALLABLE_ONE_ARG if arity == 1 else SourceKind.CALLABLE_NO_ARG
+    try:
+        iter(source)
+    except TypeError:
+        raise TypeError(
+            f"{what} must be a callable, an iterable, a generator function or a generator; "
+            f"got {type(source).__name__}"
+        ) from None
+    return SourceKind.ITERABLE
