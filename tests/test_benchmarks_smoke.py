@@ -123,14 +123,16 @@ def test_the_gpu_scaling_command_measures_what_it_can_here() -> None:
 
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks", "--gpu", "--workers", "1,2", "--iterations", "2",
-         "--runs", "1", "--only", "dali_lite-cpu,dali_lite-gpu"],
+         "--runs", "1", "--only", "dali_lite-cpu,dali_lite-gpu,ceiling"],
         cwd=ROOT, capture_output=True, text=True, timeout=240, check=False)
     assert done.returncode == 0, done.stderr
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
             for line in done.stdout.splitlines() if line.startswith("| ") and "GB/s" not in line}
     assert set(rows) == {"1", "2"}
-    for cpu, gpu in rows.values():
-        assert float(cpu) > 0
+    for cpu, gpu, ceiling, cpu_to_ceiling in rows.values():
+        assert float(cpu) > 0 and float(ceiling) > 0
+        expected = float(cpu) / float(ceiling)
+        assert float(cpu_to_ceiling) == pytest.approx(expected, rel=0.05, abs=0.01)
         try:
             assert float(gpu) > 0
         except ValueError:
