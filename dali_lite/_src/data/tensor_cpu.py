@@ -179,6 +179,22 @@ def _refuse_strided(array: np.ndarray, what: str) -> None:
         dense *= array.shape[axis]
 
 
+
+def _squeeze_axes(shape: tuple[int, ...], dim: int | None) -> tuple[int, ...]:
+    """The axes `squeeze(dim)` removes from a tensor of `shape` (TensorCPU and TensorGPU):
+    every axis of extent 1, or `dim` alone if its extent is 1; DALI's error for a `dim` out of
+    range."""
+    if dim is None:
+        return tuple(i for i, extent in enumerate(shape) if extent == 1)
+    axis = operator.index(dim)
+    if not -len(shape) <= axis < len(shape):
+        raise RuntimeValueError(
+            f"squeeze: axis {dim} is out of bound for a tensor with {len(shape)} "
+            f"dimensions; expected {-len(shape)} <= dim < {len(shape)}"
+        )
+    axis %= len(shape)
+    return (axis,) if shape[axis] == 1 else ()
+
 class TensorCPU(HostSample):
     """Class representing a Tensor residing in host memory.
 
@@ -242,18 +258,7 @@ class TensorCPU(HostSample):
         ``dim``: if given, the one axis to squeeze (negative counts from the end); as in DALI,
         nothing changes (and False is returned) when its extent is not 1.
         """
-        shape = self._array.shape
-        if dim is None:
-            axes = tuple(i for i, extent in enumerate(shape) if extent == 1)
-        else:
-            axis = operator.index(dim)
-            if not -len(shape) <= axis < len(shape):
-                raise RuntimeValueError(
-                    f"squeeze: axis {dim} is out of bound for a tensor with {len(shape)} "
-                    f"dimensions; expected {-len(shape)} <= dim < {len(shape)}"
-                )
-            axis %= len(shape)
-            axes = (axis,) if shape[axis] == 1 else ()
+        axes = _squeeze_axes(self._array.shape, dim)
         if not axes:
             return False
         self._array = self._array.squeeze(axis=axes)

@@ -18,7 +18,6 @@ CuPy is imported only by the code that touches memory; importing this module doe
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,8 +31,8 @@ from dali_lite._src.data.tensor_cpu import (
     TensorCPU,
     _address,
     _checked_layout,
+    _squeeze_axes,
 )
-from dali_lite._src.errors import RuntimeValueError
 from dali_lite._src.types.dtypes import _NP_TO_DALI, _DALIDataType, _tensor_dtype_of
 
 __all__ = ["TensorGPU", "to_device_array"]
@@ -117,18 +116,7 @@ class TensorGPU:
         """Remove single-dimensional entries from the shape of the Tensor (in place); returns
         whether the shape changed. ``dim``: the one axis to squeeze; as in DALI (and
         ``TensorCPU``), nothing changes and False is returned when its extent is not 1."""
-        shape = self._array.shape
-        if dim is None:
-            axes = tuple(i for i, extent in enumerate(shape) if extent == 1)
-        else:
-            axis = operator.index(dim)
-            if not -len(shape) <= axis < len(shape):
-                raise RuntimeValueError(
-                    f"squeeze: axis {dim} is out of bound for a tensor with {len(shape)} "
-                    f"dimensions; expected {-len(shape)} <= dim < {len(shape)}"
-                )
-            axis %= len(shape)
-            axes = (axis,) if shape[axis] == 1 else ()
+        axes = _squeeze_axes(self._array.shape, dim)
         if not axes:
             return False
         self._array = self._array.squeeze(axis=axes)
