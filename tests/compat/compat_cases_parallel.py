@@ -179,6 +179,16 @@ def slow_then_value(info):
     return np.array([info.idx_in_epoch], dtype=np.int32)
 
 
+#: One buffer that `reused_buffer_sample` overwrites and returns for every sample.
+_REUSED_BUFFER = np.zeros(512 * 1024, dtype=np.uint8)
+
+
+def reused_buffer_sample(info):
+    """A buggy but possible callback: one 512 KiB buffer, overwritten and returned each call."""
+    _REUSED_BUFFER[:] = info.idx_in_epoch % 251
+    return _REUSED_BUFFER
+
+
 # ---------------------------------------------------------------------- helpers
 def _pipe(ctx, build_sources, batch_size=4, workers=2, method="fork", depth=2, **kwargs):
     pipe = ctx.Pipeline(batch_size=batch_size, num_threads=1, device_id=None,
@@ -672,6 +682,24 @@ def shm_statistics_of_a_placed_batch(ctx):
         pipe.run()
     capacities = pipe.external_source_shm_statistics()["capacities"]
     ctx.expect("a slot holds the whole batch", max(capacities) >= 6 * 300_000, True)
+
+
+@case(differs="parallel-streamed-reused-buffer")
+def a_reused_buffer_gives_each_sample_as_returned(ctx):
+    """A callback that returns one large buffer for every sample, overwriting it each call:
+    DALI serialises a mini-batch's results after its last call, so every sample holds the
+    buffer's last contents; dali_lite copies a large sample into its slot as the call returns
+    (streamed writes), so each sample is what was returned."""
+    pipe = _pipe(ctx, lambda fn: fn.external_source(reused_buffer_sample, batch=False,
+                                                    parallel=True,
+                                                    bytes_per_sample_hint=600_000),
+                 workers=1)
+    pipe.build()
+    for iteration in range(2):
+        (out,) = pipe.run()
+        firsts = [int(np.asarray(out[i])[0]) for i in range(len(out))]
+        ctx.expect(f"iteration {iteration}: each sample's value", firsts,
+                   list(range(4 * iteration, 4 * iteration + 4)))
 
 
 @case
