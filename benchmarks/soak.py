@@ -7,9 +7,12 @@ by each (memfd mappings, and /dev/shm files if the fallback is in use). After a 
 (the first ``--warmup`` fraction of the run, long enough for every slot to reach its
 high-water capacity) the total must not grow by more than ``--max-growth`` (1%).
 
+With ``--large``, the samples are 256-480 KiB, equal within a batch of 16 and changing from
+batch to batch, so that workers stream them into their slots (``shm/stream.py``).
+
 Usage::
 
-    python benchmarks/soak.py [--samples N] [--batch-size B] [--record]
+    python benchmarks/soak.py [--samples N] [--batch-size B] [--large] [--record]
 
 ``--record`` writes the summary into ``docs/reliability.md`` (between the soak markers).
 Exit status 1 when the growth bound is exceeded.
@@ -37,6 +40,7 @@ from dali_lite import fn, types  # noqa: E402
 
 DOC = ROOT / "docs" / "reliability.md"
 START, END = "<!-- soak:start -->", "<!-- soak:end -->"
+LARGE_START, LARGE_END = "<!-- soak-large:start -->", "<!-- soak-large:end -->"
 _MiB = 1 << 20
 
 
@@ -46,6 +50,25 @@ class VaryingSource:
     def __call__(self, info: types.SampleInfo) -> np.ndarray:
         idx = info.idx_in_epoch
         return np.full((16 + idx % 48, 3 + idx % 5), idx % 251, np.uint8)
+
+
+class LargeSource:
+    """Sample ``idx``: uint8 of shape (256 + 32 * (idx // 16 % 8), 1024), 256-480 KiB, filled
+    with ``idx % 251``: equal within each 16 samples, so a batch of 16 is streamed into its
+    slot as it is made (``shm/stream.py``), and the shape changes from batch to batch, so slots
+    grow and streams break and start again."""
+
+    def __call__(self, info: types.SampleInfo) -> np.ndarray:
+        idx = info.idx_in_epoch
+        return np.full(large_shape(idx), idx % 251, np.uint8)
+
+
+def large_shape(idx: int) -> tuple[int, int]:
+    return 256 + 32 * (idx // 16 % 8), 1024
+
+
+def varying_shape(idx: int) -> tuple[int, int]:
+    return 16 + idx % 48, 3 + idx % 5
 
 
 @dataclass
@@ -77,13 +100,16 @@ def measure(done: int, begin: float) -> Sample:
     return Sample(done, time.monotonic() - begin, main.memory_info().rss, worker_rss, shm)
 
 
-def soak(samples: int, batch_size: int, every: int, workers: int) -> list[Sample]:
+def soak(samples: int, batch_size: int, every: int, workers: int,
+         large: bool = False) -> list[Sample]:
     pipe = dali.Pipeline(batch_size=batch_size, num_threads=1, device_id=None,
                          py_num_workers=workers, py_start_method="fork",
                          prefetch_queue_depth=2)
     with pipe:
-        pipe.set_outputs(fn.external_source(VaryingSource(), parallel=True, batch=False,
+        source = LargeSource() if large else VaryingSource()
+        pipe.set_outputs(fn.external_source(source, parallel=True, batch=False,
                                             prefetch_queue_depth=2))
+    shape_of = large_shape if large else varying_shape
     pipe.build()
     iterations = -(-samples // batch_size)  # at least `samples`
     trace: list[Sample] = []
@@ -94,7 +120,7 @@ def soak(samples: int, batch_size: int, every: int, workers: int) -> list[Sample
             first = iteration * batch_size
             probe = batch.at(batch_size - 1)
             last = first + batch_size - 1
-            if probe.shape != (16 + last % 48, 3 + last % 5) or probe[0, 0] != last % 251:
+            if probe.shape != shape_of(last) or probe[0, 0] != last % 251:
                 raise AssertionError(f"iteration {iteration}: wrong sample {probe.shape}")
             if iteration % every == 0 or iteration == iterations - 1:
                 trace.append(measure(first + batch_size, begin))
@@ -127,11 +153,12 @@ def summarize(trace: list[Sample], warmup: float, batch_size: int) -> dict[str, 
     }
 
 
-def render(summary: dict[str, Any], max_growth: float, command: str) -> str:
+def render(summary: dict[str, Any], max_growth: float, command: str,
+           what: str = "varying shapes") -> str:
     verdict = "within" if summary["growth_pct"] < max_growth else "**exceeds**"
     workers = ", ".join(f"{r:.1f}" for r in summary["worker_rss_mib"])
     rows = [
-        ("samples (varying shapes, 2 workers, fork)", f"{summary['samples']:,}"),
+        (f"samples ({what}, 2 workers, fork)", f"{summary['samples']:,}"),
         ("wall time", f"{summary['seconds']:.0f} s ({summary['samples_per_s']:,.0f} samples/s)"),
         ("RSS of all processes after warm-up (median)",
          f"{summary['rss_after_warmup_mib']:.1f} MiB"),
@@ -164,19 +191,26 @@ def main() -> int:
     parser.add_argument("--every", type=int, default=20, help="iterations between samples")
     parser.add_argument("--warmup", type=float, default=0.1, help="fraction of the run")
     parser.add_argument("--max-growth", type=float, default=1.0, help="percent")
+    parser.add_argument("--large", action="store_true",
+                        help="256-480 KiB samples, streamed into their slots (batch size 16 "
+                             "unless given)")
     parser.add_argument("--record", action="store_true", help="write docs/reliability.md")
     args = parser.parse_args()
-    trace = soak(args.samples, args.batch_size, args.every, args.workers)
+    if args.large and "--batch-size" not in sys.argv:
+        args.batch_size = 16
+    trace = soak(args.samples, args.batch_size, args.every, args.workers, args.large)
     summary = summarize(trace, args.warmup, args.batch_size)
     command = " ".join(["python benchmarks/soak.py", *sys.argv[1:]])
-    text = render(summary, args.max_growth, command)
+    what = "256-480 KiB samples, streamed" if args.large else "varying shapes"
+    text = render(summary, args.max_growth, command, what)
     print(text)
     if args.record:
         sys.path.insert(0, str(ROOT / "tests" / "faults"))
         from make_report import replace_section
 
         doc = DOC.read_text() if DOC.exists() else "# Reliability\n"
-        DOC.write_text(replace_section(doc, START, END, text))
+        start, end = (LARGE_START, LARGE_END) if args.large else (START, END)
+        DOC.write_text(replace_section(doc, start, end, text))
     return 0 if summary["growth_pct"] < args.max_growth else 1
 
 

@@ -137,3 +137,22 @@ def test_the_gpu_scaling_command_measures_what_it_can_here() -> None:
             assert float(gpu) > 0
         except ValueError:
             assert "CuPy" in gpu or "CUDA" in gpu or "cupy" in gpu
+
+
+@pytest.mark.parametrize("mode", [[], ["--large"]])
+def test_the_soak_runs_and_checks_every_batch(mode: list[str]) -> None:
+    """`benchmarks/soak.py` (not run by CI at full length): a short run of each mode checks
+    every batch's last sample and prints its table (the growth bound is loose here: a few
+    hundred batches are all warm-up)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "benchmarks/soak.py", *mode, "--samples", "4000", "--every", "2",
+         "--max-growth", "1000"],
+        cwd=ROOT, capture_output=True, text=True, timeout=240, check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    what = "streamed" if mode else "varying shapes"
+    assert "samples (" in done.stdout and what in done.stdout
+    assert "growth after warm-up" in done.stdout
