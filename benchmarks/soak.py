@@ -49,7 +49,7 @@ class VaryingSource:
 
     def __call__(self, info: types.SampleInfo) -> np.ndarray:
         idx = info.idx_in_epoch
-        return np.full((16 + idx % 48, 3 + idx % 5), idx % 251, np.uint8)
+        return np.full(varying_shape(idx), idx % 251, np.uint8)
 
 
 class LargeSource:

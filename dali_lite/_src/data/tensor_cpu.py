@@ -180,20 +180,27 @@ def _refuse_strided(array: np.ndarray, what: str) -> None:
 
 
 
-def _squeeze_axes(shape: tuple[int, ...], dim: int | None) -> tuple[int, ...]:
-    """The axes `squeeze(dim)` removes from a tensor of `shape` (TensorCPU and TensorGPU):
-    every axis of extent 1, or `dim` alone if its extent is 1; DALI's error for a `dim` out of
-    range."""
+def _squeezed(array: Any, layout: str, dim: int | None) -> tuple[Any, str] | None:
+    """`array` (NumPy or CuPy) and `layout` with the axes `squeeze(dim)` removes (every axis
+    of extent 1, or `dim` alone if its extent is 1), or None when none goes; DALI's error for
+    a `dim` out of range. TensorCPU and TensorGPU squeeze through it."""
+    shape = array.shape
     if dim is None:
-        return tuple(i for i, extent in enumerate(shape) if extent == 1)
-    axis = operator.index(dim)
-    if not -len(shape) <= axis < len(shape):
-        raise RuntimeValueError(
-            f"squeeze: axis {dim} is out of bound for a tensor with {len(shape)} "
-            f"dimensions; expected {-len(shape)} <= dim < {len(shape)}"
-        )
-    axis %= len(shape)
-    return (axis,) if shape[axis] == 1 else ()
+        axes = tuple(i for i, extent in enumerate(shape) if extent == 1)
+    else:
+        axis = operator.index(dim)
+        if not -len(shape) <= axis < len(shape):
+            raise RuntimeValueError(
+                f"squeeze: axis {dim} is out of bound for a tensor with {len(shape)} "
+                f"dimensions; expected {-len(shape)} <= dim < {len(shape)}"
+            )
+        axis %= len(shape)
+        axes = (axis,) if shape[axis] == 1 else ()
+    if not axes:
+        return None
+    kept = "".join(c for i, c in enumerate(layout) if i not in axes) if layout else layout
+    return array.squeeze(axis=axes), kept
+
 
 class TensorCPU(HostSample):
     """Class representing a Tensor residing in host memory.
@@ -258,12 +265,10 @@ class TensorCPU(HostSample):
         ``dim``: if given, the one axis to squeeze (negative counts from the end); as in DALI,
         nothing changes (and False is returned) when its extent is not 1.
         """
-        axes = _squeeze_axes(self._array.shape, dim)
-        if not axes:
+        squeezed = _squeezed(self._array, self._layout, dim)
+        if squeezed is None:
             return False
-        self._array = self._array.squeeze(axis=axes)
-        if self._layout:
-            self._layout = "".join(c for i, c in enumerate(self._layout) if i not in axes)
+        self._array, self._layout = squeezed
         return True
 
     def copy_to_external(self, ptr: Any) -> None:

@@ -31,7 +31,7 @@ from dali_lite._src.data.tensor_cpu import (
     TensorCPU,
     _address,
     _checked_layout,
-    _squeeze_axes,
+    _squeezed,
 )
 from dali_lite._src.types.dtypes import _NP_TO_DALI, _DALIDataType, _tensor_dtype_of
 
@@ -116,12 +116,10 @@ class TensorGPU:
         """Remove single-dimensional entries from the shape of the Tensor (in place); returns
         whether the shape changed. ``dim``: the one axis to squeeze; as in DALI (and
         ``TensorCPU``), nothing changes and False is returned when its extent is not 1."""
-        axes = _squeeze_axes(self._array.shape, dim)
-        if not axes:
+        squeezed = _squeezed(self._array, self._layout, dim)
+        if squeezed is None:
             return False
-        self._array = self._array.squeeze(axis=axes)
-        if self._layout:
-            self._layout = "".join(c for i, c in enumerate(self._layout) if i not in axes)
+        self._array, self._layout = squeezed
         return True
 
     def as_cpu(self) -> TensorCPU:
