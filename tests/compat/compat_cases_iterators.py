@@ -86,6 +86,19 @@ _POLICY_PARAMS = [(policy, size, padded) for policy in ("FILL", "DROP", "PARTIAL
                   if not (policy != "FILL" and padded)]
 
 
+@case
+def base_iterator_module(ctx):
+    """`plugin.base_iterator`: `LastBatchPolicy` and the base class custom iterators subclass
+    (DALI's private `_DaliBaseIterator`), with the methods a subclass relies on."""
+    module = ctx.module("plugin.base_iterator")
+    ctx.record("LastBatchPolicy", [(p.name, p.value) for p in module.LastBatchPolicy])
+    base = module._DaliBaseIterator
+    ctx.record("_DaliBaseIterator is a class", isinstance(base, type))
+    ctx.record("its methods", [name for name in ("__iter__", "__next__", "__len__", "next",
+                                                 "reset", "size", "checkpoints")
+                               if callable(getattr(base, name, None))])
+
+
 @case(params=_POLICY_PARAMS, needs=_TORCH, timeout_s=90)
 def torch_last_batch_policy_by_size(ctx):
     policy, size, padded = ctx.params

@@ -7,9 +7,8 @@ exception: a large sample a worker streams into its slot is taken as returned, s
 that overwrites a buffer it returned gets each sample as returned; docs/compat.md,
 `parallel-streamed-reused-buffer`). Each one takes a single argument (a `SampleInfo` or a
 `BatchInfo`) and returns the batch as outputs x samples of numpy arrays, which is the contract
-of `workers.WorkerPool` callbacks. They are plain
-module-level classes so that they pickle by reference under the spawn start method; only the
-user's source inside them needs cloudpickle.
+of `workers.WorkerPool` callbacks. They are plain module-level classes so that they pickle by
+reference under the spawn start method; only the user's source inside them needs cloudpickle.
 """
 
 from __future__ import annotations
