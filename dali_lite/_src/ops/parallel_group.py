@@ -2,10 +2,9 @@
 
 `ParallelSourceGroup` starts the pool (fork/spawn workers, or Ray actors with
 `py_start_method="ray"`) when the pipeline is built, hands each `ParallelSource` (see
-`parallel_source`) the results of its tasks, turns a stuck task into a failed batch (and
-sends the tasks queued behind it to the replacement worker), and knows where the epoch ended
-when one source ended it. `check_parallel_source` refuses, while the graph is defined, the
-sources that workers cannot run.
+`parallel_source`) the results of its tasks, and turns a stuck task into a failed batch (and
+sends the tasks queued behind it to the replacement worker). `check_parallel_source` refuses,
+while the graph is defined, the sources that workers cannot run.
 """
 
 from __future__ import annotations
@@ -75,8 +74,6 @@ class ParallelSourceGroup:
         # from the program's thread, and a lease may end (and refill) in any thread. Never
         # waited for by a lease's end (see schedule_deferred), so it need not be reentrant.
         self.lock = threading.Lock()
-        # (epoch, iteration) of the first StopIteration a parallel source raised this epoch.
-        self._end_of_epoch: tuple[int, int] | None = None
 
     def new_segment_id(self) -> int:
         return next(self._segment_ids)
@@ -97,21 +94,6 @@ class ParallelSourceGroup:
             pass
         finally:
             self.lock.release()
-
-    def note_end_of_epoch(self, epoch_idx: int, iteration: int) -> None:
-        """A source raised StopIteration for `iteration`: the epoch ends there."""
-        end = self._end_of_epoch
-        if end is None or end[0] != epoch_idx or iteration < end[1]:
-            self._end_of_epoch = (epoch_idx, iteration)
-
-    def end_of_epoch(self, epoch_idx: int) -> int | None:
-        """The iteration at which epoch `epoch_idx` ended, if a parallel source ended it."""
-        end = self._end_of_epoch
-        return end[1] if end is not None and end[0] == epoch_idx else None
-
-    def epoch_ended_before(self, epoch_idx: int, iteration: int) -> bool:
-        ended_at = self.end_of_epoch(epoch_idx)
-        return ended_at is not None and iteration > ended_at
 
     def _check(self) -> None:
         if self.options.batch_size < 1:

@@ -134,6 +134,8 @@ class Pipeline(GraphDefinition, RunProtocol, PipelineProperties, PipelineExtras,
         self._graph_outputs: list[DataNode] | None = None
         self._set_outputs_called: tuple[Any, ...] | None = None
         self._operators: list[Operator] = []
+        #: The sources each iteration polls first, in DALI's order (set by build()).
+        self._round_sources: list[ExternalSource] = []
         self._next_op_index = 0
         self._conditionals_enabled = False
         # The run protocol, as DALI's: the API in use (set by the first checked call), whether
@@ -165,6 +167,7 @@ class Pipeline(GraphDefinition, RunProtocol, PipelineProperties, PipelineExtras,
         for op in self._operators:
             op.setup(self)
         self._resources.operators = list(self._operators)
+        self._round_sources = self._polled_sources()
         self._checkpoint_prepare_sources()
         self.start_py_workers()
         # Weak trampolines: the executor outlives nothing, but a strong reference from it
