@@ -217,6 +217,13 @@ def test_faces_only_re_export(face: str) -> None:
 #: The most lines a module of the three packages may have (issue 13: one concern per module,
 #: small enough to read in one sitting).
 MAX_MODULE_LINES = 400
+#: Modules that hold one cohesive object longer than that, and why (their docstrings say it
+#: too): cutting such an object in pieces only makes the pieces share private state.
+LONG_MODULES = {
+    "dali_lite/_src/parallel/source.py":
+        "ParallelSource: one state machine of a parallel source (its scheduled batches, the "
+        "slots they hold, its epochs) (issue 20)",
+}
 
 
 def _package_files() -> list[Path]:
@@ -225,7 +232,8 @@ def _package_files() -> list[Path]:
 
 def test_modules_stay_small() -> None:
     long = [f"{p.relative_to(ROOT)}: {n} lines" for p in _package_files()
-            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES]
+            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
+            and str(p.relative_to(ROOT)) not in LONG_MODULES]
     assert not long, f"modules over {MAX_MODULE_LINES} lines:\n" + "\n".join(long)
 
 

@@ -20,6 +20,7 @@ from workers.errors import (
 )
 from workers.messages import Reply, TaskDone, TaskFailed
 from workers.pool import WorkerPool
+from workers.task_pool import TaskPool
 
 __all__ = [
     "BatchedCallback",
@@ -31,6 +32,7 @@ __all__ = [
     "Reply",
     "TaskDone",
     "TaskFailed",
+    "TaskPool",
     "TaskTimeoutError",
     "WorkerDiedError",
     "WorkerPool",

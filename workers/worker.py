@@ -54,7 +54,7 @@ from workers.messages import (
 from workers.pickling import PicklerSpec
 from workers.task_calls import run_calls
 
-__all__ = ["PARENT_CONNECTIONS", "WorkerSetup", "worker_main"]
+__all__ = ["PARENT_CONNECTIONS", "WorkerSetup", "WorkerState", "run_task", "worker_main"]
 
 #: How often an idle worker checks that its parent is still alive.
 _IDLE_CHECK_S = 0.5
@@ -87,7 +87,10 @@ class WorkerSetup:
 
 
 @dataclass(slots=True)
-class _WorkerState:
+class WorkerState:
+    """What a worker holds between tasks: its callbacks and the segments it mapped (also what
+    an in-process stand-in for a worker needs to run tasks with `run_task`)."""
+
     index: int
     pid: int
     callbacks: list[Callable[[Any], Any] | RemoteError]
@@ -154,7 +157,7 @@ def worker_main(setup: WorkerSetup) -> None:
     _prepare_process(setup)
     if os.getppid() != setup.parent_pid:
         return  # the parent died before PR_SET_PDEATHSIG was armed
-    state = _WorkerState(setup.index, os.getpid(), _load_callbacks(setup))
+    state = WorkerState(setup.index, os.getpid(), _load_callbacks(setup))
     conn = setup.conn
     try:
         _serve(conn, state, setup.parent_pid)
@@ -165,7 +168,7 @@ def worker_main(setup: WorkerSetup) -> None:
             conn.close()
 
 
-def _serve(conn: Connection, state: _WorkerState, parent_pid: int) -> None:
+def _serve(conn: Connection, state: WorkerState, parent_pid: int) -> None:
     while True:
         try:
             if not conn.poll(_IDLE_CHECK_S):
@@ -210,7 +213,7 @@ def _serve(conn: Connection, state: _WorkerState, parent_pid: int) -> None:
             raise TypeError(f"worker {state.index} received an unknown request {request!r}")
 
 
-def run_task(task: RunTask, state: _WorkerState) -> Reply:
+def run_task(task: RunTask, state: WorkerState) -> Reply:
     """Run ``task`` and write its result into its segment; never raises."""
 
     def failed(call_index: int, error: RemoteError | BaseException) -> TaskFailed:

@@ -3,7 +3,9 @@
 Three ways to get a batch, chosen when the node is created:
 - pull, serial: the source is polled in the executor's thread through the callables of
   `source_callbacks` (the same objects parallel workers run);
-- pull, parallel: batches come from the pipeline's worker pool (see `parallel_source`);
+- pull, parallel: batches come from the pipeline's worker pool: the pipeline attaches the
+  engine's side of the source (`dali_lite._src.parallel`), which this module knows only as
+  `ParallelBatches`;
 - push: `Pipeline.feed_input()` queues batches (a `source_feed.FeedQueue`), consumed one per
   iteration.
 Every batch, whatever its origin, goes through the same checks of dtype, ndim and layout
@@ -13,7 +15,8 @@ Every batch, whatever its origin, goes through the same checks of dtype, ndim an
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -29,13 +32,41 @@ from dali_lite._src.ops.source_callbacks import IteratorCall, PerBatchCall, PerS
 # OutputCheck is also looked up here by pipelines serialized before it moved to source_checks.
 from dali_lite._src.ops.source_checks import OutputCheck, check_blocks, per_output
 from dali_lite._src.ops.source_feed import FeedQueue
-from dali_lite._src.ops.source_kinds import SourceKind, classify_source, normalize_cycle
+from dali_lite._src.ops.source_kinds import (
+    SourceKind,
+    check_parallel_source,
+    classify_source,
+    normalize_cycle,
+)
 from dali_lite._src.options import check_timeout
 from dali_lite._src.types.source_info import BatchInfo
 
 if TYPE_CHECKING:
-    from dali_lite._src.ops.parallel_source import ParallelSource
     from dali_lite._src.pipeline.pipeline import Pipeline
+
+
+class ParallelBatches(Protocol):
+    """The parallel engine's side of one source, as the operator, the pipeline and the
+    checkpoints use it (`dali_lite._src.parallel.source.ParallelSource`)."""
+
+    #: How many times the source started over (a parallel iterator's own epochs).
+    generation: int
+    #: Told of every reply of the source's worker: (epoch, iteration, outcome, told epoch).
+    observer: Callable[[int, int, str, int], None] | None
+
+    def fetch(self, ctx: IterationContext) -> list[list[np.ndarray]]:
+        """The batch of `ctx.iteration`, as outputs x blocks of `(n, *shape)` arrays."""
+        ...
+
+    def reset(self, epoch_idx: int) -> None:
+        """Start epoch `epoch_idx`, as DALI does."""
+
+    def seek(self, epoch_idx: int, iteration: int, ended_epoch: bool = False) -> None:
+        """Go on from a restored checkpoint's position."""
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Wait until none of the source's tasks is in flight; False after `timeout_s`."""
+        ...
 
 
 class ExternalSource(Operator):
@@ -96,7 +127,7 @@ class ExternalSource(Operator):
         if self.parallel:
             # Load the worker pool and shared memory now, while the graph is defined, so that
             # build() only starts processes (DALI, too, has everything loaded before build).
-            importlib.import_module(".parallel_group", __package__)
+            importlib.import_module("workers")
         # DALI 2.4's fn.external_source reads batch=None as True, parallel or not (its
         # reference page says parallel=True makes it False; the code does not, and a program
         # written against DALI relies on the code).
@@ -152,9 +183,6 @@ class ExternalSource(Operator):
                     f"source of external_source {display!r} is a callable (cycle={cycle!r})"
                 )
             if self.parallel:
-                # The parallel side (workers, shm) loads only for parallel sources.
-                from dali_lite._src.ops.parallel_group import check_parallel_source
-
                 check_parallel_source(self.kind, self.batch, display)
             if self.kind is SourceKind.GENERATOR and self.cycle != "no":
                 raise TypeError(
@@ -169,7 +197,7 @@ class ExternalSource(Operator):
         super()._init_runtime()
         self._fed = FeedQueue()  # push mode: the batches feed_input queued
         self._callback: Any = None
-        self.parallel_source: ParallelSource | None = None
+        self.parallel_source: ParallelBatches | None = None
 
     @property
     def is_iterator(self) -> bool:
@@ -199,6 +227,21 @@ class ExternalSource(Operator):
                                 batch_size)
         return IteratorCall(self.source, kind, self.cycle, self.declared_num_outputs, name,
                             per_sample=not self.batch, batch_size=batch_size)
+
+    def polled_callback(self, batch_size: int) -> Any:
+        """The callable that polls this source (made now if the pipeline is not set up yet:
+        start_py_workers() may come before build())."""
+        if self._callback is None:
+            self._callback = self.callback_for(batch_size)
+        return self._callback
+
+    def use_callback(self, callback: Any) -> None:
+        """Poll the source through `callback` (a checkpoint's observer wraps the callable)."""
+        self._callback = callback
+
+    def attach_parallel(self, batches: ParallelBatches) -> None:
+        """Take this source's batches from the parallel engine (the pipeline wires it)."""
+        self.parallel_source = batches
 
     def setup(self, pipeline: Pipeline) -> None:
         super().setup(pipeline)
@@ -252,7 +295,7 @@ class ExternalSource(Operator):
         """One batch fed with feed_input (push mode) or polled from the source, as outputs x
         samples, with the layout that came with each output."""
         if self.source is None:
-            asynchronous = self.pipeline is not None and self.pipeline._exec_async
+            asynchronous = self.pipeline is not None and self.pipeline.exec_async
             outputs, layout = self._fed.take(ctx, self.blocking or asynchronous,
                                              self.repeat_last, self.display_name)
             return outputs, [layout] * len(outputs)

@@ -98,3 +98,32 @@ def classify_source(source: Any, what: str = "source") -> SourceKind:
             f"got {type(source).__name__}"
         ) from None
     return SourceKind.ITERABLE
+
+
+def check_parallel_source(kind: SourceKind | None, batch: bool, name: str) -> None:
+    """Refuse a source that workers cannot run (DALI refuses these when the graph is defined,
+    with a TypeError). DALI's words come first, then dali_lite's advice."""
+    if kind is SourceKind.CALLABLE_NO_ARG:
+        raise TypeError(
+            "Callable passed to External Source in parallel mode (when `parallel=True`) must "
+            "accept exactly one argument: `dali_lite.types.SampleInfo` if run with "
+            "`batch=False` or either `dali_lite.types.BatchInfo` or integer that represents "
+            "the index of the batch within the epoch if `batch=True`. Got a callable that does "
+            f"not accept arguments instead. (parallel external_source {name!r}: workers could "
+            "not tell which sample or batch to produce)"
+        )
+    if not batch and kind in (SourceKind.ITERABLE, SourceKind.GENERATOR_FUNCTION,
+                              SourceKind.GENERATOR):
+        # DALI sees a generator object as an iterable, and checks the batch mode first.
+        what = "a generator function" if kind is SourceKind.GENERATOR_FUNCTION else "an iterable"
+        raise TypeError(
+            f"Parallel external source with {what} must be run in a batch mode (specify "
+            "`batch=True` in the external source definition and make sure your source returns "
+            f"batches) (parallel external_source {name!r}: one worker runs it in order, so it "
+            "must produce whole batches)"
+        )
+    if kind is SourceKind.GENERATOR:
+        raise TypeError(
+            f"parallel external_source {name!r}: a generator object cannot be sent to a "
+            "worker process; pass the generator function itself"
+        )

@@ -129,19 +129,19 @@ class CheckpointingMixin:
             op = source.op
             if source.tracker is None or op.source is None:
                 continue
-            if op._callback is None:
-                op._callback = op.callback_for(self._options.batch_size)
-            if id(op._callback) in state.handled:
+            callback = op.polled_callback(self._options.batch_size)
+            if id(callback) in state.handled:
                 continue
-            callback = op._callback
             if isinstance(callback, IteratorCall) and restored is not None:
                 position = restored.sources[index].state
                 if position is not None:
                     callback.resume_at(IteratorPosition.from_json(position))
             if not op.parallel and isinstance(callback, IteratorCall):
                 # Serial: the tracker sees each call in the executor's thread.
-                op._callback = ObservedCall(callback, source.tracker)
-            state.handled.update({id(callback): callback, id(op._callback): op._callback})
+                observed = ObservedCall(callback, source.tracker)
+                op.use_callback(observed)
+                state.handled[id(observed)] = observed
+            state.handled[id(callback)] = callback
 
     def _checkpoint_built(self: Pipeline) -> None:
         """After build: move the pipeline (and its parallel sources) to the restored position

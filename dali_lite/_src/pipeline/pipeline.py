@@ -192,12 +192,22 @@ class Pipeline(GraphDefinition, RunProtocol, PipelineProperties, PipelineExtras,
         if not parallel:
             return
         # The worker pool (workers, shm, multiprocessing) loads only for parallel sources.
-        from dali_lite._src.ops.parallel_group import ParallelSourceGroup
+        from dali_lite._src.parallel.group import ParallelSourceGroup, SourceDescription
 
         self._checkpoint_prepare_sources()  # workers take restored iterators with them
-        group = ParallelSourceGroup(parallel, self._options)
+        options = self._options
+        group = ParallelSourceGroup([
+            SourceDescription(
+                name=op.display_name, callback=op.polled_callback(options.batch_size),
+                prefetch_queue_depth=op.prefetch_queue_depth,
+                bytes_per_sample_hint=op.bytes_per_sample_hint,
+                py_timeout=op.py_timeout if op.py_timeout is not None else options.py_timeout,
+                source_repr=repr(op.source))
+            for op in parallel], options)
         self._resources.parallel = group
         group.start()
+        for op, source in zip(parallel, group.sources):
+            op.attach_parallel(source)
 
     # ------------------------------------------------------------------ shutdown
     def close(self) -> None:

@@ -8,9 +8,9 @@ and `external_source_shm_statistics()` lists them. A `SlotRing` creates the same
 same time, so the statistics say what DALI's say, and their number stays fixed.
 
 One difference of layout, none of count or size: a task of ours may cover several consecutive
-mini-batches (so that a dense batch is one block, see `parallel_scheduling`), and writes one file
+mini-batches (so that a dense batch is one block, see `source`), and writes one file
 that stands for their slots together; the statistics list such a file as that many slots of
-an equal share of its bytes. And a placed batch (`parallel_placement`) grows its first task's
+an equal share of its bytes. And a placed batch (`placement`) grows its first task's
 file to hold the whole batch, which the statistics show as that file's capacity.
 
 A slot is FREE, given to a TASK (until its result is read, or dropped), or LEASED (arrays the

@@ -1,13 +1,20 @@
-"""Turning a parallel source's batches into worker tasks, each with a shared-memory slot.
+"""The parallel side of one `fn.external_source(parallel=True)`: its batches, from workers.
 
-`BatchScheduler`, the base of `ParallelSource`, owns the geometry of one parallel
-external_source (its ring of slots, how a batch is split into tasks, which worker runs each)
-and the life of its tasks: sending them to the pool (with, for a placed batch, where each
-writes in the batch's data slot), sending again the ones a stuck worker never started,
-recording their replies, and giving every slot back exactly once, when no task and no batch
-needs it any more. A per-sample source's batch is split into contiguous slices; a per-batch
-callable is one task; an iterator lives on a dedicated worker. Any worker may write any slot
-of its source (see `parallel_slots`).
+`ParallelSourceGroup` (`group`) owns the pipeline's worker pool and routes its results to the
+`ParallelSource` of each parallel external_source, defined here: one object that keeps up to
+its `prefetch_queue_depth` batches scheduled, turns each batch into worker tasks on
+shared-memory slots, hands the pipeline the batch of each iteration, gives every slot back
+exactly once, and follows DALI's epochs. It is longer than the project's ~400 lines because it
+is one state machine (the scheduled batches, the slots they hold, the epoch), which pieces in
+several files could only share through each other's private state.
+
+The geometry of a source: its ring of slots, how a batch is split into tasks, which worker
+runs each. The life of its tasks: sent to the pool (with, for a placed batch, where each
+writes in the batch's data slot), sent again when a stuck worker never started them, their
+replies recorded, every slot given back exactly once, when no task and no batch needs it any
+more. A per-sample source's batch is split into contiguous slices; a per-batch callable is one
+task; an iterator lives on a dedicated worker. Any worker may write any slot of its source
+(see `slots`).
 
 Slots, as DALI has them: when the workers start, each source creates the slots of DALI's ring
 (its `ShmChunkManager`): (the pipeline's prefetch depth + the source's) batches, each split
@@ -26,59 +33,83 @@ into one slot, so that a dense batch is a single block that `as_array()` returns
 copy, and the main process handles one task and one reply per batch; the workers still run in
 parallel, on different batches. With a smaller depth (DALI's default is 1) the batch is split
 so that all workers share it; once a batch has shown the samples' dtypes and shapes, the next
-ones are placed (`parallel_placement`): each task writes its samples at their final offsets in
-the first task's slot, so that the batch is still one block. That slot (a batch's *data
+ones are placed (`placement`): each task writes its samples at their final offsets in the
+first task's slot, so that the batch is still one block. That slot (a batch's *data
 slot*) goes back to the free list only when no task of its batch can still write into it.
 
 A task's arguments travel as a `SampleRange`, a few integers that the worker expands into
 `SampleInfo`s, not as one pickled object per sample.
+
+Results are read with `shm.slot_reader` (`read`) as numpy views straight out of the slots,
+one `(n, *shape)` view per run of equal samples, so the main process's work per batch does not
+grow with the number of samples. A slot goes back to its free list only when the last array
+pointing into it is garbage-collected (a lease from `shm.SharedSegment.lease`), so no output a
+user may still hold is ever overwritten.
+
+Epochs, as DALI has them: reset() starts a callable source over, while an iterable or a
+generator function that did not end the epoch itself goes on where it is, keeping what it
+prefetched past the iteration that ended the epoch (DALI consumes every parallel source's batch
+of that iteration and resets only the sources that raised StopIteration).
+
+Prefetching: a source keeps `prefetch_queue_depth` batches scheduled ahead of the batch the
+pipeline has taken, DALI's "batches computed in advance and stored in the internal buffer".
+A batch leaves the buffer the moment the iteration that waits for it sees it complete; its
+place is refilled at once, before the batch is read and the iteration finishes. Refilling
+only when the next iteration starts left the worker that had just finished idle for the rest
+of the iteration: 15% of the workers' time in the tiny-sample benchmark (benchmarks/RESULTS.md).
+The price, where the consumer is slower than the workers: the full depth of batches stays in
+memory between iterations.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from dali_lite._src.errors import add_context
 from dali_lite._src.graph.nodes import IterationContext
-from dali_lite._src.ops.parallel_placement import DenseLayout, plan_placements
-from dali_lite._src.ops.parallel_slots import Slot, SlotRing, tasks_per_batch
-from dali_lite._src.ops.parallel_tasks import IterationCancelled, ScheduledBatch, Task
 from dali_lite._src.ops.sample_range import SampleRange
 from dali_lite._src.ops.source_callbacks import IteratorCall, PerSampleCall
+from dali_lite._src.parallel.description import SourceDescription
+from dali_lite._src.parallel.placement import DenseLayout, dense_layout_of, plan_placements
+from dali_lite._src.parallel.read import read_batch
+from dali_lite._src.parallel.slots import Slot, SlotRing, SlotState, tasks_per_batch
+from dali_lite._src.parallel.tasks import IterationCancelled, ScheduledBatch, Task
 from dali_lite._src.types.source_info import BatchInfo
 from shm import ShmError
 from shm.placement import Placement
 from workers import TaskDone, TaskFailed
 
 if TYPE_CHECKING:
-    from dali_lite._src.ops.external_source import ExternalSource
-    from dali_lite._src.ops.parallel_group import ParallelSourceGroup
+    from dali_lite._src.parallel.group import ParallelSourceGroup
 
-__all__ = ["COLLECT_INTERVAL_S", "BatchScheduler"]
+__all__ = ["COLLECT_INTERVAL_S", "ParallelSource"]
 
 #: How long one wait for the workers' replies lasts before the waiter looks around again.
 COLLECT_INTERVAL_S = 0.1
 
 
-class BatchScheduler:
-    """The tasks and slots of one parallel external_source; `ParallelSource` reads what
-    they produce."""
+class ParallelSource:
+    """The parallel side of one external_source: its slots, tasks, batches and epochs."""
 
-    def __init__(self, group: ParallelSourceGroup, op: ExternalSource, callback: Any,
+    def __init__(self, group: ParallelSourceGroup, description: SourceDescription,
                  callback_index: int, batch_size: int, num_workers: int,
                  dedicated_worker: int | None, keep_alive: int) -> None:
         self.group = group
-        self.op = op
-        self.name = op.display_name
+        self.name = description.name
+        callback = description.callback
         self.callback_index = callback_index
         self.batch_size = batch_size
         self.num_workers = num_workers
         self.dedicated_worker = dedicated_worker
         self.is_iterator = isinstance(callback, IteratorCall)
         self.per_sample = isinstance(callback, PerSampleCall)
-        self.depth = op.prefetch_queue_depth
-        self.hint = op.bytes_per_sample_hint
+        self.depth = description.prefetch_queue_depth
+        self.hint = description.bytes_per_sample_hint
         # DALI's geometry (its ShmChunkManager): `keep_alive + depth` batches in the ring, a
         # per-sample batch split into one mini-batch per worker, every slot sized for a
         # mini-batch (at least 1 MiB, in whole pages). The statistics report exactly these.
@@ -105,8 +136,7 @@ class BatchScheduler:
         #: first task's slot, so that a dense batch is one array however many tasks wrote it.
         self.dense_layout: DenseLayout | None = None
         # The source's own py_timeout, or else the pipeline's (None: no deadline).
-        self.timeout_s = (op.py_timeout if op.py_timeout is not None
-                          else group.options.py_timeout)
+        self.timeout_s = description.py_timeout
         self.scheduled: dict[int, ScheduledBatch] = {}
         self.next_iteration = 0
         self.last_fetched = -1
@@ -236,11 +266,7 @@ class BatchScheduler:
 
     def _send(self, task: Task) -> None:
         data_slot = task.batch.data_slot if task.placement is not None else None
-        task_id = self.group.pool.submit(
-            task.worker, self.callback_index, task.args, task.slot.segment_id,
-            task.slot.segment, timeout_s=self.timeout_s, placement=task.placement,
-            data_segment=None if data_slot is None else data_slot.segment)
-        self.group.tasks[task_id] = task
+        self.group.send(task, None if data_slot is None else data_slot.segment)
 
     def _release_task(self, task: Task) -> None:
         """Free `task`'s slot, which its batch will not read. A placed batch's data slot
@@ -293,3 +319,141 @@ class BatchScheduler:
             if isinstance(task.result, TaskDone) or task.dropped:
                 self._release_task(task)
         self._release_data_slot_if_unused(batch)
+
+    # ------------------------------------------------------------------ one iteration
+    def fetch(self, ctx: IterationContext) -> list[list[np.ndarray]]:
+        """The batch of `ctx.iteration` as outputs x blocks: `(n, *shape)` arrays whose rows,
+        block after block, are the batch's samples in order."""
+        try:
+            with self.group.lock:
+                return self._fetch(ctx)
+        finally:
+            # A lease that ended while the lock was held could not schedule its refill.
+            self.group.schedule_deferred()
+
+    def _fetch(self, ctx: IterationContext) -> list[list[np.ndarray]]:
+        if ctx.is_cancelled():
+            # Discarded by reset() (perhaps before it even started): it must not schedule or
+            # take a batch that belongs to the epoch reset() begins.
+            raise IterationCancelled
+        if ctx.iteration < self.next_iteration and ctx.iteration not in self.scheduled:
+            raise RuntimeError(f"parallel source {self.name!r}: iteration {ctx.iteration} was "
+                               "already consumed")
+        self._schedule_through(ctx.iteration + self.depth - 1, ctx.iteration, ctx)
+        # Iterations come in order: an earlier one still here was skipped (another operator
+        # of that iteration raised first) and will never be read; free its slots.
+        for skipped in [i for i in self.scheduled if i < ctx.iteration]:
+            self._abandon(self.scheduled.pop(skipped))
+        batch = self.scheduled.pop(ctx.iteration)
+        self.last_fetched = ctx.iteration
+        try:
+            while not batch.complete:
+                if ctx.is_cancelled():
+                    raise IterationCancelled
+                self.group.pump(COLLECT_INTERVAL_S)
+                # A slot released meanwhile lets a deferred prefetch go.
+                self._schedule_through(ctx.iteration + self.depth - 1)
+        except BaseException:
+            self._abandon(batch)
+            raise
+        failure = next((t for t in batch.tasks if isinstance(t.result, TaskFailed)), None)
+        if failure is not None:
+            self._abandon(batch)
+            error = self._rebuild(failure, ctx)
+            if isinstance(error, StopIteration):
+                self.raised_stop = True
+            raise error
+        # This batch has left the prefetch buffer: refill the buffer now, before reading,
+        # rather than when the next iteration starts (see "Prefetching" above).
+        self._schedule_through(ctx.iteration + self.depth)
+        return self._read(batch)
+
+    def _lease(self, slot: Slot, nbytes: int) -> np.ndarray:
+        slot.state = SlotState.LEASED
+        return slot.segment.lease(nbytes, on_release=lambda s=slot: self._release_and_refill(s))
+
+    def _read(self, batch: ScheduledBatch) -> list[list[np.ndarray]]:
+        outputs = read_batch(batch, self._lease, self._release)
+        if self.tasks_per_batch > 1:
+            self.dense_layout = dense_layout_of(outputs, self.batch_size)
+        return outputs
+
+
+    def _rebuild(self, task: Task, ctx: IterationContext) -> BaseException:
+        result = task.result
+        if not isinstance(result, TaskFailed):
+            raise TypeError("internal error: rebuilding an error from a successful task")
+        error = result.error.rebuild()
+        if isinstance(error, StopIteration):
+            return StopIteration()
+        if self.per_sample and result.call_index >= 0:
+            what = f"sample {task.first_sample + result.call_index}"
+        else:
+            what = "the batch"
+        add_context(error, f"in worker {result.worker} (pid {result.pid}) while producing "
+                           f"{what} of iteration {ctx.iteration} (epoch {ctx.epoch_idx}) for "
+                           f"parallel external_source {self.name!r}")
+        return error
+
+    def reset(self, epoch_idx: int) -> None:
+        """Start epoch `epoch_idx`, as DALI does: a callable source starts over; an iterable or
+        generator function that did not end the epoch itself goes on where it is, keeping
+        the batches it prefetched past the iteration that ended the epoch (DALI consumes
+        every source's batch of that iteration and resets only the sources that ended)."""
+        with self.group.lock:
+            self._reset(epoch_idx)
+
+    def _reset(self, epoch_idx: int) -> None:
+        if self.is_iterator and not self.raised_stop:
+            # The iteration that ended the epoch took this source's batch too (DALI polls
+            # every source each iteration): what comes after it is the next epoch's.
+            consumed = self.last_fetched
+            kept: dict[int, ScheduledBatch] = {}
+            for iteration, batch in sorted(self.scheduled.items()):
+                if iteration <= consumed:
+                    self._abandon(batch)
+                else:
+                    batch.iteration = iteration - consumed - 1
+                    kept[batch.iteration] = batch
+            self.scheduled = kept
+            self.next_iteration = max(0, self.next_iteration - consumed - 1)
+        else:
+            for batch in self.scheduled.values():
+                self._abandon(batch)
+            self.scheduled.clear()
+            self.next_iteration = 0
+            # DALI's context reset: an iterator's batches scheduled from now on ask for a new
+            # pass, while the abandoned ones, still queued on its worker, see the old one end.
+            self.generation += 1
+        self.last_fetched = -1
+        self.raised_stop = False
+        self.epoch_idx = epoch_idx
+
+    # ------------------------------------------------------------------ checkpoints
+    def seek(self, epoch_idx: int, iteration: int, ended_epoch: bool = False) -> None:
+        """Go on from `iteration` of epoch `epoch_idx` (a restored checkpoint's position);
+        `ended_epoch`: this source raised the StopIteration that ended the epoch there."""
+        self.reset(epoch_idx)
+        self.next_iteration = iteration
+        self.last_fetched = iteration - 1
+        self.raised_stop = ended_epoch
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Collect replies until no task of this source is in flight (the executor must be
+        idle); False if some still are after `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while any(task.source is self for task in self.group.tasks.values()):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            self.group.pump(min(COLLECT_INTERVAL_S, remaining))
+        return True
+
+    # ------------------------------------------------------------------ statistics
+    def shm_statistics(self) -> tuple[list[int], list[int]]:
+        """DALI's `capacities` and `per_sample_capacities` of this source."""
+        return self.ring.shm_statistics()
+
+    def statistics(self) -> dict[str, Any]:
+        """The per-source view: every slot's bytes, by the worker that last wrote it."""
+        return {"bytes_per_sample_hint": self.hint, **self.ring.usage()}

@@ -13,9 +13,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from dali_lite._src.ops.parallel_placement import join_placed
-from dali_lite._src.ops.parallel_slots import Slot
-from dali_lite._src.ops.parallel_tasks import ScheduledBatch
+from dali_lite._src.parallel.placement import join_placed
+from dali_lite._src.parallel.slots import Slot
+from dali_lite._src.parallel.tasks import ScheduledBatch
 from shm import slot_reader
 from workers import TaskDone
 

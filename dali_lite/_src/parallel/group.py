@@ -1,10 +1,10 @@
 """The worker pool of one pipeline and the parallel sources that share it.
 
 `ParallelSourceGroup` starts the pool (fork/spawn workers, or Ray actors with
-`py_start_method="ray"`) when the pipeline is built, hands each `ParallelSource` (see
-`parallel_source`) the results of its tasks, and turns a stuck task into a failed batch (and
-sends the tasks queued behind it to the replacement worker). `check_parallel_source` refuses,
-while the graph is defined, the sources that workers cannot run.
+`py_start_method="ray"`; any `workers.TaskPool`, a test's in-process fake included) when the
+pipeline is built, hands each `ParallelSource` (see `source`) the results of its tasks, and
+turns a stuck task into a failed batch (and sends the tasks queued behind it to the
+replacement worker).
 """
 
 from __future__ import annotations
@@ -13,64 +13,41 @@ import dataclasses
 import itertools
 import os
 import threading
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from dali_lite._src.cuda import refuse_fork_after_cuda
 from dali_lite._src.errors import RuntimeValueError, add_context
-from dali_lite._src.ops.parallel_source import ParallelSource
-from dali_lite._src.ops.parallel_tasks import Task
 from dali_lite._src.ops.source_callbacks import IteratorCall
-from dali_lite._src.ops.source_kinds import SourceKind
+from dali_lite._src.options import PipelineOptions
+from dali_lite._src.parallel.description import SourceCall, SourceDescription
+from dali_lite._src.parallel.source import ParallelSource
+from dali_lite._src.parallel.tasks import Task
 from workers import (
     CallbackPicklingError,
     RemoteError,
     TaskFailed,
+    TaskPool,
     TaskTimeoutError,
     WorkerDiedError,
     WorkerPool,
 )
 
-if TYPE_CHECKING:
-    from dali_lite._src.ops.external_source import ExternalSource
-    from dali_lite._src.options import PipelineOptions
+__all__ = ["ParallelSourceGroup", "PoolFactory", "SourceDescription"]
 
-
-def check_parallel_source(kind: SourceKind | None, batch: bool, name: str) -> None:
-    """Refuse a source that workers cannot run (DALI refuses these when the graph is defined,
-    with a TypeError). DALI's words come first, then dali_lite's advice."""
-    if kind is SourceKind.CALLABLE_NO_ARG:
-        raise TypeError(
-            "Callable passed to External Source in parallel mode (when `parallel=True`) must "
-            "accept exactly one argument: `dali_lite.types.SampleInfo` if run with "
-            "`batch=False` or either `dali_lite.types.BatchInfo` or integer that represents "
-            "the index of the batch within the epoch if `batch=True`. Got a callable that does "
-            f"not accept arguments instead. (parallel external_source {name!r}: workers could "
-            "not tell which sample or batch to produce)"
-        )
-    if not batch and kind in (SourceKind.ITERABLE, SourceKind.GENERATOR_FUNCTION,
-                              SourceKind.GENERATOR):
-        # DALI sees a generator object as an iterable, and checks the batch mode first.
-        what = "a generator function" if kind is SourceKind.GENERATOR_FUNCTION else "an iterable"
-        raise TypeError(
-            f"Parallel external source with {what} must be run in a batch mode (specify "
-            "`batch=True` in the external source definition and make sure your source returns "
-            f"batches) (parallel external_source {name!r}: one worker runs it in order, so it "
-            "must produce whole batches)"
-        )
-    if kind is SourceKind.GENERATOR:
-        raise TypeError(
-            f"parallel external_source {name!r}: a generator object cannot be sent to a "
-            "worker process; pass the generator function itself"
-        )
+#: Makes the pool that runs the sources' callbacks (by their index in the list).
+PoolFactory = Callable[[Sequence[SourceCall]], TaskPool]
 
 
 class ParallelSourceGroup:
     """The worker pool of one pipeline and the parallel sources that share it."""
 
-    def __init__(self, sources: list[ExternalSource], options: PipelineOptions) -> None:
+    def __init__(self, descriptions: Sequence[SourceDescription], options: PipelineOptions,
+                 pool_factory: PoolFactory | None = None) -> None:
         self.options = options
-        self.ops = sources
-        self.pool: WorkerPool | None = None  # type: ignore[assignment]
+        self.descriptions = list(descriptions)
+        self._pool_factory = pool_factory or self._new_pool
+        self.pool: TaskPool | None = None
         self.tasks: dict[int, Task] = {}
         self.sources: list[ParallelSource] = []
         self._segment_ids = itertools.count()
@@ -83,6 +60,16 @@ class ParallelSourceGroup:
 
     def new_segment_id(self) -> int:
         return next(self._segment_ids)
+
+    def send(self, task: Task, data_segment: Any = None) -> None:
+        """Submit `task` to the pool (a placed task with its batch's data slot's segment)."""
+        if self.pool is None:
+            raise RuntimeError("internal error: a task sent before the workers started")
+        task_id = self.pool.submit(
+            task.worker, task.source.callback_index, task.args, task.slot.segment_id,
+            task.slot.segment, timeout_s=task.source.timeout_s, placement=task.placement,
+            data_segment=data_segment)
+        self.tasks[task_id] = task
 
     def schedule_deferred(self) -> None:
         """Let every source schedule the prefetches that waited for a released slot, unless
@@ -119,29 +106,25 @@ class ParallelSourceGroup:
                 "parameter to False in external sources in the pipeline. (dali_lite: the "
                 f"Pipeline constructor needs py_num_workers >= 1; got py_num_workers={workers!r})"
             )
-        for op in self.ops:
-            check_parallel_source(op.kind, op.batch, op.display_name)
 
     def start(self) -> None:
         self._check()
         if self.options.py_start_method == "fork":
             refuse_fork_after_cuda()
         num_workers = self.options.py_num_workers
-        # start_py_workers() may run before build() has set up the operators' callbacks.
-        callbacks = [op._callback if op._callback is not None
-                     else op.callback_for(self.options.batch_size) for op in self.ops]
-        self.pool = self._new_pool(callbacks)
+        callbacks = [description.callback for description in self.descriptions]
+        self.pool = self._pool_factory(callbacks)
         dedicated = itertools.cycle(range(num_workers))
         depth = self.options.prefetch_queue_depth
         # DALI keeps the pipeline's prefetch queue's worth of batches alive beside each
         # source's own queue (`keep_alive_queue_size`): its CPU queue for split queues.
         keep_alive = depth["cpu_size"] if isinstance(depth, dict) else depth
-        for index, (op, callback) in enumerate(zip(self.ops, callbacks)):
-            worker = next(dedicated) if isinstance(callback, IteratorCall) else None
-            source = ParallelSource(self, op, callback, index, self.options.batch_size,
-                                    num_workers, worker, keep_alive)
-            op.parallel_source = source
-            self.sources.append(source)
+        for index, description in enumerate(self.descriptions):
+            worker = (next(dedicated) if isinstance(description.callback, IteratorCall)
+                      else None)
+            self.sources.append(ParallelSource(self, description, index,
+                                               self.options.batch_size, num_workers, worker,
+                                               keep_alive))
         try:
             for source in self.sources:
                 source.create_slots()
@@ -150,10 +133,11 @@ class ParallelSourceGroup:
             # The pool names a callback by its index and internal wrapper; say whose it is.
             add_context(error, "; ".join(
                 f"callback {index} is the source of parallel external_source "
-                f"{op.display_name!r}: {op.source!r}" for index, op in enumerate(self.ops)))
+                f"{description.name!r}: {description.source_repr}"
+                for index, description in enumerate(self.descriptions)))
             raise
 
-    def _new_pool(self, callbacks: list[Any]) -> Any:
+    def _new_pool(self, callbacks: Sequence[SourceCall]) -> TaskPool:
         """The fork/spawn pool, or with py_start_method="ray" the Ray pool (same interface)."""
         options = self.options
         if options.py_start_method != "ray":
@@ -171,8 +155,10 @@ class ParallelSourceGroup:
 
     def pump(self, timeout: float) -> None:
         """Collect finished tasks and hand them to their sources."""
+        if self.pool is None:
+            raise RuntimeError("internal error: collecting before the workers started")
         try:
-            results = self.pool.collect(timeout)
+            results: list[Any] = list(self.pool.collect(timeout))
         except TaskTimeoutError as error:
             # The pool replaced the stuck worker and goes on. The stuck task fails its batch,
             # with the worker's stack shown as the remote traceback; the tasks queued behind it

@@ -2,8 +2,8 @@
 
 A batch is one task (a per-batch callable, an iterator, a per-sample batch that one worker
 writes) or several (a per-sample batch split over the workers). A task is given a slot and,
-when its batch is placed (`parallel_placement`), a `Placement` in the batch's data slot.
-The flags here are what `parallel_scheduling` needs to give every slot back exactly once, and a
+when its batch is placed (`placement`), a `Placement` in the batch's data slot.
+The flags here are what `source.ParallelSource` needs to give every slot back exactly once, and a
 data slot only when no task of its batch can still write into it.
 """
 
@@ -11,16 +11,28 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from dali_lite._src.ops.parallel_slots import Slot
+from dali_lite._src.parallel.slots import Slot
 from shm.placement import Placement
 from workers import TaskDone, TaskFailed
 
-if TYPE_CHECKING:
-    from dali_lite._src.ops.parallel_scheduling import BatchScheduler
+__all__ = ["IterationCancelled", "ScheduledBatch", "Task", "TaskOwner"]
 
-__all__ = ["IterationCancelled", "ScheduledBatch", "Task"]
+
+class TaskOwner(Protocol):
+    """The source a task belongs to, as the pool's replies reach it."""
+
+    name: str
+    callback_index: int
+    timeout_s: float | None
+
+    def on_result(self, task: Task, result: TaskDone | TaskFailed) -> None:
+        """Record the reply to `task`."""
+
+    def replay(self, task: Task) -> bool:
+        """Send again `task`, which its (replaced) worker never started; False if it cannot
+        be (an iterator's position died with the worker)."""
 
 
 class IterationCancelled(Exception):
@@ -29,7 +41,7 @@ class IterationCancelled(Exception):
 
 @dataclass(slots=True, eq=False)
 class Task:
-    source: BatchScheduler
+    source: TaskOwner
     batch: ScheduledBatch
     position: int
     worker: int
@@ -52,7 +64,7 @@ class ScheduledBatch:
     iteration: int
     epoch_idx: int
     #: The epoch the callback is told: the pipeline's, or for an iterator its source's
-    #: generation (see `BatchScheduler.generation`).
+    #: generation (see `ParallelSource.generation`).
     source_epoch: int
     tasks: list[Task] = field(default_factory=list)
     stale: bool = False

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from dali_lite._src.ops.parallel_slots import SLOT_ALIGNMENT_BYTES, Slot, align_up
+from dali_lite._src.parallel.slots import SLOT_ALIGNMENT_BYTES, Slot, align_up
 from shm.placement import Placement
 from shm.slot_format import META_ALIGNMENT_BYTES, OUTPUT_ALIGNMENT_BYTES, single_run_meta_nbytes
 

@@ -1,0 +1,30 @@
+"""What the parallel engine needs to know of one parallel external_source.
+
+The pipeline describes each source when it starts the workers; the engine reads nothing else
+of the operator (its arguments were checked when the graph was defined).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dali_lite._src.ops.source_callbacks import IteratorCall, PerBatchCall, PerSampleCall
+
+__all__ = ["SourceCall", "SourceDescription"]
+
+#: The picklable callable a worker polls for one task of a source.
+SourceCall = PerSampleCall | PerBatchCall | IteratorCall
+
+
+@dataclass(frozen=True, slots=True)
+class SourceDescription:
+    """One parallel source: its name (for messages), what the workers call, its prefetch
+    depth, its `bytes_per_sample_hint` and its `py_timeout` (None: no deadline)."""
+
+    name: str
+    callback: SourceCall
+    prefetch_queue_depth: int
+    bytes_per_sample_hint: int
+    py_timeout: float | None
+    #: How the user's `source` prints, to say whose callback could not be pickled.
+    source_repr: str

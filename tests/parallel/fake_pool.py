@@ -1,0 +1,135 @@
+"""An in-process `workers.TaskPool` for the engine's process-free tests.
+
+Tasks run in the test's own process, with the workers' own `workers.worker.run_task` (so the
+real codec, placement and streaming write the real shared-memory segments), one at a time,
+when `collect` is called, in an order a seeded random generator picks: each worker's tasks in
+the order they were submitted (an iterator's dedicated worker runs its calls in order), the
+workers' heads in any order. Faults are queued by the test: the next `collect` reports a
+worker's death or a stuck task, as the real pools do (see `workers.task_pool`).
+
+It also checks what the engine promises the pool: a segment given to a new task is not one a
+task still in the queue may write (its own slot, or the data slot of a placed batch other
+than the new task's own), and a task's segments are open when it runs.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from shm import SharedSegment
+from shm.placement import Placement
+from workers import Reply, TaskTimeoutError, WorkerDiedError
+from workers.messages import RunTask
+from workers.worker import WorkerState, run_task
+
+__all__ = ["FakePool"]
+
+
+@dataclass(frozen=True)
+class _Queued:
+    task: RunTask
+    #: The segments this task may write: its own, and its batch's data segment if placed.
+    writes: frozenset[int]
+    data_segment: int | None
+
+
+class FakePool:
+    """Workers that are queues in this process."""
+
+    def __init__(self, callbacks: Sequence[Any], num_workers: int, rng: random.Random) -> None:
+        self._num_workers = num_workers
+        self._states = [WorkerState(index, 10_000 + index, list(callbacks))
+                        for index in range(num_workers)]
+        self._queues: list[deque[_Queued]] = [deque() for _ in range(num_workers)]
+        self._rng = rng
+        self._next_task_id = 0
+        self._faults: deque[tuple[str, int]] = deque()
+        self._broken: WorkerDiedError | None = None
+        self.started = False
+        self.closed = False
+        #: Broken promises seen, in words; the test asserts this stays empty.
+        self.violations: list[str] = []
+
+    # ------------------------------------------------------------------ TaskPool
+    @property
+    def num_workers(self) -> int:
+        return self._num_workers
+
+    def start(self) -> None:
+        self.started = True
+
+    def submit(self, worker: int, callback: int, args: Sequence[Any], segment_id: int,
+               segment: SharedSegment, timeout_s: float | None = None,
+               placement: Placement | None = None,
+               data_segment: SharedSegment | None = None) -> int:
+        if self._broken is not None:
+            raise self._broken
+        data_id = None if placement is None else placement.data_segment_id
+        for queued in (q for queue in self._queues for q in queue):
+            same_batch = data_id is not None and queued.data_segment == data_id
+            if segment_id in queued.writes and not (same_batch and segment_id == data_id):
+                self.violations.append(
+                    f"segment {segment_id} given to a new task while task "
+                    f"{queued.task.task_id} may still write it")
+        state = self._states[worker]
+        state.segments[segment_id] = segment
+        if placement is not None and data_segment is not None:
+            state.segments[placement.data_segment_id] = data_segment
+        task = RunTask(self._next_task_id, callback,
+                       tuple(args) if isinstance(args, list) else args, segment_id,
+                       timeout_s is not None, placement)
+        writes = frozenset({segment_id} | ({data_id} if data_id is not None else set()))
+        self._queues[worker].append(_Queued(task, writes, data_id))
+        self._next_task_id += 1
+        return task.task_id
+
+    def collect(self, timeout: float | None) -> list[Reply]:
+        if self._broken is not None:
+            raise self._broken
+        if self._faults:
+            return self._fault(*self._faults.popleft())
+        busy = [worker for worker, queue in enumerate(self._queues) if queue]
+        if not busy:
+            return []
+        replies: list[Reply] = []
+        for worker in self._rng.sample(busy, self._rng.randint(1, len(busy))):
+            queued = self._queues[worker].popleft()
+            for segment_id in queued.writes:
+                if self._states[worker].segments[segment_id].closed:
+                    self.violations.append(f"task {queued.task.task_id} ran on closed "
+                                           f"segment {segment_id}")
+            replies.append(run_task(queued.task, self._states[worker]))
+        return replies
+
+    def close(self) -> None:
+        self.closed = True
+
+    # ------------------------------------------------------------------ faults
+    def in_flight(self, worker: int) -> int:
+        return len(self._queues[worker])
+
+    def kill(self, worker: int) -> None:
+        """The next collect finds `worker` dead."""
+        self._faults.append(("die", worker))
+
+    def time_out(self, worker: int) -> None:
+        """The next collect finds `worker`'s running task past its deadline."""
+        self._faults.append(("timeout", worker))
+
+    def _fault(self, kind: str, worker: int) -> list[Reply]:
+        queue = self._queues[worker]
+        ids = tuple(q.task.task_id for q in queue)
+        if kind == "die":
+            self._broken = WorkerDiedError(worker, 10_000 + worker, -9, task_ids=ids)
+            raise self._broken
+        if not ids:
+            return []
+        # The pool replaced the worker: the stuck task and the ones queued behind it are gone
+        # from it (the caller may submit the queued ones again).
+        queue.clear()
+        raise TaskTimeoutError(worker, 10_000 + worker, 1.0, "  (stack of the stuck call)\n",
+                               ids)

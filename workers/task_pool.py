@@ -1,0 +1,54 @@
+"""`TaskPool`: the interface every pool offers the code that schedules work on it.
+
+`workers.WorkerPool` (forked or spawned processes), `workers.ray_pool.RayWorkerPool` (Ray
+actors) and a test's in-process fake implement it, so that a scheduler never knows where its
+callbacks run. What a dead or stuck worker looks like is part of the contract:
+
+- `collect` raises `WorkerDiedError` as soon as a worker dies; the pool is then broken, every
+  later call raises it again, and the error names the tasks lost with the worker;
+- `collect` raises `TaskTimeoutError` when a task overruns its `timeout_s`: the pool has
+  replaced the worker and stays usable; the error names the stuck task first, then the tasks
+  that were queued behind it on that worker and never started (the caller may submit them
+  again);
+- a task whose callback raised is a `TaskFailed` reply, never an exception of `collect`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from shm import SharedSegment
+from shm.placement import Placement
+from workers.messages import Reply
+
+__all__ = ["TaskPool"]
+
+
+class TaskPool(Protocol):
+    """Runs callbacks (by index) on task arguments, writing results into shared memory."""
+
+    @property
+    def num_workers(self) -> int:
+        """How many workers run tasks."""
+        ...
+
+    def start(self) -> None:
+        """Start the workers (idempotent); raises `CallbackPicklingError` for a callback that
+        cannot reach them."""
+
+    def submit(self, worker: int, callback: int, args: Sequence[Any], segment_id: int,
+               segment: SharedSegment, timeout_s: float | None = None,
+               placement: Placement | None = None,
+               data_segment: SharedSegment | None = None) -> int:
+        """Queue a task on `worker` (tasks of one worker run in submission order); returns
+        its id, which its reply carries."""
+        ...
+
+    def collect(self, timeout: float | None) -> list[Reply]:
+        """The replies that arrived, waiting up to `timeout` seconds (None: until one does);
+        [] on timeout."""
+        ...
+
+    def close(self) -> None:
+        """Stop every worker (idempotent); nothing is left running."""
