@@ -1,0 +1,283 @@
+"""The parallel engine driven by a hypothesis state machine, without a process.
+
+`ParallelSourceGroup` runs over `FakePool`: tasks run in this process, with the workers' own
+code, in an order hypothesis picks (each worker's queue in order, the workers in any order).
+The machine polls every source each iteration as the pipeline does (DALI's round), holds or
+drops the outputs, resets at the end of an epoch, and injects a stuck task or a dead worker.
+After every step it checks what the engine promises:
+
+- every batch is the one the reference model (`tests/model/epoch_model.py`, itself checked
+  against DALI) says, in order, epoch after epoch, with StopIteration where DALI raises it;
+- no array the program holds changes (no slot is written while it is leased);
+- no segment is given to a task while a queued task may still write it (a placed batch's
+  data slot included);
+- a prefetch that waited for a slot is scheduled the moment the program drops an output;
+- once everything is dropped and every task answered, no slot stays leased; after close,
+  every segment is closed.
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import EXAMPLES
+from epoch_model import STOP, ModelPipeline, Program, SourceSpec
+from fake_pool import FakePool
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+from programs import (
+    BatchInfoSource,
+    BatchSource,
+    ItemGeneratorFunction,
+    ItemIterable,
+    SampleSource,
+)
+
+from dali_lite._src.graph.nodes import IterationContext
+from dali_lite._src.ops.source_callbacks import IteratorCall, PerBatchCall, PerSampleCall
+from dali_lite._src.ops.source_kinds import SourceKind
+from dali_lite._src.options import PipelineOptions
+from dali_lite._src.parallel.group import ParallelSourceGroup, SourceDescription
+from dali_lite._src.parallel.slots import SlotState
+from workers import TaskTimeoutError, WorkerDiedError
+
+_CYCLES = {None: "no", "quiet": "quiet", "raise": "raise"}
+
+
+def _callback(spec: SourceSpec, batch_size: int, name: str) -> Any:
+    if spec.kind == "sample":
+        return PerSampleCall(SampleSource(spec.length), None, name, True)
+    if spec.kind == "batch":
+        return PerBatchCall(BatchSource(spec.length, batch_size), None, name, "iteration",
+                            batch_size)
+    if spec.kind == "batch_info":
+        return PerBatchCall(BatchInfoSource(spec.length, batch_size), None, name, "batch_info",
+                            batch_size)
+    if spec.kind == "iterable":
+        return IteratorCall(ItemIterable(spec.length, batch_size), SourceKind.ITERABLE,
+                            _CYCLES[spec.cycle], None, name, False, batch_size)
+    return IteratorCall(ItemGeneratorFunction(spec.length, batch_size),
+                        SourceKind.GENERATOR_FUNCTION, _CYCLES[spec.cycle], None, name, False,
+                        batch_size)
+
+
+def _options(batch_size: int, workers: int, keep_alive: int) -> PipelineOptions:
+    return PipelineOptions.from_arguments(
+        batch_size=batch_size, num_threads=1, device_id=None, seed=None, exec_pipelined=True,
+        prefetch_queue_depth=keep_alive, exec_async=True, bytes_per_sample=0,
+        set_affinity=False, enable_memory_stats=False, enable_checkpointing=False,
+        checkpoint=None, py_num_workers=workers, py_start_method="fork",
+        py_callback_pickler=None, output_dtype=None, output_ndim=None, output_layout=None,
+        exec_dynamic=None, stream_policy=None, concurrency=None, py_timeout=None,
+        py_ray_options=None)
+
+
+@st.composite
+def _parallel_spec(draw: Any) -> SourceSpec:
+    kind = draw(st.sampled_from(("sample", "batch", "batch_info", "iterable",
+                                 "generator_function")))
+    iterable = kind in ("iterable", "generator_function")
+    return SourceSpec(kind=kind, length=draw(st.integers(0, 12 if kind == "sample" else 5)),
+                      parallel=True, depth=draw(st.integers(1, 4)),
+                      cycle=draw(st.sampled_from((None, "quiet", "raise"))) if iterable
+                      else None)
+
+
+def _value(outputs: list[list[np.ndarray]]) -> list[list[int]]:
+    (blocks,) = outputs  # one output per source
+    return np.concatenate(blocks).tolist()
+
+
+class EngineMachine(RuleBasedStateMachine):
+    """One group of 1-3 parallel sources over a fake pool."""
+
+    @initialize(specs=st.lists(_parallel_spec(), min_size=1, max_size=3),
+                batch_size=st.integers(1, 3), workers=st.integers(1, 4),
+                keep_alive=st.integers(1, 3), seed=st.integers(0, 2**32 - 1))
+    def start(self, specs: list[SourceSpec], batch_size: int, workers: int, keep_alive: int,
+              seed: int) -> None:
+        self.specs = specs
+        self.batch_size = batch_size
+        self.model = ModelPipeline(Program(tuple(specs), (), batch_size, 1, workers))
+        self.pools: list[FakePool] = []
+
+        def pool(callbacks: Any) -> FakePool:
+            self.pools.append(FakePool(callbacks, workers, random.Random(seed)))
+            return self.pools[-1]
+
+        descriptions = [SourceDescription(f"source{i}", _callback(spec, batch_size, f"s{i}"),
+                                          spec.depth, 4096, None, f"source{i}")
+                        for i, spec in enumerate(specs)]
+        self.group = ParallelSourceGroup(descriptions, _options(batch_size, workers,
+                                                                keep_alive), pool)
+        self.group.start()
+        self.pool = self.pools[0]
+        self.epoch = 0
+        self.iteration = 0
+        self.ended = False
+        self.broken = False
+        self.compare = True  # False once a stuck iterator lost its position with its worker
+        self.held: list[tuple[list[list[np.ndarray]], list[list[int]]]] = []
+        self.expect_error: type[BaseException] | None = None
+        #: The last iteration failed (a stuck task's error): its sources refill their prefetch
+        #: queue at the next one, as DALI's do after an error.
+        self.failed_fetch = False
+        self.timed_out = False
+
+    def teardown(self) -> None:
+        group = getattr(self, "group", None)
+        if group is None:
+            return
+        try:
+            # A death not yet seen by an iteration would be seen here: nothing to check.
+            if not self.broken and self.expect_error is not WorkerDiedError:
+                self.held.clear()
+                gc.collect()
+                for source in group.sources:
+                    assert source.wait_idle(30), "a task never answered"
+                    # The slots of batches still scheduled are given to tasks; none is leased.
+                    source.ring.drain()
+                    leased = [s for s in source.ring.slots if s.state is SlotState.LEASED]
+                    assert not leased, f"{source.name}: {len(leased)} slots leased, none held"
+        finally:
+            self.held = []
+            group.close()
+        for source in group.sources:
+            assert all(slot.segment.closed for slot in source.ring.slots)
+
+    # ------------------------------------------------------------------ rules
+    @precondition(lambda self: not self.broken)
+    @rule(hold=st.booleans())
+    def run_iteration(self, hold: bool) -> None:
+        expected = self.model.run()
+        if self.ended:
+            assert expected == STOP, "the model goes on after the epoch ended"
+            return
+        ctx = IterationContext(self.iteration, self.epoch, self.batch_size)
+        self.iteration += 1
+        outputs: list[list[list[np.ndarray]]] = []
+        stopped = False
+        try:
+            for source in self.group.sources:
+                try:
+                    outputs.append(source.fetch(ctx))
+                except StopIteration:
+                    stopped = True
+        except WorkerDiedError:
+            assert self.expect_error is WorkerDiedError, "a worker died unannounced"
+            self.broken = True
+            return
+        except TaskTimeoutError:
+            # The stuck task's batch fails; so do an iterator's batches queued behind it.
+            assert self.timed_out, "a task timed out unannounced"
+            self.expect_error = None
+            self.failed_fetch = True
+            if expected == STOP:
+                # The stuck batch was the epoch's end: the program saw an error instead, and
+                # the model (which knows no errors) ended the epoch there; the engine ends it
+                # at the next iteration. The batches still match, one iteration apart.
+                self.compare = False
+            return
+        self.failed_fetch = False
+        if stopped:
+            self.ended = True
+            if self.compare:
+                assert expected == STOP, f"StopIteration where DALI gives {expected}"
+            return
+        values = [_value(batch) for batch in outputs]
+        if self.compare:
+            assert values == expected, f"iteration {ctx.iteration}: {values} != {expected}"
+        if hold:
+            self.held.append((outputs, values))
+
+    @precondition(lambda self: bool(self.held))
+    @rule(data=st.data())
+    def drop_outputs(self, data: st.DataObject) -> None:
+        index = data.draw(st.integers(0, len(self.held) - 1))
+        del self.held[index]
+
+    @precondition(lambda self: not self.broken)
+    @rule()
+    def reset(self) -> None:
+        self.model.reset()
+        if not self.ended:
+            return
+        self.epoch += 1
+        self.iteration = 0
+        self.ended = False
+        for source in self.group.sources:
+            source.reset(self.epoch)
+
+    @precondition(lambda self: not self.broken and self.expect_error is None)
+    @rule(data=st.data())
+    def a_task_gets_stuck(self, data: st.DataObject) -> None:
+        busy = [w for w in range(self.pool.num_workers) if self.pool.in_flight(w)]
+        if not busy:
+            return
+        self.pool.time_out(data.draw(st.sampled_from(busy)))
+        self.expect_error = TaskTimeoutError
+        self.timed_out = True
+        # A stuck iterator's worker is replaced, and its position with it: values of later
+        # batches are not DALI's business any more (the error says so to the user).
+        if any(spec.kind in ("iterable", "generator_function") for spec in self.specs):
+            self.compare = False
+
+    @precondition(lambda self: not self.broken and self.expect_error is None)
+    @rule(worker=st.integers(0, 3))
+    def a_worker_dies(self, worker: int) -> None:
+        self.pool.kill(worker % self.pool.num_workers)
+        self.expect_error = WorkerDiedError
+
+    @precondition(lambda self: self.broken)
+    @rule()
+    def a_broken_pool_stays_broken(self) -> None:
+        ctx = IterationContext(self.iteration, self.epoch, self.batch_size)
+        with pytest.raises(WorkerDiedError):
+            for source in self.group.sources:
+                source.fetch(ctx)
+
+    # ------------------------------------------------------------------ invariants
+    @invariant()
+    def held_outputs_never_change(self) -> None:
+        if hasattr(self, "held"):
+            for outputs, values in self.held:
+                assert [_value(batch) for batch in outputs] == values, (
+                    "an array the program holds was overwritten")
+
+    @invariant()
+    def no_segment_is_given_while_a_task_may_write_it(self) -> None:
+        if hasattr(self, "pool"):
+            assert not self.pool.violations, self.pool.violations
+
+    @invariant()
+    def a_freed_slot_lets_the_waiting_prefetch_go(self) -> None:
+        if not hasattr(self, "group") or self.broken or self.ended or self.failed_fetch:
+            return
+        for source in self.group.sources:
+            if source.last_fetched < 0 or source.raised_stop:
+                continue
+            target = source.last_fetched + source.depth
+            groups = ([g for g, (_, count) in enumerate(source.task_ranges) if count > 0]
+                      if source.per_sample else [0])
+            if source.next_iteration <= target:
+                assert not all(source.ring.has_free(g) for g in groups), (
+                    f"{source.name}: a slot is free but iteration {source.next_iteration} "
+                    f"(up to {target}) is not scheduled")
+
+
+EngineMachine.TestCase.settings = settings(
+    max_examples=EXAMPLES, stateful_step_count=25, deadline=None, database=None, print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+TestEngine = EngineMachine.TestCase
+TestEngine = pytest.mark.timeout(900)(TestEngine)
