@@ -139,20 +139,28 @@ def test_the_gpu_scaling_command_measures_what_it_can_here() -> None:
             assert "CuPy" in gpu or "CUDA" in gpu or "cupy" in gpu
 
 
+#: The soak's own default bound, in percent of the RSS of all processes after warm-up.
+SOAK_SMOKE_MAX_GROWTH_PCT = 1.0
+
+
 @pytest.mark.parametrize("mode", [[], ["--large"]])
 def test_the_soak_runs_and_checks_every_batch(mode: list[str]) -> None:
     """`benchmarks/soak.py` (not run by CI at full length): a short run of each mode checks
-    every batch's last sample and prints its table (the growth bound is loose here: a few
-    hundred batches are all warm-up)."""
+    every batch's last sample, prints its table and holds the soak's own 1% growth bound.
+
+    Measured at 4,000 samples (2 cores): +0.10-0.12% for varying shapes, +0.06-0.07% for
+    streamed large samples. A pipeline that kept a reference to every batch grows by +2.6%
+    and +390% there (checked by keeping every run's outputs in the pipeline), so 1% leaves a
+    margin of eight times what the run shows and still catches that."""
     import subprocess
     import sys
 
     done = subprocess.run(
         [sys.executable, "benchmarks/soak.py", *mode, "--samples", "4000", "--every", "2",
-         "--max-growth", "1000"],
+         "--max-growth", str(SOAK_SMOKE_MAX_GROWTH_PCT)],
         cwd=ROOT, capture_output=True, text=True, timeout=240, check=False,
         env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     what = "streamed" if mode else "varying shapes"
     assert "samples (" in done.stdout and what in done.stdout
     assert "growth after warm-up" in done.stdout

@@ -540,14 +540,28 @@ def numba_in_types_do_not_match_the_data(ctx):
     i32 = ctx.types.INT32
     ctx.attempt("outputs", run_graph, ctx, lambda: numba_function(ctx)(
         source(ctx, uint8_batch), run_fn=numba_double, in_types=[i32], out_types=[i32],
-        ins_ndim=[2], outs_ndim=[2]), words=["`in_types`", "doesn't match"])
+        ins_ndim=[2], outs_ndim=[2]),
+        words=["Data type passed in `in_types` at index 0 doesn't match type of the input data: "
+               "uint8 != int32"])
+
+
+@case(needs=("numba",), timeout_s=120)
+def numba_in_types_float_data(ctx):
+    """DALI names float32 `float` (its C++ name): programs match "float != int32"."""
+    i32 = ctx.types.INT32
+    ctx.attempt("outputs", run_graph, ctx, lambda: numba_function(ctx)(
+        source(ctx, float_batch), run_fn=numba_double, in_types=[i32], out_types=[i32],
+        ins_ndim=[2], outs_ndim=[2]),
+        words=["Data type passed in `in_types` at index 0 doesn't match type of the input data: "
+               "float != int32"])
 
 
 @case(needs=("numba",), timeout_s=120)
 def numba_ins_ndim_does_not_match_the_data(ctx):
     ctx.attempt("outputs", run_graph, ctx, lambda: numba_function(ctx)(
         source(ctx, uint8_batch), run_fn=numba_double, **u8_args(ctx, 3)),
-        words=["`ins_ndim`", "doesn't match"])
+        words=["Number of dimensions passed in `ins_ndim` at index 0 doesn't match the number "
+               "of dimensions of the input data: 2 != 3"])
 
 
 @case(needs=("numba",), timeout_s=120)

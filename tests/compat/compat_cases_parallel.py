@@ -536,24 +536,83 @@ def per_batch_too_many_samples(ctx):
 
 
 # ---------------------------------------------------------------------- refusals
-@case
+# The words are DALI's sentences, whole: programs match them with regexes.
+@case(params=[0, None])
 def no_workers(ctx):
     pipe = _pipe(ctx, lambda fn: fn.external_source(plain_sample, batch=False, parallel=True),
-                 workers=0)
-    ctx.attempt("build", pipe.build, words=["py_num_workers"])
+                 workers=ctx.params)
+    ctx.attempt("build", pipe.build, words=[
+        "The pipeline contains `fn.external_source` with `parallel` argument specified to True. "
+        f"However, the `py_num_workers` was set to `{ctx.params}`. The external source cannot "
+        "run in parallel mode without Python workers pool. Please specify the number of "
+        "`py_num_workers` to a positive integer or set the `parallel` parameter to False in "
+        "external sources in the pipeline."])
 
 
-@case
+@case(params=[False, True])
 def callable_without_argument(ctx):
-    with ctx.attempting("define", words=["argument"]):
-        _pipe(ctx, lambda fn: fn.external_source(no_argument, batch=False, parallel=True))
+    words = ["Callable passed to External Source in parallel mode (when `parallel=True`) must "
+             "accept exactly one argument: `ROOT.types.SampleInfo` if run with `batch=False` or "
+             "either `ROOT.types.BatchInfo` or integer that represents the index of the batch "
+             "within the epoch if `batch=True`. Got a callable that does not accept arguments "
+             "instead."]
+    with ctx.attempting("define", words=words):
+        _pipe(ctx, lambda fn: fn.external_source(no_argument, batch=ctx.params, parallel=True))
 
 
-@case
+@case(params=["iterable", "generator object", "generator function"])
 def iterable_per_sample(ctx):
-    with ctx.attempting("define", words=["batch"]):
-        _pipe(ctx, lambda fn: fn.external_source(ListOfBatches(2), batch=False,
-                                                 parallel=True))
+    """DALI sees a generator object as an iterable, and asks for the batch mode first."""
+    source = {"iterable": ListOfBatches(2), "generator object": gen_batches(),
+              "generator function": gen_batches}[ctx.params]
+    what = "a generator function" if ctx.params == "generator function" else "an iterable"
+    with ctx.attempting("define", words=[
+            f"Parallel external source with {what} must be run in a batch mode (specify "
+            "`batch=True` in the external source definition and make sure your source returns "
+            "batches)"]):
+        _pipe(ctx, lambda fn: fn.external_source(source, batch=False, parallel=True))
+
+
+def two_arguments(a, b):
+    return np.zeros(2)
+
+
+def var_positional(*args):
+    return np.zeros(2)
+
+
+def var_keyword(info, **kw):
+    return np.zeros(2)
+
+
+def keyword_only(*, kw=10):
+    return np.zeros(2)
+
+
+def second_with_default(info, b=1):
+    return np.zeros(2)
+
+
+_MORE = "Found more than one positional argument, which is not allowed."
+BAD_SIGNATURES = {
+    "two arguments": (two_arguments, _MORE),
+    "var positional": (var_positional, "Found var-positional argument `*args` which is not "
+                                       "allowed."),
+    "var keyword": (var_keyword, "Found var-keyword argument `**kw` which is not allowed."),
+    "keyword only with default": (keyword_only, "Found keyword-only argument `kw` which is "
+                                                "not allowed."),
+    "second with default": (second_with_default, _MORE),
+}
+
+
+@case(params=sorted(BAD_SIGNATURES))
+def source_with_a_bad_signature(ctx):
+    """DALI checks the signature as for a serial source, before the parallel checks."""
+    source, found = BAD_SIGNATURES[ctx.params]
+    rule = ("The `source` callable must accept either 0 or 1 positional arguments to indicate "
+            "whether it accepts the batch or sample indexing information.")
+    with ctx.attempting("define", words=[rule, found]):
+        _pipe(ctx, lambda fn: fn.external_source(source, batch=False, parallel=True))
 
 
 # ---------------------------------------------------------------------- errors in callbacks

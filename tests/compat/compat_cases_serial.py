@@ -344,6 +344,66 @@ def feed_input_to_a_source_with_a_callback(ctx):
     ctx.attempt("feed", pipe.feed_input, "in", _batch_of(2), words=["in"])
 
 
+def _runs_until_error(ctx, pipe, count, words):
+    """Up to `count` runs, each recorded, ending at the first error (DALI's pipeline is no
+    longer valid after one)."""
+    for i in range(count):
+        ctx.attempt(f"run {i}", _run_once, pipe, words=words)
+        if ctx.records[-1]["value"].get("t") == "error":
+            return
+
+
+_EXPECTED_LAYOUT = 'Expected data with layout: "HW" and got: "{}".'
+_LAYOUT_CHANGED = ("Layout of the data fed to the external source has changed from previous "
+                   'iteration. Layout in the previous iteration was "{}" and the current is "{}".')
+
+#: declared layout, the layouts fed (None: feed_input's default), DALI's sentence.
+FEED_LAYOUTS = {
+    "declared, other": ("HW", ["WH"], _EXPECTED_LAYOUT.format("WH")),
+    "declared, same then other": ("HW", ["HW", "XY"], _EXPECTED_LAYOUT.format("XY")),
+    "declared, none or empty": ("HW", [None, ""], ""),
+    "declared, tensor list with another": ("HW", ["tensor list XY"],
+                                           _EXPECTED_LAYOUT.format("XY")),
+    "declared, tensors with another": ("HW", ["tensors XY"], _EXPECTED_LAYOUT.format("XY")),
+    "undeclared, changed": (None, ["HW", "XY"], _LAYOUT_CHANGED.format("HW", "XY")),
+    "undeclared, dropped": (None, ["HW", None], _LAYOUT_CHANGED.format("HW", "")),
+    "undeclared, set later": (None, [None, "HW"], ""),
+    "undeclared, tensor lists": (None, ["tensor list XY", "tensor list HW"],
+                                 _LAYOUT_CHANGED.format("XY", "HW")),
+}
+
+
+@case(params=sorted(FEED_LAYOUTS))
+def feed_input_layout_must_hold(ctx):
+    """DALI checks a fed batch's layout when its iteration runs: the declared `layout=` (a batch
+    without one gets it), or else the layout of the batches before."""
+    declared, feeds, sentence = FEED_LAYOUTS[ctx.params]
+    words = [sentence] if sentence else []
+    pipe = _pipeline(ctx, lambda: ctx.fn.external_source(name="in", layout=declared),
+                     prefetch_queue_depth=1)
+    data = np.arange(8, dtype=np.uint8).reshape(BATCH, 2, 2)
+    for i, layout in enumerate(feeds):
+        if layout is not None and layout.startswith("tensor list "):
+            args, kwargs = (ctx.tensors.TensorListCPU(data, layout[-2:]),), {}
+        elif layout is not None and layout.startswith("tensors "):
+            args = ([ctx.tensors.TensorCPU(d, layout[-2:]) for d in data],)
+            kwargs = {}
+        else:
+            args, kwargs = (list(data),), {"layout": layout}
+        ctx.attempt(f"feed {i}", pipe.feed_input, "in", *args, words=words, **kwargs)
+    _runs_until_error(ctx, pipe, len(feeds), words=words)
+
+
+@case
+def feed_input_dtype_changes(ctx):
+    pipe = _fed_pipeline(ctx)
+    pipe.feed_input("in", _batch_of(0, np.int16))
+    pipe.feed_input("in", _batch_of(0, np.uint8))
+    _runs_until_error(ctx, pipe, 2, words=[
+        "Type of the data fed to the external source has changed from the previous iteration. "
+        "Type in the previous iteration was int16 and the current type is uint8."])
+
+
 @case(params=[True, False])
 def no_copy_feed_then_modify(ctx):
     data = np.arange(6, dtype=np.int32).reshape(BATCH, 3)
@@ -435,32 +495,37 @@ def unknown_argument(ctx):
 
 
 # ---------------------------------------------------------------------------- layout, dtype, ndim
+# The words below are DALI's sentences, whole: programs match them with regexes.
 @case(params=["HW", "ABC"])
 def layout_declared(ctx):
     pipe = _pipeline(ctx, lambda: ctx.fn.external_source(
         source=lambda: _batch_of(0, np.uint8, (2, 2)), layout=ctx.params))
-    _runs(ctx, pipe, 1, words=["cannot describe"])
+    _runs(ctx, pipe, 1, words=[f"The layout '{ctx.params}' cannot describe 2-dimensional data"])
 
 
 @case(params=["UINT8", "FLOAT", "INT64"])
 def dtype_declared(ctx):
     dtype = getattr(ctx.types, ctx.params)
+    name = {"UINT8": "uint8", "FLOAT": "float", "INT64": "int64"}[ctx.params]
     pipe = _pipeline(ctx, lambda: ctx.fn.external_source(
         source=lambda: _batch_of(0, np.uint8), dtype=dtype))
-    _runs(ctx, pipe, 1, words=["expected data of type"])
+    _runs(ctx, pipe, 1, words=[f"ExternalSource expected data of type {name} and got: uint8"])
 
 
 @case(params=[1, 2, 0])
 def ndim_declared(ctx):
     pipe = _pipeline(ctx, lambda: ctx.fn.external_source(
         source=lambda: _batch_of(0, np.uint8, (3,)), ndim=ctx.params))
-    _runs(ctx, pipe, 1, words=["expected data with", "dimensions"])
+    _runs(ctx, pipe, 1, words=[f"ExternalSource expected data with {ctx.params} dimensions "
+                               "and got 1 dimensions."])
 
 
 @case
 def ndim_and_layout_disagree(ctx):
     _build_error(ctx, "define", lambda: ctx.fn.external_source(
-        source=lambda: _batch_of(0), layout="HW", ndim=3), words=["ndim", "layout"])
+        source=lambda: _batch_of(0), layout="HW", ndim=3),
+        words=["Number of dimensions in the provided layout does not match the ndim argument. "
+               'The arguments provided:\n ndim = 3,\n layout: "HW".'])
 
 
 @case
@@ -469,7 +534,9 @@ def dtype_changes_between_batches(ctx):
         return _batch_of(0, np.uint8 if i == 0 else np.int32)
 
     pipe = _pipeline(ctx, lambda: ctx.fn.external_source(source=source))
-    _runs(ctx, pipe, 2, words=["changed from", "previous iteration"])
+    _runs(ctx, pipe, 2, words=[
+        "Type of the data fed to the external source has changed from the previous iteration. "
+        "Type in the previous iteration was uint8 and the current type is int32."])
 
 
 @case
@@ -478,7 +545,26 @@ def ndim_changes_between_batches(ctx):
         return _batch_of(0, np.uint8, (2,) * (i + 1))
 
     pipe = _pipeline(ctx, lambda: ctx.fn.external_source(source=source))
-    _runs(ctx, pipe, 2, words=["changed from", "previous iteration"])
+    _runs(ctx, pipe, 2, words=[
+        "Number of dimensions of the data fed to the external source has changed from previous "
+        "iteration. Dimensionality in the previous iteration was 1 and the current is 2."])
+
+
+@case(params=["HW then XY", "HW then none", "none then HW"])
+def source_layout_changes_between_batches(ctx):
+    """Without a declared layout, DALI lets no batch change the layout a batch had."""
+    first, second = {"HW then XY": ("HW", "XY"), "HW then none": ("HW", ""),
+                     "none then HW": ("", "HW")}[ctx.params]
+
+    def source(i):
+        return ctx.tensors.TensorListCPU(np.zeros((BATCH, 2, 2), np.uint8),
+                                         first if i == 0 else second)
+
+    pipe = _pipeline(ctx, lambda: ctx.fn.external_source(source=source),
+                     prefetch_queue_depth=1)
+    _runs(ctx, pipe, 2, words=[
+        "Layout of the data fed to the external source has changed from previous iteration. "
+        f'Layout in the previous iteration was "{first}" and the current is "{second}".'])
 
 
 @case(differs="serial-source-error-early")
@@ -521,14 +607,16 @@ def iterable_and_callable_object(ctx):
 def mixed_dtypes_in_one_batch(ctx):
     pipe = _pipeline(ctx, lambda: ctx.fn.external_source(
         source=lambda: [np.zeros(2, np.uint8), np.zeros(2, np.int32)]))
-    _runs(ctx, pipe, 1, words=["same type"])
+    _runs(ctx, pipe, 1, words=["Sample must have the same type as the target batch, current: "
+                               "uint8, new: int32 for sample idx: 1."])
 
 
 @case
 def mixed_ndim_in_one_batch(ctx):
     pipe = _pipeline(ctx, lambda: ctx.fn.external_source(
         source=lambda: [np.zeros(2, np.uint8), np.zeros((2, 2), np.uint8)]))
-    _runs(ctx, pipe, 1, words=["number of dimensions"])
+    _runs(ctx, pipe, 1, words=["All tensors in a batch must have the same number of "
+                               "dimensions"])
 
 
 @case(params=["list", "array"])
@@ -704,20 +792,53 @@ def source_returns_no_array(ctx):
     _runs(ctx, pipe, 1, words=[ctx.params])
 
 
-@case(params=["two arguments", "var positional", "keyword only"])
-def source_with_a_bad_signature(ctx):
+#: DALI's `accepted_arg_count`: its rule, then what it found (the words users match).
+ARITY_RULE = ("The `source` callable must accept either 0 or 1 positional arguments to indicate "
+              "whether it accepts the batch or sample indexing information.")
+
+
+def bad_signature_sources():
+    """Sources DALI refuses by their signature, each with the sentence it says."""
     def two(a, b):
         return _batch_of(0)
 
     def var(*args):
         return _batch_of(0)
 
+    def var_kw(a, **kw):
+        return _batch_of(0)
+
     def kw(*, a):
         return _batch_of(0)
 
-    source = {"two arguments": two, "var positional": var, "keyword only": kw}[ctx.params]
+    def kw_default(*, kw=10):
+        return _batch_of(0)
+
+    def default(a, b=1):
+        return _batch_of(0)
+
+    class TwoArguments:
+        def __call__(self, a, b):
+            return _batch_of(0)
+
+    more = "Found more than one positional argument, which is not allowed."
+    return {
+        "two arguments": (two, more),
+        "var positional": (var, "Found var-positional argument `*args` which is not allowed."),
+        "var keyword": (var_kw, "Found var-keyword argument `**kw` which is not allowed."),
+        "keyword only": (kw, "Found keyword-only argument `a` which is not allowed."),
+        "keyword only with default": (
+            kw_default, "Found keyword-only argument `kw` which is not allowed."),
+        "second with default": (default, more),
+        "callable object": (TwoArguments(), more),
+    }
+
+
+@case(params=list(bad_signature_sources()))
+def source_with_a_bad_signature(ctx):
+    source, found = bad_signature_sources()[ctx.params]
     _build_error(ctx, "define", lambda: ctx.fn.external_source(source=source),
-                 words=["positional"])
+                 words=[ARITY_RULE, found])
 
 
 @case

@@ -128,7 +128,15 @@ def tensorlist_from_empty_list(ctx):
 
 
 TL_REFUSALS = {
-    "mixed-dtype": ([np.zeros(2, np.int16), np.ones(3, np.int32)], None, ["type"]),
+    # DALI's TypeErrors, word for word (users match them).
+    "mixed-dtype": ([np.zeros(2, np.int16), np.ones(3, np.int32)], None,
+                    ["Tensors cannot have different data types. Tensor at position 1 has type "
+                     "'int32' expected to have type 'int16'."]),
+    "mixed-dtype-float": ([np.zeros(2, np.uint8), np.zeros(2, np.uint8), np.ones(2, np.float32)],
+                          None, ["Tensor at position 2 has type 'float' expected to have type "
+                                 "'uint8'."]),
+    "mixed-ndim": ([np.zeros(2, np.int16), np.zeros((2, 2), np.int16)], None,
+                   ["Object at position 1 cannot be converted to TensorCPU."]),
     "layout-too-long-list": ([np.zeros(2, np.int16)], "XY", ["layout", "dimensions"]),
     "layout-too-long-array": (np.zeros((2, 3), np.int16), "XY", ["layout", "dimensions"]),
     "zero-dim": (np.array(1.5), None, ["0-dim"]),

@@ -131,12 +131,20 @@ def test_cycle_errors() -> None:
 
 
 @pytest.mark.parametrize(
-    "source",
-    [lambda *args: 0, lambda **kw: 0, lambda a, b: 0, lambda *, key: 0],
-    ids=["varargs", "kwargs", "two-positional", "keyword-only"],
+    ("source", "found"),
+    [(lambda *args: 0, r"Found var-positional argument `\*args`"),
+     (lambda **kw: 0, r"Found var-keyword argument `\*\*kw`"),
+     (lambda a, b: 0, "Found more than one positional argument"),
+     (lambda a, b=1: 0, "Found more than one positional argument"),
+     (lambda *, key: 0, "Found keyword-only argument `key`"),
+     (lambda *, key=10: 0, "Found keyword-only argument `key`")],
+    ids=["varargs", "kwargs", "two-positional", "second-with-default", "keyword-only",
+         "keyword-only-with-default"],
 )
-def test_bad_signatures_are_refused_at_definition(source) -> None:
-    with pytest.raises(TypeError, match="positional argument"):
+def test_bad_signatures_are_refused_at_definition(source, found) -> None:
+    # DALI's words (compat: serial.source_with_a_bad_signature).
+    with pytest.raises(TypeError, match=r"The `source` callable must accept either 0 or 1 "
+                       r"positional arguments .* " + found):
         fn.external_source(source)
 
 
@@ -205,7 +213,8 @@ def test_a_change_between_iterations_is_an_error() -> None:
         prefetch_queue_depth=1,
     )
     pipe.run()
-    with pytest.raises(ValueError, match="changed from the previous iteration"):
+    with pytest.raises(ValueError, match="Number of dimensions of the data fed to the external "
+                       "source has changed from previous iteration"):
         pipe.run()
 
 

@@ -158,7 +158,7 @@ def test_checks_and_errors() -> None:
         (fed,) = pipe.run()
         np.testing.assert_array_equal(fed.as_cpu().as_array(), np.ones((2, 2), np.float32))
         pipe.feed_input("x", cp.zeros((2, 2), cp.uint8))
-        with pytest.raises(TypeError, match="expected data of type float and got uint8"):
+        with pytest.raises(TypeError, match="expected data of type float and got: uint8"):
             pipe.run()
         with pytest.raises(ValueError, match="batch_size"):
             pipe.feed_input("x", cp.zeros((3, 2), cp.float32))

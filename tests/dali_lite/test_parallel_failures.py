@@ -322,10 +322,11 @@ def define_refused(case: str) -> Callable[[], Any]:
 
 
 @pytest.mark.parametrize(("case", "error", "advice"), [
-    ("no-arg per-sample callable", TypeError, "accept a SampleInfo"),
-    ("no-arg per-batch callable", TypeError, "accept a SampleInfo"),
-    ("iterable with batch=False", TypeError, "set batch=True"),
-    ("generator function with batch=False", TypeError, "set batch=True"),
+    # DALI's words (compat: parallel.callable_without_argument, parallel.iterable_per_sample).
+    ("no-arg per-sample callable", TypeError, "must accept exactly one argument"),
+    ("no-arg per-batch callable", TypeError, "must accept exactly one argument"),
+    ("iterable with batch=False", TypeError, "specify `batch=True`"),
+    ("generator function with batch=False", TypeError, "specify `batch=True`"),
     ("generator object", TypeError, "pass the generator function"),
     ("device='gpu'", ValueError, "device='cpu'"),
 ])
@@ -349,7 +350,9 @@ def test_parallel_source_with_no_workers_is_refused_at_build() -> None:
                                                batch=False), BATCH,
                     py_num_workers=0)
     try:
-        with pytest.raises(ValueError, match=r"py_num_workers >= 1.*py_num_workers=0"):
+        # DALI's RuntimeError and words (compat: parallel.no_workers), then dali_lite's.
+        with pytest.raises(RuntimeError, match=r"cannot run in parallel mode without Python "
+                           r"workers pool.*py_num_workers >= 1; got py_num_workers=0"):
             pipe.build()
     finally:
         pipe.close()

@@ -58,8 +58,13 @@ def test_serialize_to_file(tmp_path: Path) -> None:
 def test_unpicklable_callback_fails_at_run_with_reason() -> None:
     lock = threading.Lock()
     pipe = Pipeline(batch_size=1, num_threads=1, device_id=None)
+
+    def locked(i):  # holds the lock in its closure
+        with lock:
+            return np.zeros((1, 1))
+
     with pipe:
-        pipe.set_outputs(fn.external_source(lambda i, lock=lock: np.zeros((1, 1)), name="locked"))
+        pipe.set_outputs(fn.external_source(locked, name="locked"))
     rebuilt = Pipeline.deserialize(pipe.serialize())
     rebuilt.build()
     with pytest.raises(RuntimeError, match="could not be serialized"):

@@ -308,7 +308,8 @@ def test_any_dtype_and_shapes(dtype: Any, shapes: list[tuple[int, int]]) -> None
     [
         # DALI's words (compat cases functions.numba_in_types_mismatch / ins_ndim_mismatch).
         (dict(in_types=types.UINT8), r"`in_types` at index 0 doesn't match type of the input "
-                                     r"data: the input holds DALIDataType.FLOAT"),
+                                     r"data: float != uint8 \(.*the input holds "
+                                     r"DALIDataType.FLOAT"),
         (dict(ins_ndim=3, outs_ndim=3), r"`ins_ndim` at index 0 doesn't match the number of "
                                         r"dimensions of the input data: 2 != 3"),
     ],

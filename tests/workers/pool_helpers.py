@@ -122,6 +122,23 @@ def fail(kind: str) -> list[list[np.ndarray]]:
     return [[np.zeros(1, np.uint8)]]
 
 
+def deaf_to_sigterm(_: object) -> list[list[np.ndarray]]:
+    """Ignore SIGTERM, then block (a callback that installs its own handlers, or a native
+    library stuck in a call): only SIGKILL stops this worker before the minute is up."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    time.sleep(60)
+    return [[np.zeros(1, np.uint8)]]
+
+
+def ignores_sigterm(pid: int) -> bool:
+    """Whether process ``pid`` has SIGTERM's disposition set to "ignore" (Linux)."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("SigIgn:"):
+                return bool(int(line.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
+    return False
+
+
 #: The callbacks most tests register, and their indices.
 CALLBACKS = (arange_sample, echo, big, fail)
 ARANGE, ECHO, BIG, FAIL = range(len(CALLBACKS))

@@ -23,7 +23,10 @@ from pool_helpers import (
     ECHO,
     EVENT_TIMEOUT_S,
     FAIL,
+    RESULT_TIMEOUT_S,
     collect_all,
+    deaf_to_sigterm,
+    ignores_sigterm,
     read_reply,
     signal_settled,
     started_pool,
@@ -173,6 +176,32 @@ def test_close_interrupts_busy_worker(start_method: str, segments: list[SharedSe
         pool.close()
         # Far less than the 60 s callback, with room for a loaded machine.
         assert time.monotonic() - begin < 30.0
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads /proc/PID/status")
+@pytest.mark.timeout(90)
+def test_close_kills_a_worker_that_ignores_sigterm(start_method: str,
+                                                   segments: list[SharedSegment]) -> None:
+    """Shutdown escalates to SIGKILL: a worker whose callback ignores SIGTERM and blocks is
+    still gone when close() returns (else it would outlive the program, holding its
+    slots)."""
+    pool = WorkerPool([deaf_to_sigterm], 1, start_method=start_method)
+    pool.start()
+    (pid,) = pool.pids
+    try:
+        pool.submit(0, 0, [None], 0, segments[0])
+        # Wait until the callback has made the worker deaf (spawn boots first): a SIGTERM
+        # sent before that would stop it, and the test would show nothing.
+        deadline = time.monotonic() + RESULT_TIMEOUT_S
+        while not ignores_sigterm(pid):
+            assert time.monotonic() < deadline, "the callback never started"
+            time.sleep(0.01)
+        pool.close()
+        assert not psutil.pid_exists(pid), f"worker {pid} survived close()"
+    finally:
+        pool.close()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_close_from_another_thread_wakes_collect(start_method: str) -> None:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import multiprocessing
 import os
 import time
+import types
 from multiprocessing.connection import Connection, Pipe
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import workers.readiness as readiness
 from workers.readiness import ReadySet, readable_now
 
 
@@ -90,3 +92,45 @@ def test_a_replaced_connection_on_the_same_fd_is_watched(
     finally:
         new_reader.close()
         new_writer.close()
+
+
+class _RecordingPoll:
+    """Stands in for ``select.poll()``: records the timeout each poll was given."""
+
+    def __init__(self, timeouts: list[int | None]) -> None:
+        self._timeouts = timeouts
+
+    def register(self, fd: int, events: int) -> None:
+        pass
+
+    def poll(self, timeout: int | None) -> list[tuple[int, int]]:
+        self._timeouts.append(timeout)
+        return []
+
+
+@settings(max_examples=80, deadline=None)
+@given(timeout=st.floats(min_value=1e-9, max_value=5.0, allow_nan=False))
+def test_a_short_timeout_never_rounds_down_to_a_busy_poll(timeout: float) -> None:
+    """poll() takes whole milliseconds: 0.0004 s must become 1 ms, never 0 (the pool's wait
+    loop would spin instead of sleeping) and never less than the time asked for."""
+    timeouts: list[int | None] = []
+    fake_select = types.SimpleNamespace(poll=lambda: _RecordingPoll(timeouts))
+    real = readiness.select
+    readiness.select = fake_select  # hypothesis and monkeypatch do not mix
+    try:
+        assert ReadySet().wait([0], timeout) == []
+    finally:
+        readiness.select = real
+    (timeout_ms,) = timeouts
+    assert isinstance(timeout_ms, int) and timeout_ms >= 1 and timeout_ms >= timeout * 1000
+
+
+@pytest.mark.parametrize(("timeout", "expected_ms"), [(0.0004, 1), (0, 0), (None, None),
+                                                      (0.0015, 2), (2, 2000)])
+def test_poll_timeouts_in_milliseconds(monkeypatch: pytest.MonkeyPatch, timeout: float | None,
+                                       expected_ms: int | None) -> None:
+    timeouts: list[int | None] = []
+    monkeypatch.setattr(readiness, "select",
+                        types.SimpleNamespace(poll=lambda: _RecordingPoll(timeouts)))
+    ReadySet().wait([0], timeout)
+    assert timeouts == [expected_ms]

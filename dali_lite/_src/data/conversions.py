@@ -26,7 +26,7 @@ import numpy as np
 
 from dali_lite._src.data.host import HostBatch, HostSample, split_block
 from dali_lite._src.errors import RuntimeTypeError, RuntimeValueError
-from dali_lite._src.types.dtypes import _NP_TO_DALI, _describe_dtype
+from dali_lite._src.types.dtypes import _NP_TO_DALI, _describe_dtype, dali_type_name
 
 __all__ = ["BatchIndexError", "SampleList", "to_batch_block", "to_batch_samples",
            "to_sample_array"]
@@ -253,15 +253,34 @@ def _check_count(count: int, batch_size: int | None, what: str) -> None:
         )
 
 
+class MixedBatchError(RuntimeValueError):
+    """Samples of one batch that differ in dtype or number of dimensions: DALI's words for a
+    source's batch (`mixed_batch_message`), and which samples differ (`detail`)."""
+
+    def __init__(self, what: str, index: int, dtype: Any, ndim: int, first_dtype: Any,
+                 first_ndim: int) -> None:
+        self.index, self.dtype, self.first_dtype = index, dtype, first_dtype
+        self.ndim_differs = ndim != first_ndim
+        self.detail = _mixed_detail(what, index, dtype, ndim, first_dtype, first_ndim)
+        super().__init__(mixed_batch_message(what, index, dtype, ndim, first_dtype, first_ndim))
+
+
 def mixed_batch_message(what: str, index: int, dtype: Any, ndim: int, first_dtype: Any,
                         first_ndim: int) -> str:
-    """Why sample `index` cannot join a batch whose sample 0 has `first_dtype`/`first_ndim`,
-    led by DALI's own words for the same refusal."""
+    """Why sample `index` cannot join a batch whose sample 0 has `first_dtype`/`first_ndim`:
+    DALI's own words for the same refusal, then which samples differ."""
     lead = ("All tensors in a batch must have the same number of dimensions"
             if ndim != first_ndim else
-            "Sample must have the same type as the target batch")
-    return (f"{what}: {lead}: sample {index} has dtype {dtype} and ndim {ndim} while "
-            f"sample 0 has dtype {first_dtype} and ndim {first_ndim}")
+            f"Sample must have the same type as the target batch, current: "
+            f"{dali_type_name(first_dtype)}, new: {dali_type_name(dtype)} for sample idx: "
+            f"{index}.")
+    return f"{lead} ({_mixed_detail(what, index, dtype, ndim, first_dtype, first_ndim)})"
+
+
+def _mixed_detail(what: str, index: int, dtype: Any, ndim: int, first_dtype: Any,
+                  first_ndim: int) -> str:
+    return (f"{what}: sample {index} has dtype {dtype} and ndim {ndim} while sample 0 has "
+            f"dtype {first_dtype} and ndim {first_ndim}")
 
 
 def _samples_of_list(items: list[Any] | tuple[Any, ...], what: str,
@@ -283,8 +302,7 @@ def _samples_of_list(items: list[Any] | tuple[Any, ...], what: str,
             if dtype is None:
                 dtype, ndim = item.dtype, item.ndim
             elif item.ndim != ndim or item.dtype != dtype:
-                raise RuntimeValueError(
-                    mixed_batch_message(what, i, item.dtype, item.ndim, dtype, ndim))
+                raise MixedBatchError(what, i, item.dtype, item.ndim, dtype, ndim)
         append(item)
     if items and isinstance(items[0], HostSample):
         # DALI keeps the layout of TensorCPU samples (the first one's, as it builds the batch).

@@ -39,7 +39,7 @@ from dali_lite._src.data.tensor_cpu import (
     _refuse_strided,
 )
 from dali_lite._src.errors import RuntimeIndexError, RuntimeValueError
-from dali_lite._src.types.dtypes import _NP_TO_DALI
+from dali_lite._src.types.dtypes import _NP_TO_DALI, dali_type_name
 from dali_lite._src.types.enums import DALIDataType
 
 __all__ = ["TensorListCPU"]
@@ -48,6 +48,18 @@ __all__ = ["TensorListCPU"]
 class _MixedBatchError(TypeError, ValueError):
     """Samples of one batch that differ in dtype or number of dimensions: DALI raises
     ``TypeError``; dali_lite raised ``ValueError`` before, so it is both."""
+
+
+def _mixed_list_message(exc: _data.MixedBatchError) -> str:
+    """DALI's words for a list of samples of different types or numbers of dimensions (its
+    TypeError), then dali_lite's detail."""
+    if exc.ndim_differs:
+        lead = f"Object at position {exc.index} cannot be converted to TensorCPU."
+    else:
+        lead = (f"Tensors cannot have different data types. Tensor at position {exc.index} has "
+                f"type '{dali_type_name(exc.dtype)}' expected to have type "
+                f"'{dali_type_name(exc.first_dtype)}'.")
+    return f"{lead} ({exc.detail})"
 
 
 class TensorListCPU(BatchStorage):
@@ -99,6 +111,8 @@ class TensorListCPU(BatchStorage):
                     )
                 try:
                     samples = _data.to_batch_samples(b, batch_size=None, what=what)
+                except _data.MixedBatchError as exc:
+                    raise _MixedBatchError(_mixed_list_message(exc)) from None
                 except ValueError as exc:
                     raise _MixedBatchError(str(exc)) from None
                 self._share(TensorListCPU._from_samples(samples))

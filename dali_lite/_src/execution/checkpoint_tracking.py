@@ -69,14 +69,18 @@ class IteratorTracker:
         self.epoch_start = position
         self._after: dict[tuple[int, int], IteratorPosition] = {}
 
-    def on_call(self, epoch_idx: int, iteration: int, outcome: str) -> None:
+    def on_call(self, epoch_idx: int, iteration: int, outcome: str,
+                source_epoch: int | None = None) -> None:
         """A call for (epoch, iteration) returned a batch ("item"), raised StopIteration
-        ("stop") or failed otherwise ("error": the pipeline cannot go on; nothing to follow)."""
+        ("stop") or failed otherwise ("error": the pipeline cannot go on; nothing to follow).
+        `source_epoch` is the epoch the call was told, if not the pipeline's (a parallel
+        iterator's generation)."""
+        told = epoch_idx if source_epoch is None else source_epoch
         with self._lock:
             if outcome == "item":
-                self.current = self.current.after_items(epoch_idx, self.items_per_call)
+                self.current = self.current.after_items(told, self.items_per_call)
             elif outcome == "stop":
-                self.current = self.current.after_stop(epoch_idx, self.cycle)
+                self.current = self.current.after_stop(told, self.cycle)
             else:
                 return
             self._after[(epoch_idx, iteration)] = self.current
@@ -96,9 +100,10 @@ class IteratorTracker:
             for key in [k for k in self._after if k < (epoch_idx, iteration)]:
                 del self._after[key]
 
-    def start_epoch(self) -> None:
+    def start_epoch(self, position: IteratorPosition) -> None:
+        """A new epoch starts with the source at `position`."""
         with self._lock:
-            self.epoch_start = self.current
+            self.epoch_start = position
             self._after.clear()
 
     def seed(self, epoch_idx: int, delivered: int, position: IteratorPosition) -> None:
@@ -169,10 +174,10 @@ class PipelineTracker:
     def on_reset(self, epoch_idx: int) -> None:
         """A new epoch began (the executor is idle: nothing of it is scheduled yet)."""
         self._drain()
-        self.epoch_idx, self.delivered, self.epoch_ended = epoch_idx, 0, False
         for source in self.sources:
             if source.tracker is not None:
-                source.tracker.start_epoch()
+                source.tracker.start_epoch(self._at_epoch_end(source.tracker))
+        self.epoch_idx, self.delivered, self.epoch_ended = epoch_idx, 0, False
 
     def _drain(self) -> None:
         """Let parallel iterators' workers answer every call sent to them (past the end of
@@ -197,13 +202,29 @@ class PipelineTracker:
             state = None
             if source.tracker is not None:
                 tracker = source.tracker
-                position = (tracker.current if self.epoch_ended
+                position = (self._at_epoch_end(tracker) if self.epoch_ended
                             else tracker.epoch_start if self.delivered == 0
                             else tracker.after(self.epoch_idx, self.delivered - 1))
+                parallel = source.op.parallel_source
+                if parallel is not None and position.ended_epoch is not None:
+                    # A parallel iterator counts its own epochs (generations), which restart
+                    # from 0 in the restored pipeline: keep how far back the end lies.
+                    position = position.with_ended_epoch(
+                        position.ended_epoch - parallel.generation)
                 state = position.to_json()
             records.append(SourceRecord(source.shape, state))
         return Checkpoint(batch_size, self.epoch_idx, self.delivered, self.epoch_ended,
                           tuple(records), iterator_data)
+
+
+    def _at_epoch_end(self, tracker: IteratorTracker) -> IteratorPosition:
+        """Where an iterator stands after the iteration that ended the epoch: every source
+        gave a batch to it, and what a parallel one prefetched past it is the next epoch's,
+        computed again by the restored pipeline."""
+        try:
+            return tracker.after(self.epoch_idx, self.delivered)
+        except CheckpointError:  # nothing was computed since a restore at this very point
+            return tracker.current
 
 
 def track_sources(ops: list[ExternalSource], batch_size: int) -> list[TrackedSource]:

@@ -171,6 +171,12 @@ class ExternalSource(Operator):
         self._callback: Any = None
         self.parallel_source: ParallelSource | None = None
 
+    @property
+    def is_iterator(self) -> bool:
+        """Polled with next(): an iterable, a generator function or a generator."""
+        return self.kind in (SourceKind.ITERABLE, SourceKind.GENERATOR_FUNCTION,
+                             SourceKind.GENERATOR)
+
     @staticmethod
     def _positive(value: Any, default: int, argument: str) -> int:
         if value is None:

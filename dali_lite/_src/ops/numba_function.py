@@ -49,7 +49,7 @@ from dali_lite._src.ops.numba_arguments import (
     launch_argument,
     ndims_argument,
 )
-from dali_lite._src.types.dtypes import to_numpy_dtype
+from dali_lite._src.types.dtypes import dali_type_name, to_numpy_dtype
 
 if TYPE_CHECKING:
     from dali_lite._src.pipeline.pipeline import Pipeline
@@ -153,18 +153,20 @@ class NumbaFunction(Operator):
             expected = self.in_types[index]
             expected_ndim = self.ins_ndim[index]
             # DALI checks the number of dimensions first, then the type.
+            # DALI's words first (data != argument), then which operator and what to fix.
             if samples and len(samples[0]) != expected_ndim:
                 raise RuntimeValueError(
-                    f"{self.where}: Number of dimensions passed in `ins_ndim` at index {index} "
-                    f"doesn't match the number of dimensions of the input data: "
-                    f"{len(samples[0])} != {expected_ndim} (sample 0 has shape "
-                    f"{tuple(samples[0])}); fix ins_ndim"
+                    f"Number of dimensions passed in `ins_ndim` at index {index} doesn't match "
+                    f"the number of dimensions of the input data: {len(samples[0])} != "
+                    f"{expected_ndim} ({self.where}: sample 0 has shape {tuple(samples[0])}; "
+                    "fix ins_ndim)"
                 )
             if samples and dtype != expected:
                 raise RuntimeTypeError(
-                    f"{self.where}: Data type passed in `in_types` at index {index} doesn't "
-                    f"match type of the input data: the input holds {dtype}, in_types[{index}] "
-                    f"is {expected}; fix in_types or convert the input"
+                    f"Data type passed in `in_types` at index {index} doesn't match type of the "
+                    f"input data: {dali_type_name(dtype)} != {dali_type_name(expected)} "
+                    f"({self.where}: the input holds {dtype}, in_types[{index}] is {expected}; "
+                    "fix in_types or convert the input)"
                 )
         sizes = [len(samples) for samples in shapes]
         if len(set(sizes)) != 1:

@@ -2,10 +2,9 @@
 
 `ParallelSourceGroup` starts the pool (fork/spawn workers, or Ray actors with
 `py_start_method="ray"`) when the pipeline is built, hands each `ParallelSource` (see
-`parallel_source`) the results of its tasks, turns a stuck task into a failed batch (and
-sends the tasks queued behind it to the replacement worker), and knows where the epoch ended
-when one source ended it. `check_parallel_source` refuses, while the graph is defined, the
-sources that workers cannot run.
+`parallel_source`) the results of its tasks, and turns a stuck task into a failed batch (and
+sends the tasks queued behind it to the replacement worker). `check_parallel_source` refuses,
+while the graph is defined, the sources that workers cannot run.
 """
 
 from __future__ import annotations
@@ -38,24 +37,30 @@ if TYPE_CHECKING:
 
 def check_parallel_source(kind: SourceKind | None, batch: bool, name: str) -> None:
     """Refuse a source that workers cannot run (DALI refuses these when the graph is defined,
-    with a TypeError)."""
+    with a TypeError). DALI's words come first, then dali_lite's advice."""
     if kind is SourceKind.CALLABLE_NO_ARG:
         raise TypeError(
-            f"parallel external_source {name!r}: the source callable takes no argument, so "
-            "workers could not tell which sample or batch to produce (in parallel mode it must "
-            "accept exactly one argument); accept a SampleInfo (batch=False) or the "
-            "iteration/BatchInfo (batch=True)"
+            "Callable passed to External Source in parallel mode (when `parallel=True`) must "
+            "accept exactly one argument: `dali_lite.types.SampleInfo` if run with "
+            "`batch=False` or either `dali_lite.types.BatchInfo` or integer that represents "
+            "the index of the batch within the epoch if `batch=True`. Got a callable that does "
+            f"not accept arguments instead. (parallel external_source {name!r}: workers could "
+            "not tell which sample or batch to produce)"
+        )
+    if not batch and kind in (SourceKind.ITERABLE, SourceKind.GENERATOR_FUNCTION,
+                              SourceKind.GENERATOR):
+        # DALI sees a generator object as an iterable, and checks the batch mode first.
+        what = "a generator function" if kind is SourceKind.GENERATOR_FUNCTION else "an iterable"
+        raise TypeError(
+            f"Parallel external source with {what} must be run in a batch mode (specify "
+            "`batch=True` in the external source definition and make sure your source returns "
+            f"batches) (parallel external_source {name!r}: one worker runs it in order, so it "
+            "must produce whole batches)"
         )
     if kind is SourceKind.GENERATOR:
         raise TypeError(
             f"parallel external_source {name!r}: a generator object cannot be sent to a "
             "worker process; pass the generator function itself"
-        )
-    if not batch and kind in (SourceKind.ITERABLE, SourceKind.GENERATOR_FUNCTION):
-        raise TypeError(
-            f"parallel external_source {name!r}: an iterable or generator function must "
-            "produce whole batches in parallel mode; it must be run in a batch mode: set "
-            "batch=True"
         )
 
 
@@ -75,8 +80,6 @@ class ParallelSourceGroup:
         # from the program's thread, and a lease may end (and refill) in any thread. Never
         # waited for by a lease's end (see schedule_deferred), so it need not be reentrant.
         self.lock = threading.Lock()
-        # (epoch, iteration) of the first StopIteration a parallel source raised this epoch.
-        self._end_of_epoch: tuple[int, int] | None = None
 
     def new_segment_id(self) -> int:
         return next(self._segment_ids)
@@ -98,21 +101,6 @@ class ParallelSourceGroup:
         finally:
             self.lock.release()
 
-    def note_end_of_epoch(self, epoch_idx: int, iteration: int) -> None:
-        """A source raised StopIteration for `iteration`: the epoch ends there."""
-        end = self._end_of_epoch
-        if end is None or end[0] != epoch_idx or iteration < end[1]:
-            self._end_of_epoch = (epoch_idx, iteration)
-
-    def end_of_epoch(self, epoch_idx: int) -> int | None:
-        """The iteration at which epoch `epoch_idx` ended, if a parallel source ended it."""
-        end = self._end_of_epoch
-        return end[1] if end is not None and end[0] == epoch_idx else None
-
-    def epoch_ended_before(self, epoch_idx: int, iteration: int) -> bool:
-        ended_at = self.end_of_epoch(epoch_idx)
-        return ended_at is not None and iteration > ended_at
-
     def _check(self) -> None:
         if self.options.batch_size < 1:
             # start_py_workers() may come before build(), which checks this too late.
@@ -125,9 +113,11 @@ class ParallelSourceGroup:
             # DALI raises RuntimeError here, at build() (or start_py_workers()).
             raise RuntimeValueError(
                 "The pipeline contains `fn.external_source` with `parallel` argument specified "
-                "to True, which needs a pool of Python workers: py_num_workers >= 1 in the "
-                f"Pipeline constructor; got py_num_workers={workers!r}. Pass a positive int, "
-                "or set parallel=False."
+                f"to True. However, the `py_num_workers` was set to `{workers}`. The external "
+                "source cannot run in parallel mode without Python workers pool. Please specify "
+                "the number of `py_num_workers` to a positive integer or set the `parallel` "
+                "parameter to False in external sources in the pipeline. (dali_lite: the "
+                f"Pipeline constructor needs py_num_workers >= 1; got py_num_workers={workers!r})"
             )
         for op in self.ops:
             check_parallel_source(op.kind, op.batch, op.display_name)

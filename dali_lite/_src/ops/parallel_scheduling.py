@@ -112,9 +112,14 @@ class BatchScheduler:
         self.last_fetched = -1
         self.epoch_idx = 0
         self.raised_stop = False  # this source ended the current epoch itself
-        #: Told (epoch_idx, iteration, "item" | "stop" | "error") of every reply, in the
-        #: order the worker ran the calls: how checkpoints follow an iterator on a worker.
-        self.observer: Callable[[int, int, str], None] | None = None
+        #: How many times this source started over (DALI's context `epoch_start`): an
+        #: iterator's tasks carry it, and its worker starts a new pass (cycle="raise") only for
+        #: a task of a newer generation than the one that ended.
+        self.generation = 0
+        #: Told (epoch_idx, iteration, "item" | "stop" | "error", the epoch the call was told)
+        #: of every reply, in the order the worker ran the calls: how checkpoints follow an
+        #: iterator on a worker.
+        self.observer: Callable[[int, int, str, int], None] | None = None
 
     # ------------------------------------------------------------------ slots
     def create_slots(self) -> None:
@@ -157,7 +162,8 @@ class BatchScheduler:
                   if self.per_sample else [(0, (0, self.batch_size))])
         if not must and not all(self.ring.has_free(g) for g, _ in ranges):
             return False  # no slot yet: scheduled later, when one is released
-        batch = ScheduledBatch(iteration, self.epoch_idx)
+        batch = ScheduledBatch(iteration, self.epoch_idx,
+                               self.generation if self.is_iterator else self.epoch_idx)
         try:
             self._send_batch(batch, ranges, must, ctx)
         except BaseException:
@@ -177,7 +183,8 @@ class BatchScheduler:
             slot = self._take_slot(0, must, ctx)
             if slot is None:
                 raise RuntimeError("internal error: a slot checked free is not")
-            self._submit(batch, 0, worker, [BatchInfo(iteration, self.epoch_idx)], slot, first)
+            self._submit(batch, 0, worker, [BatchInfo(iteration, batch.source_epoch)], slot,
+                         first)
             return
         # Consecutive tasks go to consecutive workers; when every batch covers all of them,
         # the start rotates so that uneven loads even out over iterations.
@@ -270,7 +277,8 @@ class BatchScheduler:
         if self.observer is not None:
             outcome = ("item" if isinstance(result, TaskDone)
                        else "stop" if result.error.type_name == "StopIteration" else "error")
-            self.observer(task.batch.epoch_idx, task.batch.iteration, outcome)
+            self.observer(task.batch.epoch_idx, task.batch.iteration, outcome,
+                          task.batch.source_epoch)
         if isinstance(result, TaskDone):
             if result.layout.capacity > task.slot.segment.capacity:
                 task.slot.segment.refresh()

@@ -64,11 +64,6 @@ class ParallelSource(BatchScheduler):
             # Discarded by reset() (perhaps before it even started): it must not schedule or
             # take a batch that belongs to the epoch reset() begins.
             raise IterationCancelled
-        if self.group.epoch_ended_before(ctx.epoch_idx, ctx.iteration):
-            # Another parallel source ended the epoch at an earlier iteration: this one (run
-            # ahead by the executor) must not consume a batch that DALI would keep for the
-            # next epoch.
-            raise StopIteration
         if ctx.iteration < self.next_iteration and ctx.iteration not in self.scheduled:
             raise RuntimeError(f"parallel source {self.name!r}: iteration {ctx.iteration} was "
                                "already consumed")
@@ -95,7 +90,6 @@ class ParallelSource(BatchScheduler):
             error = self._rebuild(failure, ctx)
             if isinstance(error, StopIteration):
                 self.raised_stop = True
-                self.group.note_end_of_epoch(ctx.epoch_idx, ctx.iteration)
             raise error
         # This batch has left the prefetch buffer: refill the buffer now, before reading,
         # rather than when the next iteration starts (see "Prefetching" above).
@@ -138,9 +132,10 @@ class ParallelSource(BatchScheduler):
             self._reset(epoch_idx)
 
     def _reset(self, epoch_idx: int) -> None:
-        ended_at = self.group.end_of_epoch(self.epoch_idx)
         if self.is_iterator and not self.raised_stop:
-            consumed = self.last_fetched if ended_at is None else ended_at
+            # The iteration that ended the epoch took this source's batch too (DALI polls
+            # every source each iteration): what comes after it is the next epoch's.
+            consumed = self.last_fetched
             kept: dict[int, ScheduledBatch] = {}
             for iteration, batch in sorted(self.scheduled.items()):
                 if iteration <= consumed:
@@ -155,15 +150,21 @@ class ParallelSource(BatchScheduler):
                 self._abandon(batch)
             self.scheduled.clear()
             self.next_iteration = 0
+            # DALI's context reset: an iterator's batches scheduled from now on ask for a new
+            # pass, while the abandoned ones, still queued on its worker, see the old one end.
+            self.generation += 1
         self.last_fetched = -1
         self.raised_stop = False
         self.epoch_idx = epoch_idx
 
     # ------------------------------------------------------------------ checkpoints
-    def seek(self, epoch_idx: int, iteration: int) -> None:
-        """Go on from `iteration` of epoch `epoch_idx` (a restored checkpoint's position)."""
+    def seek(self, epoch_idx: int, iteration: int, ended_epoch: bool = False) -> None:
+        """Go on from `iteration` of epoch `epoch_idx` (a restored checkpoint's position);
+        `ended_epoch`: this source raised the StopIteration that ended the epoch there."""
         self.reset(epoch_idx)
         self.next_iteration = iteration
+        self.last_fetched = iteration - 1
+        self.raised_stop = ended_epoch
 
     def wait_idle(self, timeout_s: float) -> bool:
         """Collect replies until no task of this source is in flight (the executor must be

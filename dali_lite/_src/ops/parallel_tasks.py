@@ -51,6 +51,9 @@ class Task:
 class ScheduledBatch:
     iteration: int
     epoch_idx: int
+    #: The epoch the callback is told: the pipeline's, or for an iterator its source's
+    #: generation (see `BatchScheduler.generation`).
+    source_epoch: int
     tasks: list[Task] = field(default_factory=list)
     stale: bool = False
     #: A placed batch's data slot (its first task's slot), which every task writes into.

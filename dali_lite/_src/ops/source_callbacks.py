@@ -234,9 +234,11 @@ class IteratorCall(_SourceCall):
     """An iterable, generator function or generator, polled with `next()` in iteration order.
 
     It keeps the iterator between calls, so it must live in one process (a dedicated worker
-    when the source is parallel). It is told the epoch with every call: a call for an epoch
-    that already ended raises StopIteration without consuming anything, which makes the calls
-    past the end that prefetching causes harmless, and `cycle` decides what a new epoch sees.
+    when the source is parallel). It is told the source's epoch with every call (the
+    pipeline's in the main process; on a worker, how many times the parallel source started
+    over, DALI's `epoch_start`): a call for an epoch that already ended raises StopIteration
+    without consuming anything, which makes the calls past the end that prefetching causes
+    harmless, and `cycle` decides whether a later epoch starts a new pass.
     """
 
     def __init__(
@@ -300,7 +302,9 @@ class IteratorCall(_SourceCall):
 
     def __call__(self, info: BatchInfo) -> Outputs:
         if self._ended_epoch is not None:
-            if info.epoch_idx <= self._ended_epoch:
+            # Once ended, only cycle="raise" starts a new pass, and only for a later epoch;
+            # without cycling (or a "quiet" cycle over nothing) the end is final, as in DALI.
+            if self.cycle != "raise" or info.epoch_idx <= self._ended_epoch:
                 raise StopIteration
             self._ended_epoch = None
         try:

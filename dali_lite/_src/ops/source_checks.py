@@ -15,7 +15,7 @@ import numpy as np
 
 from dali_lite._src.data.conversions import mixed_batch_message
 from dali_lite._src.errors import RuntimeTypeError, RuntimeValueError
-from dali_lite._src.types.dtypes import to_numpy_dtype
+from dali_lite._src.types.dtypes import dali_type_name, to_numpy_dtype
 from dali_lite._src.types.enums import DALIDataType
 
 __all__ = ["OutputCheck", "check_blocks", "per_output"]
@@ -53,13 +53,17 @@ class OutputCheck:
                              f"int; got {ndim!r}")
         if ndim is not None and self.layout and ndim != len(self.layout):
             raise RuntimeValueError(
-                f"external_source {source_name!r}: the number of dimensions in the layout "
-                f"{self.layout!r} ({len(self.layout)}) does not match the ndim argument ({ndim})"
+                "Number of dimensions in the provided layout does not match the ndim argument. "
+                f"The arguments provided:\n ndim = {ndim},\n layout: \"{self.layout}\". "
+                f"(external_source {source_name!r}: the layout has {len(self.layout)} "
+                "dimensions)"
             )
         self.ndim = ndim if ndim is not None else (len(self.layout) if self.layout else None)
         self.declared = (self.dtype is not None, self.ndim is not None)
         self.ndim_origin = ("declared" if ndim is not None
                             else f"implied by layout {self.layout!r}")
+        # The layout of the previous batch: without a declared layout, it may not change.
+        self.previous_layout = ""
 
     def __getstate__(self) -> dict[str, Any]:
         # A serialized pipeline carries what was declared, not what earlier runs have seen.
@@ -68,6 +72,7 @@ class OutputCheck:
             state["dtype"] = None
         if not state["declared"][1]:
             state["ndim"] = None
+        state["previous_layout"] = ""
         return state
 
     def check(self, samples: Sequence[np.ndarray], layout: str,
@@ -86,45 +91,62 @@ class OutputCheck:
                 index = position if indices is None else indices[position]
                 raise RuntimeValueError(mixed_batch_message(
                     what, index, sample.dtype, sample.ndim, first.dtype, first.ndim))
-        # The checks and their words follow DALI's: the layout first (its Python side), then
-        # the declared or previous dtype and ndim (its operator). All are RuntimeError there.
+        # The checks and their words follow DALI's: the layout's length first (its Python
+        # side), then the declared or previous dtype, ndim and layout (its operator). All are
+        # RuntimeError there. DALI's words lead; dali_lite's advice follows in parentheses.
         layout = layout or self.layout
         if layout and len(layout) != first.ndim:
             raise RuntimeValueError(
-                f"{what}: The layout {layout!r} cannot describe {first.ndim}-dimensional data "
-                f"(the layout has {len(layout)} dimensions)"
+                f"The layout '{layout}' cannot describe {first.ndim}-dimensional data ({what}: "
+                f"the layout has {len(layout)} dimensions)"
             )
         if self.dtype is not None and first.dtype != self.dtype:
+            expected, got = dali_type_name(self.dtype), dali_type_name(first.dtype)
             if self.declared[0]:
                 raise RuntimeTypeError(
-                    f"{what} expected data of type {_type_name(self.dtype)} and got "
-                    f"{_type_name(first.dtype)} (the dtype argument declares "
-                    f"{_type_name(self.dtype)})"
+                    f"ExternalSource expected data of type {expected} and got: {got} ({what}: "
+                    f"the dtype argument declares {expected}; convert the data or fix dtype)"
                 )
             raise RuntimeTypeError(
-                f"{what}: the type of the data fed to the external source has changed from "
-                f"the previous iteration: it was {_type_name(self.dtype)} and now is "
-                f"{_type_name(first.dtype)}"
+                "Type of the data fed to the external source has changed from the previous "
+                f"iteration. Type in the previous iteration was {expected} and the current type "
+                f"is {got}. ({what}: every batch must have the type of the first one)"
             )
         if self.ndim is not None and first.ndim != self.ndim:
             if self.declared[1]:
                 raise RuntimeValueError(
-                    f"{what} expected data with {self.ndim} dimensions and got "
-                    f"{first.ndim} dimensions (the ndim {self.ndim_origin} is {self.ndim})"
+                    f"ExternalSource expected data with {self.ndim} dimensions and got "
+                    f"{first.ndim} dimensions. ({what}: the ndim {self.ndim_origin} is "
+                    f"{self.ndim})"
                 )
             raise RuntimeValueError(
-                f"{what}: the number of dimensions of the data fed to the external source "
-                f"has changed from the previous iteration: it was {self.ndim} and now is "
-                f"{first.ndim}"
+                "Number of dimensions of the data fed to the external source has changed from "
+                f"previous iteration. Dimensionality in the previous iteration was {self.ndim} "
+                f"and the current is {first.ndim}. ({what}: every batch must have the number "
+                "of dimensions of the first one)"
             )
+        self._check_layout(layout, what)
         self.dtype, self.ndim = first.dtype, first.ndim
         return layout
 
-
-def _type_name(dtype: np.dtype[Any]) -> str:
-    """DALI's lower-case name of a dtype (float for float32), as its messages say it."""
-    name = np.dtype(dtype).name
-    return {"float32": "float", "float64": "double", "float16": "half"}.get(name, name)
+    def _check_layout(self, layout: str, what: str) -> None:
+        """DALI's operator: a batch with a layout must have the declared one; without a
+        declared layout, the layout may not change once a batch had one."""
+        if self.layout:
+            if layout != self.layout:
+                raise RuntimeValueError(
+                    f'Expected data with layout: "{self.layout}" and got: "{layout}". ({what} '
+                    f"declares layout={self.layout!r}: feed data without a layout or with that "
+                    "one)"
+                )
+        elif self.previous_layout and layout != self.previous_layout:
+            raise RuntimeValueError(
+                "Layout of the data fed to the external source has changed from previous "
+                f'iteration. Layout in the previous iteration was "{self.previous_layout}" and '
+                f'the current is "{layout}". ({what}: every batch must have the layout of the '
+                "first one that had a layout)"
+            )
+        self.previous_layout = layout
 
 
 def check_blocks(check: OutputCheck, blocks: Sequence[np.ndarray]) -> str:

@@ -39,38 +39,40 @@ def normalize_cycle(cycle: Any) -> str:
         ) from None
 
 
+#: DALI's words for a `source` callable with a signature it cannot call.
+_ARITY_RULE = ("The `source` callable must accept either 0 or 1 positional arguments to "
+               "indicate whether it accepts the batch or sample indexing information.")
+
+
 def _positional_arity(fn: Callable[..., Any], what: str) -> int:
-    """Number of positional arguments `fn` takes (0 or 1); refuses every other signature."""
+    """Number of positional arguments `fn` takes (0 or 1); refuses every other signature.
+
+    DALI's rule: no *args, **kwargs or keyword-only parameter (even with a default), and at
+    most one parameter, defaults included; its words first, then which source and signature."""
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):
         return 1  # builtins without signature metadata: assume the documented one argument
-    required_kw: list[str] = []
-    positional = required = 0
+    found = None
     for param in signature.parameters.values():
-        if param.kind is param.VAR_POSITIONAL or param.kind is param.VAR_KEYWORD:
-            raise TypeError(
-                f"{what} must accept exactly zero or one positional argument; its signature "
-                f"{signature} has *args or **kwargs, which external_source cannot call reliably"
-            )
-        if param.kind is param.KEYWORD_ONLY:
-            if param.default is param.empty:
-                required_kw.append(param.name)
-            continue
-        positional += 1
-        required += param.default is param.empty
-    if required_kw:
+        if param.kind is param.VAR_POSITIONAL:
+            found = f"Found var-positional argument `*{param.name}` which is not allowed."
+        elif param.kind is param.VAR_KEYWORD:
+            found = f"Found var-keyword argument `**{param.name}` which is not allowed."
+        elif param.kind is param.KEYWORD_ONLY:
+            found = f"Found keyword-only argument `{param.name}` which is not allowed."
+        if found is not None:
+            break
+    count = len(signature.parameters)
+    if found is None and count > 1:
+        found = "Found more than one positional argument, which is not allowed."
+    if found is not None:
         raise TypeError(
-            f"{what} must accept zero or one positional argument; its signature {signature} "
-            f"has required keyword-only arguments {required_kw}"
+            f"{_ARITY_RULE} {found} ({what} has the signature {signature}; external_source "
+            "calls it with no argument or with one: the iteration, a BatchInfo or a SampleInfo. "
+            "Bind other values with a closure or functools.partial)"
         )
-    if required > 1:
-        raise TypeError(
-            f"{what} must accept zero or one positional argument (the SampleInfo, the iteration "
-            f"or the BatchInfo); its signature {signature} requires {required}"
-        )
-    # Extra positional parameters with defaults are fine: the source gets one argument.
-    return min(positional, 1)
+    return count
 
 
 def classify_source(source: Any, what: str = "source") -> SourceKind:

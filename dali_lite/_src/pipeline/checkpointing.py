@@ -155,14 +155,21 @@ class CheckpointingMixin:
             state.iterator_data = restored.iterator_data
             self._epoch_idx = restored.epoch_idx
             self._next_iteration = restored.iteration
-            self._end_reached = restored.epoch_ended
+            # At an epoch's end nothing more is computed until reset(), as in the pipeline
+            # that was checkpointed (computing would poll the sources past the end).
+            self._end_reached = self._last_iter = restored.epoch_ended
+            self._first_iter = not restored.epoch_ended
         for source in state.tracker.sources:
             parallel = source.op.parallel_source
             if parallel is None:
                 continue
             parallel.observer = observe_parallel(source)
             if restored is not None:
-                parallel.seek(restored.epoch_idx, restored.iteration)
+                # Restored at the end of an epoch that this source ended itself: reset()
+                # starts it over, as it would have the checkpointed one.
+                ended_here = (restored.epoch_ended and source.tracker is not None
+                              and source.tracker.current.ended_epoch == 0)
+                parallel.seek(restored.epoch_idx, restored.iteration, ended_here)
 
     def _checkpoint_delivered(self: Pipeline, ticket: IterationTicket) -> None:
         tracker = self._checkpointing.tracker

@@ -134,6 +134,7 @@ class Pipeline(GraphDefinition, RunProtocol, PipelineProperties, PipelineExtras,
         self._graph_outputs: list[DataNode] | None = None
         self._set_outputs_called: tuple[Any, ...] | None = None
         self._operators: list[Operator] = []
+        #: The sources each iteration polls first, in DALI's order (set by build()).
         self._next_op_index = 0
         self._conditionals_enabled = False
         # The run protocol, as DALI's: the API in use (set by the first checked call), whether
@@ -171,7 +172,7 @@ class Pipeline(GraphDefinition, RunProtocol, PipelineProperties, PipelineExtras,
         # reference from it would keep a dropped pipeline (and its workers) alive while an
         # iteration waits, and through the finalizer that owns the executor, for good.
         self._iterations = IterationGraph(self._operators, self._outputs_defined(),
-                                          self._options.batch_size)
+                                          self._options.batch_size, self._polled_sources())
         executor = Executor(self._iterations.compute, self._options.exec_async)
         self._iterations.executor = weakref.ref(executor)
         executor.starvation = _weakly(self._starvation)

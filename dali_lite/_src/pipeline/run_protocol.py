@@ -51,6 +51,8 @@ class IterationGraph:
     operators: list[Operator]
     outputs: list[DataNode]
     batch_size: int
+    #: The external sources read from a `source`, in DALI's polling order (`_polled_sources`).
+    round_sources: list[ExternalSource]
     #: The executor that calls `compute`, weakly: it holds this object.
     executor: weakref.ref[Executor] | None = None
     #: The epoch whose end an iteration met (set by the executor's thread; `reset` clears it).
@@ -69,19 +71,39 @@ class IterationGraph:
         ctx = IterationContext(ticket.iteration, ticket.epoch_idx, self.batch_size,
                                lambda: self.is_cancelled(ticket))
         values: dict[tuple[int, int], Any] = {}
-        try:
-            for op in self.operators:
-                inputs = [values[(node.source.id, node.index)] for node in op.inputs]
-                for index, batch in enumerate(op.run(ctx, inputs)):
+        polled = self.round_sources
+        # DALI's round: every source with a `source` gives its batch of this iteration before
+        # anything else runs, also when another one ends the epoch (the batches they gave
+        # are then lost: an iterator is one item further on, as in DALI).
+        ended = False
+        for op in polled:
+            try:
+                for index, batch in enumerate(op.run(ctx, [])):
                     values[(op.id, index)] = batch
-        except StopIteration:
+            except StopIteration:
+                ended = True
+        if ended:
             self.ended_epoch = ticket.epoch_idx
-            raise
+            raise StopIteration
+        for op in self.operators:
+            if op in polled:
+                continue
+            inputs = [values[(node.source.id, node.index)] for node in op.inputs]
+            for index, batch in enumerate(op.run(ctx, inputs)):
+                values[(op.id, index)] = batch
         return tuple(values[(node.source.id, node.index)] for node in self.outputs)
 
 
 class RunProtocol:
     """The running half of `Pipeline`: DALI's run protocol, feeding and epochs."""
+
+    def _polled_sources(self: Pipeline) -> list[ExternalSource]:
+        """The external sources read from a `source`, in the order DALI polls them each
+        iteration: parallel iterators (on their dedicated workers) first, then the other
+        parallel sources, then the serial ones."""
+        sources = [op for op in self._operators
+                   if isinstance(op, ExternalSource) and op.source is not None]
+        return sorted(sources, key=lambda op: (not op.parallel, not op.is_iterator))
 
     def _starvation(self: Pipeline) -> BaseException | None:
         for op in self._operators:

@@ -6,7 +6,8 @@
   errors;
 * ``_DALIDataType``, what ``TensorCPU.dtype`` returns: a stand-in for a member that, called,
   gives DALI's NumPy format string;
-* ``_describe_dtype``, naming a dtype DALI cannot hold for error messages.
+* ``_describe_dtype``, naming a dtype DALI cannot hold for error messages, and
+  ``dali_type_name``, the lower-case name DALI's messages give a type (``float`` for float32).
 
 Imports nothing but NumPy and ``enums``.
 """
@@ -220,3 +221,12 @@ def _describe_dtype(dtype: np.dtype[Any]) -> str:
     if dtype.byteorder not in "=|" and dtype.newbyteorder("=") in _NP_TO_DALI:
         return f"non-native byte order dtype {dtype.str}"
     return f"dtype {dtype}"
+
+
+def dali_type_name(dtype: Any) -> str:
+    """The name DALI's C++ messages give a type (a NumPy dtype or a ``DALIDataType``):
+    NumPy's name, but ``float``, ``double`` and ``half`` for the floats."""
+    if isinstance(dtype, DALIDataType):
+        dtype = to_numpy_dtype(dtype)
+    name = np.dtype(dtype).name
+    return {"float32": "float", "float64": "double", "float16": "half"}.get(name, name)

@@ -1,0 +1,201 @@
+"""What a parallel source costs in memory, and when it lets memory (a slot) go, as a program
+sees it.
+
+* A slot that no task wrote costs nothing: its file is sized but has no page allocated
+  (the writer reserves the pages it writes, `shm/test_reservation.py`).
+* A prefetch that waited for a slot (every slot held by outputs the program keeps) starts the
+  moment the program drops them, not at the next `run()`.
+* The main process keeps no reference to old batches: once the program drops an iteration's
+  outputs and runs the next one, they can be collected.
+* A placed batch's data slot, which all its tasks write into, goes back only when none of
+  them can still write, even after one of them failed.
+
+Sources here run under fork only: their events are inherited by the workers.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
+import weakref
+from typing import Any
+
+import numpy as np
+import pytest
+from parallel_sources import pipeline
+
+from dali_lite import fn, types
+
+#: Generous bound for what a worker does in a few milliseconds on an idle machine.
+EVENT_TIMEOUT_S = 30.0
+_FORK = multiprocessing.get_context("fork")
+
+
+def _slot_files() -> dict[int, os.stat_result]:
+    """fd -> fstat of every dali_lite shared-memory file this process holds."""
+    files = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue  # closed meanwhile (the listing's own fd)
+        if "memfd:dali_lite" in target:
+            files[int(name)] = os.fstat(int(name))
+    return files
+
+
+class IterationStarts:
+    """Per-batch: sets `started[iteration]` when the worker begins that batch."""
+
+    def __init__(self, iterations: int, batch_size: int) -> None:
+        self.started = [_FORK.Event() for _ in range(iterations)]
+        self.batch_size = batch_size
+
+    def __call__(self, info: types.BatchInfo) -> np.ndarray:
+        self.started[info.iteration].set()
+        return np.full((self.batch_size, 3), info.iteration, np.int32)
+
+
+def _per_sample(info: types.SampleInfo) -> np.ndarray:
+    return np.full(1000, info.idx_in_epoch, np.int32)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="lists /proc/self/fd")
+@pytest.mark.timeout(120)
+def test_a_slot_no_task_wrote_has_no_page_allocated() -> None:
+    """DALI's ring of slots exists from build() on (its statistics report it), but a slot
+    costs memory only once a worker writes it: the pool creates slots without reserving
+    their pages, and the writer reserves what it writes."""
+    before = set(_slot_files())
+    pipe = pipeline(lambda: fn.external_source(_per_sample, parallel=True, batch=False,
+                                               prefetch_queue_depth=2),
+                    8, py_num_workers=2, py_start_method="fork")
+    try:
+        pipe.build()
+        slots = {fd: st for fd, st in _slot_files().items() if fd not in before}
+        capacities = pipe.external_source_shm_statistics()["capacities"]
+        assert len(slots) == len(capacities) > 1
+        assert all(st.st_size > 0 for st in slots.values())
+        unwritten = {fd: st.st_blocks for fd, st in slots.items() if st.st_blocks}
+        assert not unwritten, f"slots nobody wrote hold pages (fd: 512-byte blocks): {unwritten}"
+        (batch,) = pipe.run()
+        np.testing.assert_array_equal(batch.as_array()[:, 0], np.arange(8))
+        # The measure itself works: what the workers wrote is allocated now.
+        written = [fd for fd in slots if os.fstat(fd).st_blocks > 0]
+        assert written
+        del batch
+    finally:
+        pipe.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_deferred_prefetch_starts_when_the_program_drops_its_outputs() -> None:
+    """Two slots (a pipeline queue of 1 plus a source queue of 1), both held by outputs the
+    program keeps: the prefetch of iteration 2 has no slot and waits. Dropping the outputs
+    ends their leases, and that alone must start it: the workers must not idle until the
+    program calls run() again. (exec_async=False: no executor thread computes ahead, so
+    nothing but the leases' end can schedule it.)"""
+    source = IterationStarts(4, 4)
+    pipe = pipeline(lambda: fn.external_source(source, parallel=True, batch=True,
+                                               batch_info=True, prefetch_queue_depth=1),
+                    4, py_num_workers=1, py_start_method="fork", prefetch_queue_depth=1,
+                    exec_async=False, exec_pipelined=False)
+    try:
+        pipe.build()
+        held: list[Any] = [pipe.run(), pipe.run()]
+        assert [int(out[0].as_array()[0, 0]) for out in held] == [0, 1]
+        assert len(pipe.external_source_shm_statistics()["capacities"]) == 2
+        assert not source.started[2].is_set()  # no slot is free: the prefetch waits
+        del held
+        gc.collect()
+        assert source.started[2].wait(EVENT_TIMEOUT_S), (
+            "the prefetch of iteration 2 did not start when its slot was released")
+        (batch,) = pipe.run()
+        assert int(batch.as_array()[0, 0]) == 2
+        del batch
+    finally:
+        pipe.close()
+
+
+@pytest.mark.parametrize("parallel", [True, False])
+@pytest.mark.timeout(120)
+def test_old_batches_are_collectable_once_dropped(parallel: bool) -> None:
+    """Outputs are valid until the next run() (DALI's rule), and no longer referenced by
+    the pipeline after it: every earlier iteration's TensorListCPU and the arrays it gave
+    can be collected once the program drops them. A pipeline that kept every batch would
+    grow without bound (and, with parallel sources, hold every slot it ever leased)."""
+    kwargs: dict[str, Any] = {"py_num_workers": 2, "py_start_method": "fork"} if parallel else {}
+    pipe = pipeline(lambda: fn.external_source(_per_sample, parallel=parallel, batch=False),
+                    8, **kwargs)
+    refs: list[weakref.ref] = []
+    try:
+        for iteration in range(30):
+            (batch,) = pipe.run()
+            array = batch.as_array()
+            assert int(array[0, 0]) == 8 * iteration
+            refs += [weakref.ref(batch), weakref.ref(array)]
+            del batch, array
+            gc.collect()
+            # This iteration's outputs stay valid until the next run(); none before it is kept.
+            alive = [index // 2 for index, ref in enumerate(refs[:-2]) if ref() is not None]
+            assert not alive, f"iteration {iteration}: outputs of iterations {alive} are kept"
+    finally:
+        pipe.close()
+
+
+#: How long the slow task of a placed batch watches for the next batch to start on its slot.
+REUSE_WINDOW_S = 5.0
+
+
+class SlowAndFailing:
+    """Per-sample, 8 to a batch: in iteration 3, sample 4 (the second task's first) raises
+    at once, while sample 0 (the first task's, which writes into the batch's data slot)
+    watches for up to `REUSE_WINDOW_S` whether iteration 4 starts meanwhile."""
+
+    def __init__(self) -> None:
+        self.next_started = _FORK.Event()
+        self.reused = _FORK.Event()
+
+    def __call__(self, info: types.SampleInfo) -> np.ndarray:
+        if info.iteration == 4:
+            self.next_started.set()
+        if info.iteration == 3 and info.idx_in_batch == 4:
+            raise ValueError("the second task of iteration 3 fails")
+        if (info.iteration == 3 and info.idx_in_batch == 0
+                and self.next_started.wait(REUSE_WINDOW_S)):
+            self.reused.set()
+        return np.full(16, info.iteration * 100 + info.idx_in_batch, np.int32)
+
+
+@pytest.mark.timeout(120)
+def test_a_placed_batch_s_data_slot_waits_for_its_slow_task_after_another_failed() -> None:
+    """4 workers and a source queue of 2: each batch is two tasks, placed (from iteration 1's
+    scheduling on, once iteration 0 showed the layout) into the first task's slot, the
+    batch's data slot. The program holds iterations 1 and 2, so the prefetch of iteration 4
+    has no free slot. In iteration 3 the second task fails while the first one still runs:
+    the failed task's own slot is free, but the data slot is not, since the first task will
+    still write its samples there. Were it freed, iteration 4 would be placed into it (on the
+    two idle workers) and the slow task's late write would land on iteration 4's samples."""
+    source = SlowAndFailing()
+    pipe = pipeline(lambda: fn.external_source(source, parallel=True, batch=False,
+                                               prefetch_queue_depth=2),
+                    8, py_num_workers=4, py_start_method="fork", prefetch_queue_depth=1,
+                    exec_async=False, exec_pipelined=False)
+    try:
+        pipe.build()
+        (first,) = pipe.run()
+        del first  # its slots take iteration 3 (placed) when iteration 1 is read
+        held = [pipe.run(), pipe.run()]  # iterations 1 and 2: iteration 4 must wait
+        with pytest.raises(ValueError, match="second task of iteration 3"):
+            pipe.run()
+        assert not source.reused.is_set(), (
+            "iteration 4 started while a task of iteration 3 could still write its data slot")
+        (batch,) = pipe.run()
+        np.testing.assert_array_equal(batch.as_array(),
+                                      np.repeat(400 + np.arange(8, dtype=np.int32), 16)
+                                      .reshape(8, 16))
+        assert [int(out[0].as_array()[0, 0]) for out in held] == [100, 200]
+        del batch, held
+    finally:
+        pipe.close()

@@ -1,0 +1,284 @@
+"""A reference model of which batch, or StopIteration, each call of a DALI pipeline returns.
+
+The model runs no process and no thread: it replays NVIDIA DALI 2.4's bookkeeping of external
+sources (`Pipeline._prefetch`, `_run_once`, `_run_input_callbacks` and `reset` in
+`nvidia/dali/pipeline.py`, `_ExternalSourceGroup` in `external_source.py`, the pool's
+`CallbackContext` and the worker's `IterableSource` in `_multiproc/`) over sources whose data
+is a pure function of what DALI tells them. What it captures:
+
+- a *round* (DALI's `_run_input_callbacks`) takes one batch from every source, parallel
+  iterables first, then the other parallel sources, then the serial ones; if any source
+  raised StopIteration the round fails, the batches the others gave are lost, and the epoch
+  ends (`_last_iter`); the first `schedule_run()` of an epoch makes up to the pipeline's
+  `prefetch_queue_depth` rounds, every later one makes one, and the outputs are the rounds'
+  batches in order;
+- a parallel source keeps its `prefetch_queue_depth` batches scheduled; a callable's batch is
+  computed from (iteration, epoch) when it is received, an iterable's in the order the
+  dedicated worker runs its tasks, which is the order they were scheduled;
+- a source that raised StopIteration starts over (its indices, and for a parallel one its
+  scheduled batches, are dropped); `reset()` starts every callable over, while a parallel
+  iterable that did not raise keeps the batches it prefetched past the end;
+- the worker's iterable with `cycle="raise"` keeps raising StopIteration until a batch
+  scheduled after its source was reset asks for the next pass.
+
+Values, so that two runs compare by equality: a per-sample callable's sample is
+`[epoch_idx, idx_in_epoch]`, a per-batch callable's sample `[epoch_idx, iteration]` (-1 for
+the epoch when it only receives the iteration number), an iterable's k-th batch of a pass has
+samples `[-2, k]`. `SourceSpec.length` counts samples for a per-sample callable, batches
+otherwise.
+
+`tests/model/test_model_vs_dali.py` checks this model against DALI itself; the engine's tests
+check dali_lite against the model.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+__all__ = ["STOP", "ModelPipeline", "Program", "SourceSpec"]
+
+#: What a call that raised StopIteration returns in an observation.
+STOP = "stop"
+
+#: The kinds of source a program may use.
+KINDS = ("sample", "batch", "batch_info", "iterable", "generator_function")
+ITERABLE_KINDS = ("iterable", "generator_function")
+CYCLES = (None, "quiet", "raise")
+#: The steps of a program: `run()`, `schedule_run()` + `share_outputs()` + `release_outputs()`,
+#: and `reset()`.
+STEPS = ("run", "scheduled", "reset")
+
+Batch = list[list[int]]
+Observation = object  # STOP, None (a reset) or one batch per source
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    kind: str
+    length: int
+    parallel: bool = True
+    depth: int = 1  # the source's prefetch_queue_depth (parallel sources only)
+    cycle: str | None = None  # iterables only
+
+    @property
+    def iterable(self) -> bool:
+        return self.kind in ITERABLE_KINDS
+
+
+@dataclass(frozen=True)
+class Program:
+    sources: tuple[SourceSpec, ...]
+    steps: tuple[str, ...]
+    batch_size: int = 1
+    prefetch_queue_depth: int = 2
+    num_workers: int = 1
+    start_method: str = "fork"
+
+    @property
+    def parallel(self) -> bool:
+        return any(source.parallel for source in self.sources)
+
+
+def callable_batch(spec: SourceSpec, iteration: int, epoch: int, batch_size: int) -> Batch | str:
+    """The batch a callable source gives for (iteration, epoch), or STOP."""
+    if spec.kind == "sample":
+        first = iteration * batch_size
+        if first + batch_size > spec.length:
+            return STOP
+        return [[epoch, first + j] for j in range(batch_size)]
+    if iteration >= spec.length:
+        return STOP
+    return [[epoch if spec.kind == "batch_info" else -1, iteration]] * batch_size
+
+
+def item_batch(k: int, batch_size: int) -> Batch:
+    return [[-2, k]] * batch_size
+
+
+class _IterablePass:
+    """The iterator a serial source polls, as DALI wraps it for its `cycle` mode
+    (`_CycleIter`/`_CycleGenFunc`, or a bare iterator without cycling)."""
+
+    def __init__(self, spec: SourceSpec) -> None:
+        self.spec = spec
+        self.position = 0
+        self.exhausted = False
+
+    def next(self) -> int | str:
+        if self.exhausted:
+            return STOP
+        if self.position < self.spec.length:
+            self.position += 1
+            return self.position - 1
+        self.position = 0
+        if self.spec.cycle is None:
+            self.exhausted = True
+            return STOP
+        if self.spec.cycle == "raise":
+            return STOP
+        return self.next() if self.spec.length else STOP
+
+
+class _WorkerIterable:
+    """DALI's worker-side `IterableSource`: with `cycle="raise"` it starts a new pass only for
+    a task scheduled after its source was reset (a newer `epoch_start`)."""
+
+    def __init__(self, spec: SourceSpec) -> None:
+        self.spec = spec
+        self.position = 0
+        self.raised = False
+        self.epoch_start = 0
+
+    def __call__(self, task_epoch_start: int) -> int | str:
+        if self.raised:
+            if self.spec.cycle == "raise" and self.epoch_start < task_epoch_start:
+                self.position, self.raised, self.epoch_start = 0, False, task_epoch_start
+            else:
+                return STOP
+        if self.position < self.spec.length:
+            self.position += 1
+            return self.position - 1
+        self.raised = True
+        if self.spec.cycle != "quiet" or self.spec.length == 0:
+            return STOP
+        self.position, self.raised = 1, False
+        return 0
+
+
+@dataclass
+class _Source:
+    spec: SourceSpec
+    batch_size: int
+    current_iter: int = 0
+    # parallel: what is scheduled, oldest first (a callable's (iteration, epoch), an
+    # iterable's result), and DALI's context: epoch_start, whether it was synced since reset
+    scheduled: deque[object] = field(default_factory=deque)
+    scheduled_count: int = 0
+    epoch_start: int = 0
+    synced: bool = True
+    worker: _WorkerIterable | None = None
+    serial_pass: _IterablePass | None = None
+
+    def __post_init__(self) -> None:
+        if self.spec.iterable:
+            self.worker = _WorkerIterable(self.spec)
+            self.serial_pass = _IterablePass(self.spec)
+
+    # DALI's `prefetch` / `schedule_batch`: a context reset since the last scheduling drops
+    # what was scheduled before it; then the queue is filled up to the source's depth.
+    def prefetch(self, epoch: int) -> None:
+        if not self.synced:
+            self.scheduled.clear()
+            self.synced = True
+        while len(self.scheduled) < self.spec.depth:
+            if self.worker is not None:
+                self.scheduled.append(self.worker(self.epoch_start))
+            else:
+                self.scheduled.append((self.current_iter + len(self.scheduled), epoch))
+            self.scheduled_count += 1
+
+    def reset_context(self) -> None:
+        self.epoch_start = self.scheduled_count
+        self.synced = False
+
+    def receive(self, epoch: int) -> Batch | str:
+        """One round's batch (`schedule_and_receive` or `get_batch`)."""
+        if self.spec.parallel:
+            head = self.scheduled.popleft()
+            if self.worker is not None:
+                result = head if head == STOP else item_batch(int(head), self.batch_size)  # type: ignore[arg-type]
+            else:
+                iteration, scheduled_epoch = head  # type: ignore[misc]
+                result = callable_batch(self.spec, iteration, scheduled_epoch, self.batch_size)
+            if result == STOP:
+                self.current_iter = 0
+                self.reset_context()
+                return STOP
+            self.current_iter += 1
+            self.prefetch(epoch)
+            return result
+        if self.serial_pass is not None:
+            item = self.serial_pass.next()
+            result = STOP if item == STOP else item_batch(int(item), self.batch_size)
+        else:
+            result = callable_batch(self.spec, self.current_iter, epoch, self.batch_size)
+        self.current_iter = 0 if result == STOP else self.current_iter + 1
+        return result
+
+
+class ModelPipeline:
+    """DALI's pipeline, as far as which batch each call returns (exec_pipelined and
+    exec_async, DALI's defaults)."""
+
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        self.sources = [_Source(spec, program.batch_size) for spec in program.sources]
+        parallel = [s for s in self.sources if s.spec.parallel]
+        # DALI polls the iterables (dedicated workers) first, then the other parallel sources.
+        self.round_order = ([s for s in parallel if s.spec.iterable]
+                            + [s for s in parallel if not s.spec.iterable]
+                            + [s for s in self.sources if not s.spec.parallel])
+        self.first_iter = True
+        self.last_iter = False
+        self.epoch_idx = 0
+        self.outputs_queue: deque[list[Batch]] = deque()
+
+    def _round(self) -> bool:
+        results: dict[int, Batch] = {}
+        stop = False
+        for source in self.round_order:
+            result = source.receive(self.epoch_idx)
+            if result == STOP:
+                stop = True
+            else:
+                results[id(source)] = result  # type: ignore[assignment]
+        if stop:
+            return False
+        self.outputs_queue.append([results[id(source)] for source in self.sources])
+        return True
+
+    def schedule_run(self) -> None:
+        if self.first_iter:
+            for source in self.sources:
+                if source.spec.parallel:
+                    source.prefetch(self.epoch_idx)
+            for _ in range(self.program.prefetch_queue_depth):
+                self.first_iter = False
+                if not self._round():
+                    self.last_iter = True
+                    break
+        elif not self.last_iter and not self._round():
+            self.last_iter = True
+
+    def outputs(self) -> list[Batch] | str:
+        if not self.outputs_queue:
+            return STOP
+        return self.outputs_queue.popleft()
+
+    def run(self) -> list[Batch] | str:
+        self.schedule_run()
+        return self.outputs()
+
+    def reset(self) -> None:
+        if not self.last_iter:
+            return
+        self.first_iter = True
+        self.last_iter = False
+        self.epoch_idx += 1
+        for source in self.sources:
+            source.current_iter = 0
+            if source.spec.parallel and not source.spec.iterable:
+                source.reset_context()
+
+    def step(self, step: str) -> Observation:
+        if step == "reset":
+            self.reset()
+            return None
+        return self.run()
+
+
+def expected(program: Program) -> list[Observation]:
+    """What each step of `program` observes, by the model."""
+    model = ModelPipeline(program)
+    return [model.step(step) for step in program.steps]

@@ -1,0 +1,50 @@
+"""dali_lite against the reference model: the programs that `test_model_vs_dali` checks
+the model with (several sources of every kind, lengths and depths, epochs that end at
+different iterations, reset() at any point, run() mixed with the scheduled API) must observe,
+on dali_lite, the batches and StopIterations the model says DALI gives.
+
+The number of programs is `DALI_LITE_MODEL_EXAMPLES` (25 by default); a failure prints the
+program and the blob that reproduces it."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import EXAMPLES
+from epoch_model import Program, SourceSpec, expected
+from hypothesis import given
+from programs import observe, strategies
+from test_model_vs_dali import model_settings
+
+import dali_lite
+
+pytestmark = pytest.mark.timeout(900)
+
+
+def _check_against_model(examples: int, start_methods: tuple[str, ...]) -> None:
+    @model_settings(examples)
+    @given(program=strategies()(start_methods=start_methods))
+    def same_as_model(program: Program) -> None:
+        assert observe(dali_lite, program) == expected(program), program
+
+    same_as_model()
+
+
+def test_dali_lite_observes_what_the_model_says() -> None:
+    _check_against_model(EXAMPLES, ("fork",))
+
+
+def test_dali_lite_observes_what_the_model_says_with_spawned_workers() -> None:
+    _check_against_model(max(1, EXAMPLES // 8), ("spawn",))
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_sources_of_different_depths_keep_every_epoch(start_method: str) -> None:
+    """The smallest program that lost whole epochs: a per-sample source of depth 1 and an
+    iterable of depth 5 (cycle="raise") that end together: DALI gives 2 batches every epoch."""
+    program = Program(
+        sources=(SourceSpec("sample", 2, True, 1), SourceSpec("iterable", 2, True, 5, "raise")),
+        steps=("run",) * 3 + ("reset",) + ("run",) * 3 + ("reset",) + ("run",) * 3,
+        start_method=start_method)
+    seen = observe(dali_lite, program)
+    assert seen == expected(program)
+    assert [sum(s != "stop" for s in seen[i:i + 3]) for i in (0, 4, 8)] == [2, 2, 2]

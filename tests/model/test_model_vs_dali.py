@@ -1,0 +1,66 @@
+"""The reference model against NVIDIA DALI itself: generated programs (1-4 sources of every
+kind, lengths, depths, batch sizes, worker counts, call sequences) run on DALI and on the
+model, and must observe the same batches and StopIterations.
+
+DALI runs in a child process (`runner`); without DALI these tests skip. The number of
+programs is `DALI_LITE_MODEL_EXAMPLES` (25 by default); a failure prints the program and the
+blob that reproduces it."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import EXAMPLES, dali_installed
+from epoch_model import Program, SourceSpec, expected
+from hypothesis import HealthCheck, given, settings
+from programs import strategies
+from runner import ProgramRunner
+
+pytestmark = [
+    pytest.mark.skipif(not dali_installed(), reason="NVIDIA DALI is not installed (the compat "
+                       "extra: pip install -e '.[compat]')"),
+    pytest.mark.timeout(900),
+]
+
+
+
+def model_settings(examples: int) -> settings:
+    """Hypothesis' settings for programs that start processes: no deadline, no database
+    (the runs differ by machine load, not by code), the blob that reproduces a failure."""
+    return settings(max_examples=examples, deadline=None, print_blob=True, database=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def _check_against_dali(examples: int, start_methods: tuple[str, ...]) -> None:
+    runner = ProgramRunner("nvidia.dali")
+    try:
+        @model_settings(examples)
+        @given(program=strategies()(start_methods=start_methods))
+        def same_as_dali(program: Program) -> None:
+            assert runner.observe(program) == expected(program), program
+
+        same_as_dali()
+    finally:
+        runner.close()
+
+
+def test_the_model_observes_what_dali_does() -> None:
+    _check_against_dali(EXAMPLES, ("fork",))
+
+
+def test_the_model_observes_what_dali_does_with_spawned_workers() -> None:
+    _check_against_dali(max(1, EXAMPLES // 8), ("spawn",))
+
+
+def test_two_sources_ending_at_different_depths() -> None:
+    """The issue's reproduction: a per-sample source of depth 1 and an iterable of depth 5
+    that end together give every epoch both batches (dali_lite once lost whole epochs)."""
+    program = Program(
+        sources=(SourceSpec("sample", 2, True, 1), SourceSpec("iterable", 2, True, 5, "raise")),
+        steps=("run",) * 3 + ("reset",) + ("run",) * 3 + ("reset",) + ("run",) * 3)
+    runner = ProgramRunner("nvidia.dali")
+    try:
+        seen = runner.observe(program)
+    finally:
+        runner.close()
+    assert seen == expected(program)
+    assert [len([s for s in seen[i:i + 3] if s != "stop"]) for i in (0, 4, 8)] == [2, 2, 2]
