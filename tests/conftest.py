@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import isolation
 import psutil
 import pytest
-from leaks import kill_tree, new_segments, segments
+from leaks import kill_tree, new_segments, our_dev_shm, segments
 from ray_cluster import RAY_ENV
 
 # Ray reads these when it is imported, which test modules do while they are collected: set
@@ -37,25 +37,16 @@ _RUNNER = pytest.StashKey["isolation.IsolatedRunner"]()
 _CONFIG: list[pytest.Config] = []
 
 
-#: multiprocessing's named semaphores: dali_lite makes none (its pool uses pipes), and every
-#: other Python program on the machine makes them, so a new one says nothing about this test.
-_FOREIGN_PREFIXES = ("sem.mp-",)
-#: A file must stay this long to count: other programs' files come and go.
+#: A file must stay this long to count: a segment being created is unlinked at once.
 _DEV_SHM_SETTLE_S = 0.5
 
 
-def _dev_shm_entries() -> set[str]:
-    try:
-        return {name for name in os.listdir(_DEV_SHM) if not name.startswith(_FOREIGN_PREFIXES)}
-    except OSError:
-        return set()
-
-
 def _new_dev_shm_entries(before: set[str]) -> set[str]:
-    new = _dev_shm_entries() - before
+    """dali_lite's new entries in /dev/shm; other programs' are not this test's business."""
+    new = our_dev_shm() - before
     if new:
         time.sleep(_DEV_SHM_SETTLE_S)
-        new &= _dev_shm_entries()
+        new &= our_dev_shm()
     return new
 
 
@@ -90,7 +81,7 @@ def _describe(child: psutil.Process) -> str:
 def no_leaked_processes_or_shm() -> Iterator[None]:
     """Fail a test that leaves a child process, a new /dev/shm entry, or a shared-memory
     segment open or mapped in this process behind; kill the processes it left."""
-    shm_before = _dev_shm_entries()
+    shm_before = our_dev_shm()
     segments_before = segments()
     yield
     children = _leftover_children()

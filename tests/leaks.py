@@ -5,6 +5,11 @@ look at /dev/shm says nothing about them. A segment that outlives its pipeline s
 open file descriptor (``/proc/<pid>/fd/*`` -> ``/memfd:dali_lite (deleted)``) or as a
 mapping (``/proc/<pid>/maps``) of the process that keeps it. The fallback for systems
 without memfd (an unlinked file in /dev/shm) shows the same way, under ``/dev/shm/``.
+
+What /dev/shm itself holds is shared with every program on the machine (multiprocessing's
+semaphores ``sem.mp-*``, PyTorch's ``torch_*``, another test run's files), so a leak check
+looks there only at dali_lite's own names (:func:`our_dev_shm`): another program can then
+neither fail a test nor hide a leak of ours.
 """
 
 from __future__ import annotations
@@ -20,6 +25,19 @@ from typing import Any
 import psutil
 
 _SEGMENT_MARKS = ("/memfd:", "memfd:", "/dev/shm/")
+_DEV_SHM = "/dev/shm"
+#: The names dali_lite's segments get in /dev/shm where memfd_create is missing
+#: (``shm.mapping.create_fd``: ``dali_lite-XXXXXXXX``, unlinked at once; only a kill between
+#: creating and unlinking one can leave it). dali_lite names nothing else there.
+OUR_DEV_SHM_PREFIXES = ("dali_lite",)
+
+
+def our_dev_shm() -> set[str]:
+    """The entries of /dev/shm that are dali_lite's (see the module docstring)."""
+    try:
+        return {name for name in os.listdir(_DEV_SHM) if name.startswith(OUR_DEV_SHM_PREFIXES)}
+    except OSError:
+        return set()
 
 
 def _is_segment(target: str) -> bool:

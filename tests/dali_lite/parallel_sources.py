@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import itertools
 import os
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import cloudpickle
@@ -243,16 +245,24 @@ class WhoSample:
         return np.array([os.getpid(), info.idx_in_epoch], dtype=np.int64)
 
 
-class WhoBatch:
-    """Per-batch (iteration): every sample is `[pid, iteration]`, after `delay_s`."""
+class TimedSample:
+    """Per-sample: `[pid, idx_in_epoch, started, finished]` (monotonic clock, which all
+    processes share) of the worker that produced it, around `delay_s` of work."""
 
-    def __init__(self, batch_size: int, delay_s: float = 0.0) -> None:
-        self.batch_size = batch_size
+    def __init__(self, delay_s: float) -> None:
         self.delay_s = delay_s
 
-    def __call__(self, iteration: int) -> np.ndarray:
+    def __call__(self, info: types.SampleInfo) -> np.ndarray:
+        started = time.monotonic()
         time.sleep(self.delay_s)
-        return np.tile(np.array([os.getpid(), iteration], dtype=np.int64), (self.batch_size, 1))
+        return np.array([os.getpid(), info.idx_in_epoch, started, time.monotonic()],
+                        dtype=np.float64)
+
+
+def overlapping(intervals: Sequence[tuple[float, float]]) -> bool:
+    """Whether some two of the `(started, finished)` intervals overlap in time."""
+    ordered = sorted(intervals)
+    return any(later[0] < earlier[1] for earlier, later in itertools.pairwise(ordered))
 
 
 class WhoIterable:
@@ -495,6 +505,27 @@ def alive(pid: int) -> bool:
         return False
 
 
+def running(pids: set[int]) -> set[int]:
+    """Those of `pids` that still run (a zombie or a reaped process does not)."""
+    return {pid for pid in pids if alive(pid)}
+
+
+#: How long `wait_until` waits for an event by default: the event is expected within
+#: milliseconds; the bound only turns a bug into a failure instead of a hang.
+EVENT_TIMEOUT_S = 60.0
+
+
+def wait_until(condition: Callable[[], bool], what: str,
+               timeout_s: float = EVENT_TIMEOUT_S) -> None:
+    """Wait for `condition()` (an event some other process makes true), failing after
+    `timeout_s`: the way a test waits for something, instead of sleeping and hoping."""
+    end = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() >= end:
+            raise AssertionError(f"waited {timeout_s} s for {what}")
+        time.sleep(0.01)
+
+
 def wait_gone(pids: set[int], timeout_s: float) -> set[int]:
     """Wait until none of `pids` is alive; return those still alive after `timeout_s`."""
     end = time.monotonic() + timeout_s
@@ -518,24 +549,30 @@ def mapping_of(array: np.ndarray) -> str | None:
 
 
 def dev_shm() -> set[str]:
-    try:
-        return set(os.listdir("/dev/shm"))
-    except OSError:
-        return set()
+    """dali_lite's entries in /dev/shm: other programs' come and go as they please."""
+    # Imported here: scripts and spawned workers import this module without tests/ on their
+    # path, and never call this.
+    from leaks import our_dev_shm
+
+    return our_dev_shm()
 
 
 class TimedBatch:
-    """Per-batch (iteration): every sample is `[iteration, started, finished]` (monotonic
-    clock, which all processes share), after `delay_s` of work."""
+    """Per-batch (iteration): every sample is `[iteration, started, finished, pid]` (monotonic
+    clock, which all processes share), after `delay_s` of work. With `directory`, it first
+    creates `<directory>/<iteration>`: the event a test can wait for."""
 
-    def __init__(self, batch_size: int, delay_s: float) -> None:
+    def __init__(self, batch_size: int, delay_s: float, directory: Path | None = None) -> None:
         self.batch_size = batch_size
         self.delay_s = delay_s
+        self.directory = directory
 
     def __call__(self, iteration: int) -> np.ndarray:
         started = time.monotonic()
+        if self.directory is not None:
+            (self.directory / str(iteration)).touch()
         time.sleep(self.delay_s)
-        row = np.array([iteration, started, time.monotonic()], dtype=np.float64)
+        row = np.array([iteration, started, time.monotonic(), os.getpid()], dtype=np.float64)
         return np.tile(row, (self.batch_size, 1))
 
 
@@ -554,3 +591,32 @@ class StuckAt:
         stuck = info.epoch_idx == 0 and info.iteration == self.stuck_at
         time.sleep(self.stuck_s if stuck else self.delay_s)
         return np.full((self.batch_size, 1), info.iteration, dtype=np.int64)
+
+
+class Announcing:
+    """Per-sample: touches `<directory>/<pid>-<idx_in_epoch>` when it starts a sample, then
+    works for `work_s` (a sleep) and returns `PerSampleSource()`'s sample. The file is the event
+    a test waits for to know that a worker is inside the callback."""
+
+    def __init__(self, directory: Path, work_s: float = 0.0) -> None:
+        self.directory = directory
+        self.work_s = work_s
+
+    def __call__(self, info: types.SampleInfo) -> np.ndarray:
+        (self.directory / f"{os.getpid()}-{info.idx_in_epoch}").touch()
+        time.sleep(self.work_s)
+        return SampleSpec().make(info.idx_in_epoch, info.epoch_idx)
+
+
+class StuckFrom:
+    """Per-sample: sample `idx` as `PerSampleSource()` makes it, but from `idx_in_epoch`
+    `stuck_from` on the callback waits for an event that nobody sets (a callback stuck for
+    good, e.g. on a lock or a socket); only a signal ends its worker."""
+
+    def __init__(self, stuck_from: int) -> None:
+        self.stuck_from = stuck_from
+
+    def __call__(self, info: types.SampleInfo) -> np.ndarray:
+        if info.idx_in_epoch >= self.stuck_from:
+            threading.Event().wait()
+        return SampleSpec().make(info.idx_in_epoch, info.epoch_idx)

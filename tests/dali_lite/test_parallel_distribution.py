@@ -3,25 +3,31 @@
 A per-sample source's batch is split into contiguous slices over the workers; a per-batch
 callable computes up to `prefetch_queue_depth` batches at once on different workers; an
 iterable lives on one dedicated worker. The sources report the pid of the process that ran
-them, and slow callbacks show that the work really runs concurrently.
+them, and when they worked (a clock all processes share): overlapping work shows that it
+really runs concurrently, without any bound on how long it took.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from parallel_sources import (
     START_METHODS,
     TimedBatch,
-    WhoBatch,
+    TimedSample,
     WhoIterable,
     WhoSample,
     child_pids,
     deadline,
+    overlapping,
     pipeline,
+    wait_until,
 )
 
 from dali_lite import fn
@@ -55,41 +61,46 @@ def test_a_per_sample_batch_is_split_into_contiguous_slices_over_the_workers(
 
 @pytest.mark.parametrize("start_method", START_METHODS)
 def test_per_sample_work_runs_concurrently(start_method: str) -> None:
-    delay_s, batch_size = 0.1, 8
-    pipe = pipeline(lambda: fn.external_source(WhoSample(delay_s), parallel=True,
+    # Shown by what happened, not by how long it took (a loaded machine stretches any time):
+    # the slices of different workers were being worked on at the same moment.
+    batch_size = 8
+    pipe = pipeline(lambda: fn.external_source(TimedSample(0.2), parallel=True,
                                                batch=False), batch_size,
                     py_num_workers=4, py_start_method=start_method)
     try:
-        with deadline(30):
+        with deadline(60):
             pipe.run()  # workers are up
-            started = time.monotonic()
-            for _ in range(3):
-                pipe.run()
-            elapsed = time.monotonic() - started
+            batches = [pipe.run()[0].as_array().copy() for _ in range(3)]
     finally:
         pipe.close()
-    one_by_one = 3 * batch_size * delay_s  # 2.4 s in one process
-    assert elapsed < one_by_one / 2, f"3 batches took {elapsed:.2f} s with 4 workers"
+    spans = []  # (started, finished) of each worker's slice of each batch
+    for batch in batches:
+        assert [int(row[1]) for row in batch] == list(range(int(batch[0][1]),
+                                                            int(batch[0][1]) + batch_size))
+        for pid in {row[0] for row in batch}:
+            mine = batch[batch[:, 0] == pid]
+            spans.append((mine[:, 2].min(), mine[:, 3].max()))
+    assert len({row[0] for batch in batches for row in batch}) > 1, "one worker did it all"
+    assert overlapping(spans), f"no two slices ran at the same time: {sorted(spans)}"
 
 
 def test_per_batch_callables_compute_several_batches_at_once() -> None:
-    delay_s, depth = 0.2, 4
+    depth = 4
     pipe = pipeline(
-        lambda: fn.external_source(WhoBatch(2, delay_s), batch=True, parallel=True,
+        lambda: fn.external_source(TimedBatch(2, 0.2), batch=True, parallel=True,
                                    prefetch_queue_depth=depth),
         2, py_num_workers=depth)
     try:
-        with deadline(30):
+        with deadline(60):
             pipe.run()
-            time.sleep(delay_s * 2)  # let the prefetched batches finish
-            started = time.monotonic()
-            batches = [rows(pipe.run()[0]) for _ in range(8)]
-            elapsed = time.monotonic() - started
+            batches = [pipe.run()[0].at(0).copy() for _ in range(8)]
     finally:
         pipe.close()
-    assert [batch[0][1] for batch in batches] == list(range(1, 9))
-    assert len({batch[0][0] for batch in batches}) == depth, "batches ran on fewer workers"
-    assert elapsed < 8 * delay_s / 2, f"8 batches took {elapsed:.2f} s with 4 workers"
+    assert [int(row[0]) for row in batches] == list(range(1, 9))
+    assert len({row[3] for row in batches}) == depth, "batches ran on fewer workers"
+    # Several batches were computed at the same moment (an event, whatever the load).
+    spans = [(row[1], row[2]) for row in batches]
+    assert overlapping(spans), f"the batches ran one after another: {sorted(spans)}"
 
 
 def test_an_iterable_lives_on_one_dedicated_worker() -> None:
@@ -111,27 +122,32 @@ def test_an_iterable_lives_on_one_dedicated_worker() -> None:
     assert [rows(outputs[0])[0][1] for outputs in batches[:4]] == [0, 1, 2, 3]
 
 
-def test_a_worker_starts_the_next_batch_while_the_iteration_still_runs() -> None:
+def test_a_worker_starts_the_next_batch_while_the_iteration_still_runs(tmp_path: Path) -> None:
     # prefetch_queue_depth=1, one worker: the buffer holds one batch. When iteration k takes
     # batch k out of it, the worker must start batch k + 1 at once, not after the rest of
     # iteration k (here a slow python_function) is done.
-    work_s, rest_s = 0.15, 0.3
+    # The rest of iteration k waits (up to a bound) for batch k + 1 to start: an engine that
+    # started it only after the iteration would make it wait out the bound, and fail below.
+    work_s, wait_bound_s = 0.15, 10.0
     rest_of_iteration: list[tuple[float, float]] = []  # (started, finished) per iteration
 
     def slow_rest(batch: Any) -> Any:
         started = time.monotonic()
-        time.sleep(rest_s)
+        iteration = int(np.asarray(batch[0]).ravel()[0])
+        with contextlib.suppress(AssertionError):
+            wait_until((tmp_path / str(iteration + 1)).exists, f"batch {iteration + 1}",
+                       wait_bound_s)
         rest_of_iteration.append((started, time.monotonic()))
         return batch
 
     pipe = pipeline(
         lambda: fn.python_function(
-            fn.external_source(TimedBatch(2, work_s), batch=True, parallel=True,
+            fn.external_source(TimedBatch(2, work_s, tmp_path), batch=True, parallel=True,
                                prefetch_queue_depth=1),
             function=slow_rest, batch_processing=True),
         2, py_num_workers=1, prefetch_queue_depth=1)
     try:
-        with deadline(30):
+        with deadline(120):
             # Each batch is read and dropped, as DALI's contract has it (an output is valid
             # until the next run()): a program keeping every batch holds every slot, and
             # prefetching then waits for the iteration that needs the batch.

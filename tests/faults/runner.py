@@ -33,7 +33,7 @@ from dali_lite import fn, types
 
 BATCH_SIZE = 4
 EPOCH_SIZE = 8  # long enough that prefetching never reaches the end of an iterator's pass
-_CHILD_EXIT_S = 2.0
+_CHILD_EXIT_S = 10.0
 #: Every pipeline a procedure made, closed at the very end as a safety net (after the
 #: leftover check, so a pipeline that only ``close()`` would have stopped still counts).
 CREATED: list[weakref.ref[Any]] = []
@@ -69,6 +69,19 @@ def first_values(outputs: Any) -> list[int]:
     """The first byte of each sample: scenarios fill sample ``idx`` with ``idx % 251``."""
     batch = outputs[0]
     return [int(batch.at(i).reshape(-1)[0]) for i in range(len(batch))]
+
+
+def wait_for_a_death(pids: list[int], bound_s: float = 60.0) -> None:
+    """Wait until one of ``pids`` has died (a zombie counts: the pool has not looked yet)."""
+    processes = []
+    for pid in pids:
+        try:
+            processes.append(psutil.Process(pid))
+        except psutil.NoSuchProcess:
+            return
+    deadline = time.monotonic() + bound_s
+    while all(is_live(process) for process in processes) and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def leftovers(helpers: set[int]) -> list[int]:
@@ -117,7 +130,8 @@ def proc_error(case: dict[str, Any], out: dict[str, Any]) -> Any:
     out["pids"] = sorted(worker_pids())
     error, raised_at, done = run_until_error(pipe, 2 if fault.phase == "idle" else 50)
     if error is None and fault.phase == "idle":
-        time.sleep(1.0)  # the worker dies meanwhile, while idle (prefetching is done)
+        # The worker dies meanwhile, while idle (prefetching is done): wait for that event.
+        wait_for_a_death(out["pids"])
         resume = time.monotonic()
         error, raised_at, more = run_until_error(pipe)
         done += more

@@ -9,7 +9,7 @@ import os
 import platform
 import signal
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -107,6 +107,10 @@ def fail(kind: str) -> list[list[np.ndarray]]:
         return 42  # type: ignore[return-value]
     if kind == "sleep":
         time.sleep(60)
+    if kind.startswith("announce_sleep:"):
+        # Say (by creating the file named after the colon) that the callback runs, then sleep.
+        open(kind.partition(":")[2], "x").close()
+        time.sleep(60)
     if kind == "nap":
         time.sleep(0.6)
     if kind == "native":
@@ -138,6 +142,35 @@ def ignores_sigterm(pid: int) -> bool:
 #: The callbacks most tests register, and their indices.
 CALLBACKS = (arange_sample, echo, big, fail)
 ARANGE, ECHO, BIG, FAIL = range(len(CALLBACKS))
+
+
+#: How long a test waits for an event it expects within milliseconds (only a bug takes longer).
+EVENT_TIMEOUT_S = 60.0
+
+
+def wait_until(condition: Callable[[], bool], what: str,
+               timeout_s: float = EVENT_TIMEOUT_S) -> None:
+    """Wait for ``condition()`` (made true by another process), failing after ``timeout_s``:
+    what a test does instead of sleeping for a while and hoping the event happened."""
+    end = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() >= end:
+            raise AssertionError(f"waited {timeout_s} s for {what}")
+        time.sleep(0.01)
+
+
+def signal_settled(pid: int, signum: int) -> bool:
+    """Whether signal ``signum`` sent to ``pid`` is no longer pending: the process ignored,
+    handled or died of it (or is gone)."""
+    bit = 1 << (signum - 1)
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith(("SigPnd:", "ShdPnd:")) and int(line.split()[1], 16) & bit:
+                    return False
+    except OSError:
+        return True
+    return True
 
 
 def collect_all(pool: WorkerPool, count: int, timeout_s: float = RESULT_TIMEOUT_S) -> list[Reply]:

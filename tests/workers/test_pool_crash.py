@@ -32,8 +32,10 @@ from pool_helpers import (
 from shm import SharedSegment
 from workers import TaskDone, WorkerDiedError, WorkerPool
 
-_DEATH_REPORT_S = 1.0
-_ORPHAN_EXIT_S = 2.0
+#: A death is seen through the worker's sentinel, in milliseconds on an idle machine; the
+#: bounds leave a loaded machine room.
+_DEATH_REPORT_S = 10.0
+_ORPHAN_EXIT_S = 10.0
 
 
 
@@ -59,7 +61,7 @@ def _callback(kind: str) -> Callable[[WorkerPool, list[SharedSegment]], None]:
     ],
     ids=["sigkill", "self-kill", "exit3", "segfault"],
 )
-def test_dead_worker_is_reported_within_a_second(
+def test_dead_worker_is_reported_promptly(
     start_method: str,
     segments: list[SharedSegment],
     crash: Callable[[WorkerPool, list[SharedSegment]], None],

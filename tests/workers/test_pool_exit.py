@@ -16,7 +16,7 @@ import pytest
 from leaks import kill_session
 from pool_helpers import START_METHODS
 
-_EXIT_TIMEOUT_S = 10.0
+_EXIT_TIMEOUT_S = 60.0
 
 _SCRIPT = textwrap.dedent(
     """
@@ -30,15 +30,17 @@ _SCRIPT = textwrap.dedent(
     pool.start()
     segments = [SharedSegment.create(0) for _ in range(2)]
     warm_up(pool, segments)
+    pids = " ".join(map(str, pool.pids))
     if sys.argv[2] == "ctrl-c":
         pool.submit(0, FAIL, ["sleep"], 0, segments[0])
-    print(" ".join(map(str, pool.pids)), flush=True)
-    if sys.argv[2] == "ctrl-c":
         try:
+            # Inside the try: a Ctrl-C from the moment the test reads the pids is caught here.
+            print(pids, flush=True)
             pool.collect(None)  # interrupted by SIGINT
         except KeyboardInterrupt:
             print("interrupted", flush=True)
             raise
+    print(pids, flush=True)
     # "exit": fall off the end without close(); atexit must stop the workers.
     """
 )
@@ -64,16 +66,17 @@ def test_program_end_stops_workers(start_method: str, scenario: str) -> None:
     )
     try:
         assert program.stdout is not None
-        readable, _, _ = select.select([program.stdout], [], [], 30)
+        readable, _, _ = select.select([program.stdout], [], [], _EXIT_TIMEOUT_S)
         assert readable, "the script did not start its pool in time"
         pids = [int(pid) for pid in program.stdout.readline().split()]
         assert len(pids) == 2
         if scenario == "ctrl-c":
-            time.sleep(0.2)
             os.killpg(program.pid, signal.SIGINT)  # workers get it too, and ignore it
         begin = time.monotonic()
         out, err = program.communicate(timeout=_EXIT_TIMEOUT_S)
-        assert time.monotonic() - begin < 5.0
+        # A busy worker is ended within seconds (grace, then SIGTERM); room for a loaded
+        # machine, far from the 60 s callback it is stuck in.
+        assert time.monotonic() - begin < 30.0
         if scenario == "ctrl-c":
             assert "interrupted" in out and "KeyboardInterrupt" in err
             assert program.returncode != 0

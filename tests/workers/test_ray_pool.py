@@ -10,13 +10,15 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-from pool_helpers import arange_sample, collect_all, fail, read_reply
+from pool_helpers import arange_sample, collect_all, fail, read_reply, wait_until
 
 from shm import SharedSegment
 from workers import TaskDone, TaskFailed, TaskTimeoutError
@@ -32,10 +34,18 @@ pytestmark = [pytest.mark.usefixtures("ray_cluster"), pytest.mark.timeout(300)]
 _DEADLINE_S = 60.0
 
 
-def slow_sample(i: int) -> list[list[np.ndarray]]:
-    """One small sample after a pause long enough to kill the actor meanwhile."""
-    time.sleep(1.5)
-    return [[np.full((2,), i, np.int64)]]
+class SlowSample:
+    """One small sample after `work_s` of work, long enough to kill the actor meanwhile; on
+    starting, it creates `<directory>/<i>-<pid>`, the event the test waits for."""
+
+    def __init__(self, directory: Path, work_s: float = 3.0) -> None:
+        self.directory = directory
+        self.work_s = work_s
+
+    def __call__(self, i: int) -> list[list[np.ndarray]]:
+        (self.directory / f"{i}-{os.getpid()}").touch()
+        time.sleep(self.work_s)
+        return [[np.full((2,), i, np.int64)]]
 
 
 def stuck(i: int) -> list[list[np.ndarray]]:
@@ -44,14 +54,17 @@ def stuck(i: int) -> list[list[np.ndarray]]:
 
 
 class Counter:
-    """A stateful callback: what an iterator source is to the pool."""
+    """A stateful callback: what an iterator source is to the pool. Each call creates
+    `<directory>/<i>-<pid>` when it starts (the event the test waits for), then works."""
 
-    def __init__(self) -> None:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
         self.calls = 0
 
     def __call__(self, i: int) -> list[list[np.ndarray]]:
         self.calls += 1
-        time.sleep(1.5)
+        (self.directory / f"{i}-{os.getpid()}").touch()
+        time.sleep(3.0)
         return [[np.full((1,), self.calls, np.int64)]]
 
 
@@ -112,14 +125,19 @@ def test_a_callback_error_keeps_its_type_and_remote_traceback(segment: SharedSeg
         assert "ValueError: bad sample 3" in str(error.__cause__)
 
 
+def in_callback(directory: Path, pid: int) -> Callable[[], bool]:
+    """Whether actor `pid` has started a call of a callback that announces itself."""
+    return lambda: any(path.name.endswith(f"-{pid}") for path in directory.iterdir())
+
+
 def test_a_killed_actor_is_replaced_and_its_tasks_run_again_in_order(
-        segment: SharedSegment) -> None:
+        segment: SharedSegment, tmp_path: Path) -> None:
     second = SharedSegment.create(0)
-    with RayWorkerPool([slow_sample], 1, start_timeout_s=_DEADLINE_S) as pool:
+    with RayWorkerPool([SlowSample(tmp_path)], 1, start_timeout_s=_DEADLINE_S) as pool:
         victim = pool.pids[0]
         first_id = pool.submit(0, 0, [5], 0, segment)
         second_id = pool.submit(0, 0, [6], 1, second)
-        time.sleep(0.5)
+        wait_until(in_callback(tmp_path, victim), "the actor to start the first task")
         os.kill(victim, 9)
         replies = collect_all(pool, 2, _DEADLINE_S)
         assert [r.task_id for r in replies] == [first_id, second_id]
@@ -130,10 +148,11 @@ def test_a_killed_actor_is_replaced_and_its_tasks_run_again_in_order(
     second.close()
 
 
-def test_a_stateful_callback_on_a_dead_actor_breaks_the_pool(segment: SharedSegment) -> None:
-    with RayWorkerPool([Counter()], 1, replayable=[False]) as pool:
+def test_a_stateful_callback_on_a_dead_actor_breaks_the_pool(segment: SharedSegment,
+                                                             tmp_path: Path) -> None:
+    with RayWorkerPool([Counter(tmp_path)], 1, replayable=[False]) as pool:
         pool.submit(0, 0, [0], 0, segment)
-        time.sleep(0.5)
+        wait_until(in_callback(tmp_path, pool.pids[0]), "the actor to start the task")
         os.kill(pool.pids[0], 9)
         with pytest.raises(RayWorkerLostError, match="keeps state between calls"):
             collect_all(pool, 1, _DEADLINE_S)

@@ -28,7 +28,7 @@ from dali_lite._src.pipeline.checkpointing import CheckpointingMixin, Checkpoint
 from dali_lite._src.pipeline.extras import PipelineExtras
 from dali_lite._src.pipeline.graph_definition import GraphDefinition
 from dali_lite._src.pipeline.properties import PipelineProperties
-from dali_lite._src.pipeline.run_protocol import RunProtocol
+from dali_lite._src.pipeline.run_protocol import IterationGraph, RunProtocol
 
 __all__ = ["Pipeline"]
 
@@ -135,7 +135,6 @@ class Pipeline(GraphDefinition, RunProtocol, PipelineProperties, PipelineExtras,
         self._set_outputs_called: tuple[Any, ...] | None = None
         self._operators: list[Operator] = []
         #: The sources each iteration polls first, in DALI's order (set by build()).
-        self._round_sources: list[ExternalSource] = []
         self._next_op_index = 0
         self._conditionals_enabled = False
         # The run protocol, as DALI's: the API in use (set by the first checked call), whether
@@ -147,7 +146,7 @@ class Pipeline(GraphDefinition, RunProtocol, PipelineProperties, PipelineExtras,
         self._last_iter = False
         self._end_reached = False
         self._epoch_idx = 0
-        self._ended_epoch: int | None = None  # set by the executor's thread
+        self._iterations: IterationGraph | None = None  # what the executor's thread computes
         self._next_iteration = 0
         self._last_outputs: Any = None
         self._shared_outputs: list[Any] = []
@@ -167,13 +166,17 @@ class Pipeline(GraphDefinition, RunProtocol, PipelineProperties, PipelineExtras,
         for op in self._operators:
             op.setup(self)
         self._resources.operators = list(self._operators)
-        self._round_sources = self._polled_sources()
         self._checkpoint_prepare_sources()
         self.start_py_workers()
-        # Weak trampolines: the executor outlives nothing, but a strong reference from it
-        # would keep a deleted pipeline alive through the finalizer that owns the executor.
-        self._resources.executor = Executor(_weakly(self._compute), self._options.exec_async)
-        self._resources.executor.starvation = _weakly(self._starvation)
+        # The executor's thread holds the iteration graph, never the pipeline: a strong
+        # reference from it would keep a dropped pipeline (and its workers) alive while an
+        # iteration waits, and through the finalizer that owns the executor, for good.
+        self._iterations = IterationGraph(self._operators, self._outputs_defined(),
+                                          self._options.batch_size, self._polled_sources())
+        executor = Executor(self._iterations.compute, self._options.exec_async)
+        self._iterations.executor = weakref.ref(executor)
+        executor.starvation = _weakly(self._starvation)
+        self._resources.executor = executor
         self._built = True
         self._checkpoint_built()
         stack = PipelineScope.stack()

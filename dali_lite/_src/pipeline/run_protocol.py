@@ -4,10 +4,10 @@ Mixed into `Pipeline` (`pipeline.py`, which builds the pipeline and owns its exe
 workers). It keeps DALI's contract for the two APIs a program may use, never both on one
 pipeline unless the API check is off: `run()` (BASIC), or `schedule_run()` / `share_outputs()` /
 `release_outputs()` / `outputs()` (SCHEDULED); iterations are submitted to the executor after
-`iter_setup()`, and taken back in order. It also computes one iteration (`_compute`, which the
-executor's thread calls), says which source starves the executor, feeds external sources
-(`feed_input`), and ends and restarts epochs: the end of the data is a StopIteration that
-`reset()` clears.
+`iter_setup()`, and taken back in order. It also computes one iteration (`IterationGraph`,
+which the executor's thread calls and which holds no reference to the pipeline), says which
+source starves the executor, feeds external sources (`feed_input`), and ends and restarts
+epochs: the end of the data is a StopIteration that `reset()` clears.
 
 Relies on the pipeline's `_options`, `_resources`, `_operators`, the run-state attributes set
 in `Pipeline.__init__` (`_api_type`, `_first_iter`, `_last_iter`, `_end_reached`, ...), and its
@@ -17,36 +17,61 @@ in `Pipeline.__init__` (`_api_type`, `_first_iter`, `_last_iter`, `_end_reached`
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dali_lite._src.execution.executor import IterationTicket
-from dali_lite._src.graph.nodes import DataNode, IterationContext
+from dali_lite._src.execution.executor import Executor, IterationTicket
+from dali_lite._src.graph.nodes import DataNode, IterationContext, Operator
 from dali_lite._src.ops.external_source import ExternalSource
 from dali_lite._src.ops.source_feed import NoDataFedError, UnknownInputError
 
 if TYPE_CHECKING:
     from dali_lite._src.pipeline.pipeline import Pipeline
 
-__all__ = ["RunProtocol"]
+__all__ = ["IterationGraph", "RunProtocol"]
 
 # DALI names the two APIs by its enum `types.PipelineAPIType`; its messages show these names.
 BASIC, SCHEDULED = "PipelineAPIType.BASIC", "PipelineAPIType.SCHEDULED"
 
 
-class RunProtocol:
-    """The running half of `Pipeline`: DALI's run protocol, feeding and epochs."""
+@dataclass(slots=True, eq=False)
+class IterationGraph:
+    """What computing one iteration needs, held apart from the `Pipeline`.
 
-    def _compute(self: Pipeline, ticket: IterationTicket) -> tuple[Any, ...]:
+    The executor's thread calls `compute` for as long as an iteration waits for its workers.
+    Were that a method of the pipeline, the thread would keep a pipeline that the program
+    dropped alive until the batch came, and its workers with it (or, for a pipeline in a
+    reference cycle, until a later collection). Holding only this object (operators keep
+    their pipeline through a weak reference), the thread lets the pipeline be collected at
+    once; its finalizer then cancels the iteration and ends the workers.
+    """
+
+    operators: list[Operator]
+    outputs: list[DataNode]
+    batch_size: int
+    #: The external sources read from a `source`, in DALI's polling order (`_polled_sources`).
+    round_sources: list[ExternalSource]
+    #: The executor that calls `compute`, weakly: it holds this object.
+    executor: weakref.ref[Executor] | None = None
+    #: The epoch whose end an iteration met (set by the executor's thread; `reset` clears it).
+    ended_epoch: int | None = field(default=None)
+
+    def is_cancelled(self, ticket: IterationTicket) -> bool:
+        executor = self.executor() if self.executor is not None else None
+        return executor is None or executor.is_cancelled(ticket)
+
+    def compute(self, ticket: IterationTicket) -> tuple[Any, ...]:
+        """Run every operator once for `ticket`'s iteration; the graph's outputs."""
         # Once an iteration of an epoch met the end of the data, later ones of the same epoch
         # end too, without calling the sources again: DALI stops calling them at the end.
-        if self._ended_epoch == ticket.epoch_idx:
+        if self.ended_epoch == ticket.epoch_idx:
             raise StopIteration
-        executor = self._resources.executor
-        ctx = IterationContext(ticket.iteration, ticket.epoch_idx, self._options.batch_size,
-                               lambda: executor is None or executor.is_cancelled(ticket))
+        ctx = IterationContext(ticket.iteration, ticket.epoch_idx, self.batch_size,
+                               lambda: self.is_cancelled(ticket))
         values: dict[tuple[int, int], Any] = {}
-        polled = self._round_sources
+        polled = self.round_sources
         # DALI's round: every source with a `source` gives its batch of this iteration before
         # anything else runs, also when another one ends the epoch (the batches they gave
         # are then lost: an iterator is one item further on, as in DALI).
@@ -58,15 +83,19 @@ class RunProtocol:
             except StopIteration:
                 ended = True
         if ended:
-            self._ended_epoch = ticket.epoch_idx
+            self.ended_epoch = ticket.epoch_idx
             raise StopIteration
-        for op in self._operators:
+        for op in self.operators:
             if op in polled:
                 continue
             inputs = [values[(node.source.id, node.index)] for node in op.inputs]
             for index, batch in enumerate(op.run(ctx, inputs)):
                 values[(op.id, index)] = batch
-        return tuple(values[(node.source.id, node.index)] for node in self._outputs_defined())
+        return tuple(values[(node.source.id, node.index)] for node in self.outputs)
+
+
+class RunProtocol:
+    """The running half of `Pipeline`: DALI's run protocol, feeding and epochs."""
 
     def _polled_sources(self: Pipeline) -> list[ExternalSource]:
         """The external sources read from a `source`, in the order DALI polls them each
@@ -263,7 +292,8 @@ class RunProtocol:
         self._first_iter = True
         self._last_iter = self._end_reached = False
         self._epoch_idx += 1
-        self._ended_epoch = None
+        if self._iterations is not None:
+            self._iterations.ended_epoch = None
         self._next_iteration = 0
         for op in self._operators:
             op.reset(self._epoch_idx)

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Run the parallel tests beside CPU hogs: they must stay green on a loaded machine (issue 20).
+#
+#   tests/load/run_under_load.sh [HOGS] [-- extra pytest arguments]
+#
+# Starts HOGS (default 4) busy-loop Python processes, runs
+#   python -m pytest -q tests/dali_lite tests/workers -k "parallel or workers"
+# (the dali_lite tests of parallel sources, and every test of the worker pools: -k applies to
+# both paths, and every tests/workers test has "workers" among its keywords)
+# beside them, and kills the hogs on any exit (success, failure, Ctrl-C, SIGTERM).
+# PYTHON picks the interpreter (default: python3); the exit status is pytest's.
+set -euo pipefail
+
+HOGS="${1:-4}"
+shift $(( $# > 0 ? 1 : 0 ))
+if [[ "${1:-}" == "--" ]]; then shift; fi
+PYTHON="${PYTHON:-python3}"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+
+hog_pids=()
+pytest_pid=""
+cleanup() {
+    # pytest first (if a signal cut the run short; its own fixtures end its workers), then
+    # the hogs. Only the processes this script started, by pid.
+    if [[ -n "$pytest_pid" ]] && kill -0 "$pytest_pid" 2>/dev/null; then
+        kill -INT "$pytest_pid" 2>/dev/null || true
+        wait "$pytest_pid" 2>/dev/null || true
+    fi
+    if (( ${#hog_pids[@]} )); then
+        kill "${hog_pids[@]}" 2>/dev/null || true
+        wait "${hog_pids[@]}" 2>/dev/null || true
+        hog_pids=()
+    fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+for _ in $(seq "$HOGS"); do
+    "$PYTHON" -c 'while True: pass' &
+    hog_pids+=("$!")
+done
+echo "run_under_load: ${HOGS} CPU hogs (pids ${hog_pids[*]}) on $(nproc) cores" >&2
+
+cd "$ROOT"
+# In the background and waited for: bash runs a trap only once a foreground command ends, so a
+# SIGTERM (e.g. from `timeout`) would otherwise leave the hogs spinning until pytest is done.
+"$PYTHON" -m pytest -q tests/dali_lite tests/workers -k "parallel or workers" "$@" &
+pytest_pid=$!
+status=0
+wait "$pytest_pid" || status=$?
+pytest_pid=""
+echo "run_under_load: pytest exited with ${status}; load average: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+exit "$status"
