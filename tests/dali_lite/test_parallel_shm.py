@@ -283,6 +283,8 @@ def test_statistics_report_every_source_and_worker_consistently() -> None:
         assert total["high_water_bytes"] == max(w["high_water_bytes"] for w in workers.values())
         slots += total["slots"]
         capacity += total["capacity_bytes"]
+    # Nothing grew (see below), so DALI's keys and our files agree; once a slot grows, DALI's
+    # keys say DALI's sizes and per_source ours (tests/compat/compat_cases_shm_growth.py).
     assert slots == len(stats["capacities"])
     assert capacity == sum(stats["capacities"])
     # Without a hint a slot starts at DALI's 1 MiB: the small batches never grow it.

@@ -14,6 +14,7 @@ or the exception it raised, which `take()` re-raises in the caller's thread.
 from __future__ import annotations
 
 import threading
+import time
 import traceback
 from collections import deque
 from collections.abc import Callable
@@ -105,13 +106,21 @@ class Executor:
         with self._lock:
             return list(self._tickets)
 
-    def wait_done(self, ticket: IterationTicket) -> bool:
+    def in_own_thread(self) -> bool:
+        """Whether the caller is the executor's thread (which must not wait for itself)."""
+        return threading.current_thread() is self._thread
+
+    def wait_done(self, ticket: IterationTicket, timeout_s: float | None = None) -> bool:
         """Wait until `ticket` is computed; False (at once) if the iteration being computed
-        waits for fed data that nobody has provided, so that waiting could last forever."""
+        waits for fed data that nobody has provided, so that waiting could last forever, and
+        False after `timeout_s` seconds (None: no limit)."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with self._lock:
             while not ticket.done:
                 if (self._running is not None and self.starvation is not None
                         and self.starvation() is not None):
+                    return False
+                if deadline is not None and time.monotonic() >= deadline:
                     return False
                 self._lock.wait(_POLL_INTERVAL_S)
             return True

@@ -5,6 +5,8 @@ samples, straight out of the slot it lies in: the task's own slot, or, for a pla
 batch's data slot (its metadata is copied out of its own slot, which then goes back at once).
 Every view holds its slot's lease, so no slot is written again while the program can still
 see into it. A placed batch whose tasks all wrote where they were told is one view per output.
+Reading a batch is also when DALI's chunks of its mini-batches would have grown
+(`dali_chunks.DaliChunks`, for the statistics: see `slots`).
 """
 
 from __future__ import annotations
@@ -64,4 +66,6 @@ def read_batch(batch: ScheduledBatch, lease: Callable[[Slot, int], np.ndarray],
             out.extend(blocks)
     if data is not None:
         outputs = join_placed(data, outputs)
+    if batch.tasks:
+        batch.tasks[0].slot.dali.record(outputs)
     return outputs

@@ -5,13 +5,22 @@ prefetch depth + the source's) batches, each split into mini-batches (one per wo
 per-sample source, one otherwise), every slot sized for a mini-batch: `bytes_per_sample_hint`
 per sample, at least 1 MiB, in whole 4 KiB pages. It creates them all when its workers start,
 and `external_source_shm_statistics()` lists them. A `SlotRing` creates the same slots at the
-same time, so the statistics say what DALI's say, and their number stays fixed.
+same time, and their number stays fixed.
 
-One difference of layout, none of count or size: a task of ours may cover several consecutive
-mini-batches (so that a dense batch is one block, see `source`), and writes one file
-that stands for their slots together; the statistics list such a file as that many slots of
-an equal share of its bytes. And a placed batch (`placement`) grows its first task's
-file to hold the whole batch, which the statistics show as that file's capacity.
+One difference of layout, none of count: a task of ours may cover several consecutive
+mini-batches (so that a dense batch is one block, see `source`), and writes one file that
+stands for their slots together; and a placed batch (`placement`) grows its first task's file
+to hold the whole batch. Our files grow lazily, to the pages a task needs, when it needs them.
+
+So DALI's keys of the statistics (`capacities`, `per_sample_capacities`) do not list our
+files' sizes but DALI's: the ring keeps DALI's chunks (`dali`, a `dali_chunks.DaliChunks`:
+rows x mini-batches), and each batch read grows, by DALI's rule, the chunks of the row DALI
+would have written it into (batch n: row `n % rows`), with the samples it held. DALI grows
+only the chunk written, to `max(needed + 1 MiB, 2 x capacity)` in pages; `per_sample_capacities`
+is a capacity divided by `ceil(batch_size / mini-batches)`. Users size `bytes_per_sample_hint`
+from these numbers, and DALI's own tests check them; growing every file to match would hold
+memory for nothing (and placement would make it twice DALI's), so the files stay lazy, and
+`usage` (the statistics' `per_source`) stays the truth about the bytes they hold.
 
 A slot is FREE, given to a TASK (until its result is read, or dropped), or LEASED (arrays the
 program may hold point into it). A lease's end may come in any thread: `release` only appends
@@ -27,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from dali_lite._src.parallel.dali_chunks import DaliChunks
 from shm import SegmentUsage, SharedSegment
 
 #: DALI's smallest slot (`min_initial_chunk_size`) and the page its capacities are rounded to.
@@ -68,6 +78,8 @@ class Slot:
     #: Mini-batches this file stands for: the statistics list it as that many slots.
     minibatches: int
     segment: SharedSegment
+    #: DALI's chunks of the source (`SlotRing.dali`), which a batch read is recorded in.
+    dali: DaliChunks
     state: SlotState = SlotState.FREE
     worker: int | None = None  # the worker that last wrote it
     usage: SegmentUsage = field(default_factory=SegmentUsage)
@@ -83,12 +95,14 @@ class SlotRing:
         self.minibatches_per_slot = minibatches_per_slot
         self.minibatch_size = minibatch_size
         self.slot_bytes = dali_slot_bytes(minibatch_size, hint)
+        self.dali = DaliChunks(groups * minibatches_per_slot, self.slot_bytes)
         self.slots: list[Slot] = []
         self.free: dict[int, deque[Slot]] = {g: deque() for g in range(groups)}
         self.released: deque[Slot] = deque()  # appended by leases' ends, from any thread
 
     def create(self, batches: int) -> None:
         """Create the slots of `batches` batches (DALI's ring)."""
+        self.dali.add_rows(batches)
         for _ in range(batches):
             for group in self.free:
                 self.free[group].append(self._new(group))
@@ -98,7 +112,8 @@ class SlotRing:
         # slot costs microseconds, and a slot never written costs no memory.
         segment = SharedSegment.create(self.slot_bytes * self.minibatches_per_slot,
                                        reserve=False)
-        slot = Slot(self._new_segment_id(), group, self.minibatches_per_slot, segment)
+        slot = Slot(self._new_segment_id(), group, self.minibatches_per_slot, segment,
+                    self.dali)
         self.slots.append(slot)
         return slot
 
@@ -137,14 +152,13 @@ class SlotRing:
         return slot
 
     def shm_statistics(self) -> tuple[list[int], list[int]]:
-        """DALI's `capacities` and `per_sample_capacities`: one entry per mini-batch slot."""
-        capacities: list[int] = []
-        per_sample: list[int] = []
-        for slot in self.slots:
-            share = slot.segment.capacity // slot.minibatches
-            capacities.extend([share] * slot.minibatches)
-            per_sample.extend([share // self.minibatch_size] * slot.minibatches)
-        return capacities, per_sample
+        """DALI's `capacities` and `per_sample_capacities`: one entry per mini-batch slot,
+        the capacity DALI's chunk would have (see the module's docstring). A slot added
+        beyond DALI's ring (`take_new`) is listed at its initial size."""
+        capacities = self.dali.capacities()
+        extra = len(self.slots) * self.minibatches_per_slot - len(capacities)
+        capacities += [self.slot_bytes] * max(0, extra)
+        return capacities, [c // self.minibatch_size for c in capacities]
 
     def usage(self) -> dict[str, Any]:
         """Every file's bytes, in total and by the worker that last wrote it."""

@@ -4,6 +4,7 @@ statistics and epoch sizes. Kept apart from `run_protocol.py`, which owns the ru
 from __future__ import annotations
 
 import os
+import time
 import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -13,6 +14,9 @@ from dali_lite._src.pipeline.dot import graph_to_dot
 
 if TYPE_CHECKING:
     from dali_lite._src.pipeline.pipeline import Pipeline
+
+#: The longest `external_source_shm_statistics()` waits for the iterations already started.
+SHM_STATISTICS_WAIT_S = 30.0
 
 
 class PipelineExtras:
@@ -58,10 +62,21 @@ class PipelineExtras:
     def external_source_shm_statistics(self: Pipeline) -> dict[str, Any]:
         """DALI's `capacities` and `per_sample_capacities` of every shared-memory slot, plus
         `per_source`: capacity, bytes in use, high-water mark and resizes per source and worker
-        (see README, "Shared memory")."""
+        (see README, "Shared memory").
+
+        DALI's keys say what DALI's would (`parallel/slots.py`). DALI reads a parallel
+        source's batch in the program's thread when it starts an iteration; ours are read by
+        the executor's thread, so the iterations already started are waited for first (up to
+        `SHM_STATISTICS_WAIT_S`), as DALI's `run()` had waited for them."""
         group = self._resources.parallel
         if group is None:
             return {"capacities": [], "per_sample_capacities": [], "per_source": {}}
+        executor = self._resources.executor
+        if executor is not None and not executor.in_own_thread():
+            deadline = time.monotonic() + SHM_STATISTICS_WAIT_S
+            for ticket in executor.tickets():
+                if not executor.wait_done(ticket, max(0.0, deadline - time.monotonic())):
+                    break
         return group.statistics()
 
     def serialize(self: Pipeline, define_graph: Callable[[], Any] | None = None,

@@ -1,0 +1,167 @@
+"""DALI's shared-memory chunks, modelled: the capacity each of DALI 2.4's chunks would have.
+
+`external_source_shm_statistics()` reports, in DALI's keys, the numbers DALI would report for
+the same program (see `slots`); this module is DALI's arithmetic, done on the samples a batch
+actually held. DALI (`nvidia/dali/_multiproc/shared_batch.py`, `worker.py`) writes a
+mini-batch into its own chunk as
+
+    [samples | pickled list of `SampleMeta` | pickled `CompletedTask` reply]
+
+each sample's arrays at 128-byte aligned offsets, sample after sample (a sample's outputs one
+after another). A chunk that cannot hold the samples and their metadata grows to
+`max(needed + 1 MiB, 2 x capacity)`; one whose spare bytes cannot hold the reply grows to
+`max(needed, 2 x capacity)`; both rounded up to 4 KiB pages. Only the chunk written grows, and
+the main process learns its new size when it receives the result. A per-sample batch of `B`
+samples is split into `m` mini-batches (one per worker) of `B // m` samples, the first `B % m`
+one more; a mini-batch of no samples is not written.
+
+The metadata's size is DALI's exactly: the same list of objects is pickled with a stand-in
+class of DALI's name, the length of its module's name corrected for. The reply's size is an
+estimate (`REPLY_NBYTES`: it holds ids that DALI numbers its own way); it matters only when a
+mini-batch fills its chunk to within a few hundred bytes.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["DaliChunks", "Sample", "SampleMeta", "grown_capacity", "minibatch_bounds",
+           "samples_of"]
+
+SAMPLE_ALIGNMENT = 128
+PAGE = 4096
+#: DALI's `min_trailing_offset`: the room a grown chunk keeps after the metadata.
+TRAILING_NBYTES = 1 << 20
+#: DALI's pickled `CompletedTask` for a finished mini-batch (271 to 282 bytes measured).
+REPLY_NBYTES = 280
+#: Where DALI's `SampleMeta` lives: its pickle names it once.
+DALI_META_MODULE = "nvidia.dali._multiproc.shared_batch"
+
+#: One sample: per output, (shape, dtype, nbytes).
+Sample = tuple[tuple[tuple[int, ...], np.dtype[Any], int], ...]
+
+
+class SampleMeta:
+    """Pickles as DALI's `SampleMeta` does (same class name, same attributes in the same
+    order), so that a list of these is as long as DALI's, but for the module's name."""
+
+    def __init__(self, offset: int, shape: tuple[int, ...], dtype: np.dtype[Any],
+                 nbytes: int) -> None:
+        self.shape = shape
+        self.dtype = dtype
+        self.offset = offset
+        self.nbytes = nbytes
+
+
+_MODULE_CORRECTION = len(DALI_META_MODULE) - len(SampleMeta.__module__)
+
+
+def _align(nbytes: int, alignment: int) -> int:
+    return -(-nbytes // alignment) * alignment
+
+
+def samples_of(outputs: Sequence[Sequence[np.ndarray]]) -> list[Sample]:
+    """The batch's samples (outputs x blocks of `(n, *shape)` arrays, as a batch is read)."""
+    per_output: list[list[tuple[tuple[int, ...], np.dtype[Any], int]]] = []
+    for blocks in outputs:
+        rows: list[tuple[tuple[int, ...], np.dtype[Any], int]] = []
+        for block in blocks:
+            shape = tuple(block.shape[1:])
+            rows.extend([(shape, block.dtype, int(np.prod(shape)) * block.dtype.itemsize)]
+                        * block.shape[0])
+        per_output.append(rows)
+    return list(zip(*per_output))
+
+
+def minibatch_bounds(batch_size: int, minibatches: int) -> list[tuple[int, int]]:
+    """(first sample, samples) of each of DALI's mini-batches of a batch (`_split_work`)."""
+    base, extra = divmod(batch_size, minibatches)
+    bounds, start = [], 0
+    for i in range(minibatches):
+        count = base + (i < extra)
+        bounds.append((start, count))
+        start += count
+    return bounds
+
+
+def _data_nbytes(samples: Sequence[Sample]) -> int:
+    end = 0
+    for sample in samples:
+        for _shape, _dtype, nbytes in sample:
+            end = _align(end, SAMPLE_ALIGNMENT) + nbytes
+    return _align(end, SAMPLE_ALIGNMENT)
+
+
+def _meta_bound(samples: Sequence[Sample]) -> int:
+    """More bytes than the pickled metadata can take (checked against it by the tests)."""
+    arrays = sum(len(sample) for sample in samples)
+    ndims = sum(len(shape) for sample in samples for shape, _, _ in sample)
+    dtypes = len({dtype for sample in samples for _, dtype, _ in sample})
+    return 512 + 160 * dtypes + 64 * arrays + 10 * ndims
+
+
+def meta_nbytes(samples: Sequence[Sample]) -> int:
+    """The length of DALI's pickled list of `SampleMeta` for these samples."""
+    metas: list[Any] = []
+    end = 0
+    for sample in samples:
+        entries = []
+        for shape, dtype, nbytes in sample:
+            offset = _align(end, SAMPLE_ALIGNMENT)
+            entries.append(SampleMeta(offset, shape, dtype, nbytes))
+            end = offset + nbytes
+        metas.append(entries[0] if len(entries) == 1 else tuple(entries))
+    return len(pickle.dumps(metas)) + _MODULE_CORRECTION
+
+
+def grown_capacity(capacity: int, samples: Sequence[Sample]) -> int:
+    """The capacity of a DALI chunk of `capacity` bytes after a mini-batch of `samples` was
+    written into it (`SharedBatchWriter`, then `write_shm_message`)."""
+    if not samples:
+        return capacity
+    data = _data_nbytes(samples)
+    if data + _meta_bound(samples) + SAMPLE_ALIGNMENT + REPLY_NBYTES <= capacity:
+        return capacity  # fits, whatever the exact metadata: no pickling
+    total = _align(data + meta_nbytes(samples), SAMPLE_ALIGNMENT)
+    if capacity < total:
+        capacity = _align(max(total + TRAILING_NBYTES, 2 * capacity), PAGE)
+    if capacity - total < REPLY_NBYTES:
+        capacity = _align(max(total + REPLY_NBYTES, 2 * capacity), PAGE)
+    return capacity
+
+
+class DaliChunks:
+    """DALI's chunks of one source: a ring of `rows` batches x `minibatches`, each starting at
+    `initial` bytes. The n-th batch the source reads (counted over the pipeline's life, as
+    DALI's `scheduled_i`) lies in row `n % rows`, as in DALI's `ShmChunkManager`, whichever of
+    our files held it."""
+
+    def __init__(self, minibatches: int, initial: int) -> None:
+        self.minibatches = minibatches
+        self.initial = initial
+        self.rows: list[list[int]] = []
+        self.batches_read = 0
+
+    def add_rows(self, count: int) -> None:
+        self.rows.extend([self.initial] * self.minibatches for _ in range(count))
+
+    def record(self, outputs: Sequence[Sequence[np.ndarray]]) -> None:
+        """A batch (outputs x blocks of `(n, *shape)` arrays) was read: grow the chunks DALI
+        would have written it into."""
+        if not self.rows:
+            return
+        row = self.rows[self.batches_read % len(self.rows)]
+        self.batches_read += 1
+        samples = samples_of(outputs)
+        for index, (start, count) in enumerate(minibatch_bounds(len(samples),
+                                                                self.minibatches)):
+            if count:
+                row[index] = grown_capacity(row[index], samples[start:start + count])
+
+    def capacities(self) -> list[int]:
+        """Every chunk's capacity: batch after batch, mini-batch after mini-batch."""
+        return [capacity for row in self.rows for capacity in row]

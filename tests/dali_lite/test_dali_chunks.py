@@ -1,0 +1,158 @@
+"""DALI's chunk sizes as `parallel/dali_chunks.py` models them, which the statistics report in
+DALI's keys: the rule as properties, and (with NVIDIA DALI installed) DALI's own writer run on
+the same mini-batches."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from dali_lite._src.parallel.dali_chunks import (
+    REPLY_NBYTES,
+    DaliChunks,
+    grown_capacity,
+    meta_nbytes,
+    minibatch_bounds,
+    samples_of,
+)
+from dali_lite._src.parallel.slots import dali_slot_bytes
+
+DTYPES = [np.uint8, np.float32, np.int64, np.float16, np.bool_]
+HAS_DALI = importlib.util.find_spec("nvidia.dali") is not None
+
+arrays = st.one_of(
+    st.builds(lambda shape, dtype: np.zeros(shape, dtype=dtype),
+              st.lists(st.integers(0, 40), max_size=3).map(tuple), st.sampled_from(DTYPES)),
+    # past a chunk of a few pages: where DALI doubles, or adds 1 MiB
+    st.builds(lambda n: np.zeros((n,), dtype=np.uint8), st.integers(0, 3 << 20)))
+#: A mini-batch: samples of 1 to 3 outputs (every sample has as many).
+minibatches = st.integers(1, 3).flatmap(
+    lambda outputs: st.lists(st.tuples(*[arrays] * outputs), min_size=1, max_size=12))
+capacities = st.integers(1, 1024).map(lambda pages: pages * 4096)
+
+
+def _samples(minibatch):
+    return [tuple((a.shape, a.dtype, a.nbytes) for a in sample) for sample in minibatch]
+
+
+def _dali_batch(minibatch):
+    return [sample[0] if len(sample) == 1 else sample for sample in minibatch]
+
+
+@settings(max_examples=200, deadline=None)
+@given(capacities, st.lists(minibatches, min_size=1, max_size=5))
+def test_a_chunk_grows_by_dali_s_rule(capacity, writes):
+    """Never shrinks, stays in whole pages, holds what was written (data, metadata, reply),
+    and does not move when the mini-batch fits."""
+    for minibatch in writes:
+        samples = _samples(minibatch)
+        grown = grown_capacity(capacity, samples)
+        end = 0
+        for sample in samples:
+            for _, _, nbytes in sample:
+                end = -(-end // 128) * 128 + nbytes
+        total = -(-(-(-end // 128) * 128 + meta_nbytes(samples)) // 128) * 128
+        assert grown >= capacity and grown % 4096 == 0
+        assert grown >= total + REPLY_NBYTES
+        if capacity >= total + REPLY_NBYTES:
+            assert grown == capacity
+        else:  # DALI at least doubles (or keeps 1 MiB past the data)
+            assert grown >= min(2 * capacity, total + (1 << 20))
+        capacity = grown
+
+
+@given(st.integers(1, 300), st.integers(1, 9))
+def test_mini_batches_split_the_batch_as_dali(batch_size, minibatches):
+    bounds = minibatch_bounds(batch_size, minibatches)
+    counts = [count for _, count in bounds]
+    assert sum(counts) == batch_size and max(counts) - min(counts) <= 1
+    assert counts == sorted(counts, reverse=True)
+    assert all(start == sum(counts[:i]) for i, (start, _) in enumerate(bounds))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 64), st.integers(1, 4), st.integers(1, 3),
+       st.lists(st.integers(0, 3 << 20), min_size=1, max_size=8))
+def test_per_sample_capacity_covers_every_sample_seen(batch_size, workers, rows, sizes):
+    """After every batch of a source was read, each chunk written holds its mini-batch:
+    per-sample capacity x mini-batch size >= the largest mini-batch's bytes; chunks never
+    shrink; those never written stay at the hinted size."""
+    minibatch_size = -(-batch_size // workers)
+    initial = dali_slot_bytes(minibatch_size, 1000)
+    chunks = DaliChunks(workers, initial)
+    chunks.add_rows(rows)
+    before = chunks.capacities()
+    for nbytes in sizes:
+        block = np.zeros((batch_size, nbytes), dtype=np.uint8)
+        chunks.record([[block]])
+        after = chunks.capacities()
+        assert all(a >= b for a, b in zip(after, before))
+        before = after
+    for index, capacity in enumerate(before):
+        count = minibatch_bounds(batch_size, workers)[index % workers][1]
+        if count == 0 or index // workers >= len(sizes):
+            assert capacity == initial  # never written
+        else:
+            largest = max(sizes[index // workers::rows])
+            assert (capacity // minibatch_size) * minibatch_size >= count * largest
+
+
+def test_samples_of_reads_blocks_as_rows():
+    first = np.zeros((2, 3), dtype=np.float32)
+    second = np.zeros((1, 5), dtype=np.float32)
+    small = np.zeros((3,), dtype=np.int64)
+    assert samples_of([[first, second], [small]]) == [
+        (((3,), first.dtype, 12), ((), small.dtype, 8)),
+        (((3,), first.dtype, 12), ((), small.dtype, 8)),
+        (((5,), first.dtype, 20), ((), small.dtype, 8))]
+
+
+class _Chunk:
+    """Stands for DALI's `BufShmChunk` in this process."""
+
+    def __init__(self, capacity):
+        self.shm_chunk_id = 0
+        self.capacity = capacity
+        self.buf = memoryview(bytearray(capacity))
+
+    def resize(self, size, trunc=False):
+        self.capacity = size
+        self.buf = memoryview(bytearray(size))
+
+
+@pytest.mark.skipif(not HAS_DALI, reason="compares with NVIDIA DALI's own writer")
+@settings(max_examples=300, deadline=None)
+@given(capacities, st.lists(minibatches, min_size=1, max_size=4))
+def test_the_model_is_dali_s_writer(capacity, writes):
+    """DALI's SharedBatchWriter and reply, run on a stand-in chunk, grow it exactly as the
+    model says (the reply's exact size is DALI's ids; a mini-batch that leaves the reply
+    within a few bytes of fitting is left out)."""
+    from nvidia.dali._multiproc.messages import CompletedTask
+    from nvidia.dali._multiproc.shared_batch import (
+        SharedBatchMeta,
+        SharedBatchWriter,
+        write_shm_message,
+    )
+
+    class Processed:
+        context_i, scheduled_i, minibatch_i = 0, 0, 0
+
+    chunk = _Chunk(capacity)
+    for minibatch in writes:
+        samples = _samples(minibatch)
+        end = 0
+        for sample in samples:
+            for _, _, nbytes in sample:
+                end = -(-end // 128) * 128 + nbytes
+        total = -(-(-(-end // 128) * 128 + meta_nbytes(samples)) // 128) * 128
+        assume(not 0 <= chunk.capacity - total - 250 < 64)
+        expected = grown_capacity(chunk.capacity, samples)
+        writer = SharedBatchWriter(chunk, _dali_batch(minibatch))
+        assert writer.total_size == total
+        reply = CompletedTask.done(0, Processed(), SharedBatchMeta.from_writer(writer))
+        write_shm_message(0, chunk, reply, writer.total_size)
+        assert chunk.capacity == expected
