@@ -28,6 +28,9 @@ from workers.worker import WorkerState, run_task
 
 __all__ = ["FakePool"]
 
+#: Empty collects in a row after which a waiting caller is taken to wait forever.
+_IDLE_COLLECTS_LIMIT = 1000
+
 
 @dataclass(frozen=True)
 class _Queued:
@@ -48,7 +51,10 @@ class FakePool:
         self._rng = rng
         self._next_task_id = 0
         self._faults: deque[tuple[str, int]] = deque()
-        self._broken: WorkerDiedError | None = None
+        #: The worker that died (the pool is broken): every later call raises anew, as the
+        #: real pool does (one error object raised again would keep every frame it crossed).
+        self._dead: int | None = None
+        self._idle_collects = 0
         self.started = False
         self.closed = False
         #: Broken promises seen, in words; the test asserts this stays empty.
@@ -66,8 +72,7 @@ class FakePool:
                segment: SharedSegment, timeout_s: float | None = None,
                placement: Placement | None = None,
                data_segment: SharedSegment | None = None) -> int:
-        if self._broken is not None:
-            raise self._broken
+        self._check_alive()
         data_id = None if placement is None else placement.data_segment_id
         for queued in (q for queue in self._queues for q in queue):
             same_batch = data_id is not None and queued.data_segment == data_id
@@ -88,13 +93,18 @@ class FakePool:
         return task.task_id
 
     def collect(self, timeout: float | None) -> list[Reply]:
-        if self._broken is not None:
-            raise self._broken
+        self._check_alive()
         if self._faults:
             return self._fault(*self._faults.popleft())
         busy = [worker for worker, queue in enumerate(self._queues) if queue]
         if not busy:
+            # Nothing queued: a caller that keeps collecting waits for a reply that can never
+            # come (in a real pool it would wait forever too).
+            self._idle_collects += 1
+            if self._idle_collects > _IDLE_COLLECTS_LIMIT:
+                raise AssertionError("the engine waits for a reply, but no task is queued")
             return []
+        self._idle_collects = 0
         replies: list[Reply] = []
         for worker in self._rng.sample(busy, self._rng.randint(1, len(busy))):
             queued = self._queues[worker].popleft()
@@ -107,6 +117,14 @@ class FakePool:
 
     def close(self) -> None:
         self.closed = True
+        for state in self._states:  # the pool lets go of the segments, as a real one does
+            state.segments.clear()
+        for queue in self._queues:
+            queue.clear()
+
+    def _check_alive(self) -> None:
+        if self._dead is not None:
+            raise WorkerDiedError(self._dead, 10_000 + self._dead, -9, broken=True)
 
     # ------------------------------------------------------------------ faults
     def in_flight(self, worker: int) -> int:
@@ -124,8 +142,8 @@ class FakePool:
         queue = self._queues[worker]
         ids = tuple(q.task.task_id for q in queue)
         if kind == "die":
-            self._broken = WorkerDiedError(worker, 10_000 + worker, -9, task_ids=ids)
-            raise self._broken
+            self._dead = worker
+            raise WorkerDiedError(worker, 10_000 + worker, -9, task_ids=ids)
         if not ids:
             return []
         # The pool replaced the worker: the stuck task and the ones queued behind it are gone

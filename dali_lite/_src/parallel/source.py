@@ -339,11 +339,15 @@ class ParallelSource:
         if ctx.iteration < self.next_iteration and ctx.iteration not in self.scheduled:
             raise RuntimeError(f"parallel source {self.name!r}: iteration {ctx.iteration} was "
                                "already consumed")
-        self._schedule_through(ctx.iteration + self.depth - 1, ctx.iteration, ctx)
-        # Iterations come in order: an earlier one still here was skipped (another operator
-        # of that iteration raised first) and will never be read; free its slots.
+        # Iterations come in order: an earlier one still here was skipped (another source of
+        # that iteration raised an error first) and will never be read; free its slots first,
+        # or this iteration could wait forever for a slot that the skipped batch holds.
         for skipped in [i for i in self.scheduled if i < ctx.iteration]:
             self._abandon(self.scheduled.pop(skipped))
+        # Nor is a skipped iteration that was never scheduled worth a slot (an iterator then
+        # takes no item for it, as DALI's takes none for a source its failed round skipped).
+        self.next_iteration = max(self.next_iteration, ctx.iteration)
+        self._schedule_through(ctx.iteration + self.depth - 1, ctx.iteration, ctx)
         batch = self.scheduled.pop(ctx.iteration)
         self.last_fetched = ctx.iteration
         try:
