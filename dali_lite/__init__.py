@@ -2,7 +2,8 @@
 
 `import dali_lite as dali` in place of `nvidia.dali` keeps a program working. The heart is
 `fn.external_source(parallel=True)`: worker processes run the user's callbacks and hand samples
-back through shared memory (packages `workers` and `shm`).
+back through shared memory (the packages `dali_lite_workers` and `dali_lite_shm`, from the
+folders `workers/` and `shm/`).
 """
 
 from __future__ import annotations

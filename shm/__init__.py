@@ -8,15 +8,15 @@ numbers that explain how much memory is used and why.
 
 from __future__ import annotations
 
-from shm import codec
-from shm.budget import SHM_LIMIT_ENV, shm_bytes_in_use
-from shm.codec import SlotLayout, encoded_size, write
-from shm.errors import CorruptSlotError, ShmAllocationError, ShmError
-from shm.lease import leased_mapping
-from shm.segment import SharedSegment
-from shm.slot_format import SUPPORTED_DTYPES
-from shm.slot_reader import read
-from shm.stats import SegmentStats, SegmentUsage
+from dali_lite_shm import codec
+from dali_lite_shm.budget import SHM_LIMIT_ENV, shm_bytes_in_use
+from dali_lite_shm.codec import SlotLayout, encoded_size, write
+from dali_lite_shm.errors import CorruptSlotError, ShmAllocationError, ShmError
+from dali_lite_shm.lease import leased_mapping
+from dali_lite_shm.segment import SharedSegment
+from dali_lite_shm.slot_format import SUPPORTED_DTYPES
+from dali_lite_shm.slot_reader import read
+from dali_lite_shm.stats import SegmentStats, SegmentUsage
 
 __all__ = [
     "SHM_LIMIT_ENV",

@@ -13,7 +13,7 @@ import threading
 
 import psutil
 
-from shm.errors import ShmAllocationError, ShmError
+from dali_lite_shm.errors import ShmAllocationError, ShmError
 
 __all__ = ["SHM_LIMIT_ENV", "account", "reserve", "shm_bytes_in_use"]
 

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from shm.segment import SharedSegment
-from shm.slot_format import (
+from dali_lite_shm.segment import SharedSegment
+from dali_lite_shm.slot_format import (
     COUNT,
     HEADER,
     MAGIC,
@@ -32,10 +32,10 @@ from shm.slot_format import (
     VERSION,
     align,
 )
-from shm.slot_reader import read, read_runs
+from dali_lite_shm.slot_reader import read, read_runs
 
 if TYPE_CHECKING:
-    from shm.stream import SampleStream
+    from dali_lite_shm.stream import SampleStream
 
 __all__ = [
     "MAGIC",

@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from shm import codec
-from shm.codec import NDARRAY_ONLY, Run, SlotLayout, encode_meta, storage_dtype, write
-from shm.segment import SharedSegment
+from dali_lite_shm import codec
+from dali_lite_shm.codec import NDARRAY_ONLY, Run, SlotLayout, encode_meta, storage_dtype, write
+from dali_lite_shm.segment import SharedSegment
 
 if TYPE_CHECKING:
-    from shm.stream import SampleStream
+    from dali_lite_shm.stream import SampleStream
 
 __all__ = ["Placement", "write_placed", "write_result"]
 

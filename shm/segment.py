@@ -38,10 +38,10 @@ from collections.abc import Callable
 import numpy as np
 import psutil
 
-from shm import budget
-from shm.errors import ShmAllocationError, ShmError
-from shm.lease import leased_array
-from shm.mapping import SegmentMapping, create_fd, populate_write
+from dali_lite_shm import budget
+from dali_lite_shm.errors import ShmAllocationError, ShmError
+from dali_lite_shm.lease import leased_array
+from dali_lite_shm.mapping import SegmentMapping, create_fd, populate_write
 
 __all__ = ["SharedSegment"]
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from shm.errors import CorruptSlotError
-from shm.slot_format import (
+from dali_lite_shm.errors import CorruptSlotError
+from dali_lite_shm.slot_format import (
     COUNT,
     HEADER,
     MAGIC,

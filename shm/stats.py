@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shm.codec import SlotLayout
+from dali_lite_shm.codec import SlotLayout
 
 __all__ = ["SegmentStats", "SegmentUsage"]
 

@@ -35,11 +35,11 @@ from typing import Any
 
 import numpy as np
 
-from shm import codec
-from shm.codec import Run
-from shm.placement import Placement
-from shm.segment import SharedSegment
-from shm.slot_format import (
+from dali_lite_shm import codec
+from dali_lite_shm.codec import Run
+from dali_lite_shm.placement import Placement
+from dali_lite_shm.segment import SharedSegment
+from dali_lite_shm.slot_format import (
     MAX_NDIM,
     META_ALIGNMENT_BYTES,
     OUTPUT_ALIGNMENT_BYTES,

@@ -15,13 +15,18 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("shm", "workers", "dali_lite")
+# Each folder and the name it is installed (and imported) under: `shm/` and `workers/` must not
+# claim generic import names that a user's own `workers.py` or `shm/` could shadow.
+INSTALLED_AS = {"shm": "dali_lite_shm", "workers": "dali_lite_workers", "dali_lite": "dali_lite"}
+PACKAGES = tuple(INSTALLED_AS.values())
 # A package may import only the packages below it.
-ALLOWED = {"shm": set(), "workers": {"shm"}, "dali_lite": {"workers", "shm"}}
+ALLOWED = {"dali_lite_shm": set(), "dali_lite_workers": {"dali_lite_shm"},
+           "dali_lite": {"dali_lite_workers", "dali_lite_shm"}}
 
 
 def module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    parts[0] = INSTALLED_AS[parts[0]]
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -100,7 +105,7 @@ def late_imports_without_reason(path: Path, known: set[str]) -> list[str]:
 
 
 def build_graph() -> dict[str, set[str]]:
-    files = [p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")]
+    files = [p for pkg in INSTALLED_AS for p in (ROOT / pkg).rglob("*.py")]
     known = {module_name(p) for p in files}
     # Importing pkg.sub runs pkg/__init__ first, but that is Python's doing, not a
     # dependency of sub: only the import statements written in a file are its edges.
@@ -169,7 +174,7 @@ def test_no_import_circles(package: str) -> None:
 
 
 def test_late_imports_say_why() -> None:
-    files = [p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")]
+    files = [p for pkg in INSTALLED_AS for p in (ROOT / pkg).rglob("*.py")]
     known = {module_name(p) for p in files}
     unexplained = [line for p in files for line in late_imports_without_reason(p, known)]
     assert not unexplained, "late imports without a comment saying why:\n" + "\n".join(
@@ -227,7 +232,7 @@ LONG_MODULES = {
 
 
 def _package_files() -> list[Path]:
-    return sorted(p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py"))
+    return sorted(p for pkg in INSTALLED_AS for p in (ROOT / pkg).rglob("*.py"))
 
 
 def test_modules_stay_small() -> None:

@@ -9,8 +9,8 @@ traceback; a dead worker is reported at once.
 
 from __future__ import annotations
 
-from workers.callbacks import BatchedCallback, Callback
-from workers.errors import (
+from dali_lite_workers.callbacks import BatchedCallback, Callback
+from dali_lite_workers.errors import (
     CallbackPicklingError,
     PoolClosedError,
     RemoteError,
@@ -18,9 +18,9 @@ from workers.errors import (
     TaskTimeoutError,
     WorkerDiedError,
 )
-from workers.messages import Reply, TaskDone, TaskFailed
-from workers.pool import WorkerPool
-from workers.task_pool import TaskPool
+from dali_lite_workers.messages import Reply, TaskDone, TaskFailed
+from dali_lite_workers.pool import WorkerPool
+from dali_lite_workers.task_pool import TaskPool
 
 __all__ = [
     "BatchedCallback",

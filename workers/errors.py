@@ -239,13 +239,13 @@ class TaskTimeoutError(TimeoutError):
 class RayPlacementError(RuntimeError):
     """The cluster could not place the pool's actors within the start timeout."""
 
-    __module__ = "workers.ray_pool"  # where users meet it, with the Ray pool
+    __module__ = "dali_lite_workers.ray_pool"  # where users meet it, with the Ray pool
 
 
 class RayWorkerLostError(WorkerDiedError):
     """A Ray actor died with work that cannot be run again; the pool is broken."""
 
-    __module__ = "workers.ray_pool"  # where users meet it, with the Ray pool
+    __module__ = "dali_lite_workers.ray_pool"  # where users meet it, with the Ray pool
 
     def __init__(self, worker: int, pid: int | None, reason: str,
                  task_ids: tuple[int, ...] = ()) -> None:

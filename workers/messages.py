@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shm import SlotLayout
-from shm.placement import Placement
-from workers.errors import RemoteError
+from dali_lite_shm import SlotLayout
+from dali_lite_shm.placement import Placement
+from dali_lite_workers.errors import RemoteError
 
 __all__ = [
     "AttachSegment",

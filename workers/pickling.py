@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from workers.errors import CallbackPicklingError
+from dali_lite_workers.errors import CallbackPicklingError
 
 __all__ = ["PicklerSpec", "dump_callbacks", "prepare_callbacks", "resolve_pickler"]
 

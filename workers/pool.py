@@ -36,17 +36,22 @@ from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler, send_handle
 from typing import Any
 
-from shm import SharedSegment
-from shm.placement import Placement
-from workers.callbacks import Callback
-from workers.deadlines import Deadlines, capture_stack, check_timeout
-from workers.errors import PoolClosedError, TaskTimeoutError, WorkerDiedError
-from workers.messages import AttachSegment, DetachSegment, Reply, RunTask, TaskStarted
-from workers.pickling import prepare_callbacks
-from workers.pool_base import PoolBase
-from workers.process_launch import WorkerLaunch, retire_worker, sigint_blocked, start_worker
-from workers.readiness import ReadySet, readable_now
-from workers.resources import PoolResources, shutdown
+from dali_lite_shm import SharedSegment
+from dali_lite_shm.placement import Placement
+from dali_lite_workers.callbacks import Callback
+from dali_lite_workers.deadlines import Deadlines, capture_stack, check_timeout
+from dali_lite_workers.errors import PoolClosedError, TaskTimeoutError, WorkerDiedError
+from dali_lite_workers.messages import AttachSegment, DetachSegment, Reply, RunTask, TaskStarted
+from dali_lite_workers.pickling import prepare_callbacks
+from dali_lite_workers.pool_base import PoolBase
+from dali_lite_workers.process_launch import (
+    WorkerLaunch,
+    retire_worker,
+    sigint_blocked,
+    start_worker,
+)
+from dali_lite_workers.readiness import ReadySet, readable_now
+from dali_lite_workers.resources import PoolResources, shutdown
 
 __all__ = ["WorkerPool"]
 

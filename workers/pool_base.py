@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import Any, Self
+from typing import Any, TypeVar
 
-from shm import SharedSegment
+from dali_lite_shm import SharedSegment
 
 __all__ = ["PoolBase"]
+
+# typing.Self is Python 3.11+; the project supports 3.10.
+_Pool = TypeVar("_Pool", bound="PoolBase")
 
 
 class PoolBase:
@@ -54,7 +57,7 @@ class PoolBase:
     def close(self) -> None:
         raise NotImplementedError
 
-    def __enter__(self) -> Self:
+    def __enter__(self: _Pool) -> _Pool:
         self.start()
         return self
 

@@ -19,9 +19,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from workers.pickling import PicklerSpec
-from workers.resources import PoolResources
-from workers.worker import PARENT_CONNECTIONS, WorkerSetup, worker_main
+from dali_lite_workers.pickling import PicklerSpec
+from dali_lite_workers.resources import PoolResources
+from dali_lite_workers.worker import PARENT_CONNECTIONS, WorkerSetup, worker_main
 
 __all__ = ["WorkerLaunch", "retire_worker", "sigint_blocked", "start_worker"]
 

@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from workers.errors import RemoteError
-from workers.heap import keep_freed_memory
-from workers.pickling import PicklerSpec
-from workers.task_calls import run_calls
+from dali_lite_workers.errors import RemoteError
+from dali_lite_workers.heap import keep_freed_memory
+from dali_lite_workers.pickling import PicklerSpec
+from dali_lite_workers.task_calls import run_calls
 
 __all__ = ["RayTaskFailure", "RayWorker"]
 

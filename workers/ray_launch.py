@@ -21,9 +21,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from workers.errors import RayPlacementError, RayWorkerLostError
-from workers.pickling import prepare_callbacks
-from workers.ray_actor import RayWorker
+from dali_lite_workers.errors import RayPlacementError, RayWorkerLostError
+from dali_lite_workers.pickling import prepare_callbacks
+from dali_lite_workers.ray_actor import RayWorker
 
 __all__ = ["ActorState", "RayLauncher", "kill_actors", "require_ray"]
 

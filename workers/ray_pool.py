@@ -41,20 +41,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shm import SharedSegment
-from shm.placement import Placement, write_result
-from workers.deadlines import check_timeout
-from workers.errors import (
+from dali_lite_shm import SharedSegment
+from dali_lite_shm.placement import Placement, write_result
+from dali_lite_workers.deadlines import check_timeout
+from dali_lite_workers.errors import (
     PoolClosedError,
     RayPlacementError,
     RayWorkerLostError,
     RemoteError,
     TaskTimeoutError,
 )
-from workers.messages import Reply, TaskDone, TaskFailed
-from workers.pool_base import PoolBase
-from workers.ray_actor import RayTaskFailure
-from workers.ray_launch import ActorState, RayLauncher, kill_actors, require_ray
+from dali_lite_workers.messages import Reply, TaskDone, TaskFailed
+from dali_lite_workers.pool_base import PoolBase
+from dali_lite_workers.ray_actor import RayTaskFailure
+from dali_lite_workers.ray_launch import ActorState, RayLauncher, kill_actors, require_ray
 
 __all__ = ["RayPlacementError", "RayWorkerLostError", "RayWorkerPool", "require_ray"]
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
-from shm import SharedSegment
-from workers.messages import Shutdown
-from workers.worker import PARENT_CONNECTIONS
+from dali_lite_shm import SharedSegment
+from dali_lite_workers.messages import Shutdown
+from dali_lite_workers.worker import PARENT_CONNECTIONS
 
 __all__ = ["PoolResources", "shutdown"]
 

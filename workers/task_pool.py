@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from shm import SharedSegment
-from shm.placement import Placement
-from workers.messages import Reply
+from dali_lite_shm import SharedSegment
+from dali_lite_shm.placement import Placement
+from dali_lite_workers.messages import Reply
 
 __all__ = ["TaskPool"]
 

@@ -36,12 +36,12 @@ from multiprocessing.connection import Connection
 from multiprocessing.reduction import recv_handle
 from typing import Any
 
-from shm import SharedSegment, ShmError
-from shm.placement import write_result
-from shm.stream import SampleStream
-from workers.errors import RemoteError
-from workers.heap import keep_freed_memory
-from workers.messages import (
+from dali_lite_shm import SharedSegment, ShmError
+from dali_lite_shm.placement import write_result
+from dali_lite_shm.stream import SampleStream
+from dali_lite_workers.errors import RemoteError
+from dali_lite_workers.heap import keep_freed_memory
+from dali_lite_workers.messages import (
     AttachSegment,
     DetachSegment,
     Reply,
@@ -51,8 +51,8 @@ from workers.messages import (
     TaskFailed,
     TaskStarted,
 )
-from workers.pickling import PicklerSpec
-from workers.task_calls import run_calls
+from dali_lite_workers.pickling import PicklerSpec
+from dali_lite_workers.task_calls import run_calls
 
 __all__ = ["PARENT_CONNECTIONS", "WorkerSetup", "WorkerState", "run_task", "worker_main"]
 

@@ -32,11 +32,17 @@ class RuntimeValueError(ValueError, RuntimeError):
     deriving from both keeps `except ValueError` and DALI users' `except RuntimeError`
     working."""
 
+    __module__ = "dali_lite.errors"  # where users import it from (and see it named)
+
 
 class RuntimeTypeError(TypeError, RuntimeError):
     """A value of the wrong type where DALI raises `RuntimeError`; see RuntimeValueError."""
+
+    __module__ = "dali_lite.errors"  # where users import it from (and see it named)
 
 
 class RuntimeIndexError(IndexError, RuntimeError):
     """An index out of range where DALI raises ``RuntimeError`` (``TensorListCPU.at``): both,
     so that ``except IndexError`` and DALI users' ``except RuntimeError`` work."""
+
+    __module__ = "dali_lite.errors"  # where users import it from (and see it named)

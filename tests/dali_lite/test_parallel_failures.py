@@ -42,8 +42,8 @@ from parallel_sources import (
 
 import dali_lite as dali
 from dali_lite import fn
-from shm import SHM_LIMIT_ENV, ShmAllocationError
-from workers import RemoteTraceback
+from dali_lite_shm import SHM_LIMIT_ENV, ShmAllocationError
+from dali_lite_workers import RemoteTraceback
 
 BATCH = 4
 #: "At once": a death is seen through the worker's sentinel, in milliseconds on an idle

@@ -11,7 +11,7 @@ import pytest
 
 import dali_lite as dali
 from dali_lite import fn
-from workers.heap import HEAP_ENV, keep_freed_memory
+from dali_lite_workers.heap import HEAP_ENV, keep_freed_memory
 
 SAMPLES, SAMPLE_BYTES = 8, 2 << 20
 

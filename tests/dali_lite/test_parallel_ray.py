@@ -40,7 +40,7 @@ from dali_lite import fn
 pytest.importorskip("ray")
 from ray_cluster import RAY_ENV, processes_naming, wait_gone
 
-from workers.ray_pool import RayPlacementError, RayWorkerLostError
+from dali_lite_workers.ray_pool import RayPlacementError, RayWorkerLostError
 
 # Starting the session's Ray cluster (in the first test's setup) takes up to a minute on a
 # loaded 2-core machine; every wait inside is bounded more tightly.

@@ -18,7 +18,7 @@ import pytest
 import test_parallel_placement as placement_tests  # a module: its tests are not collected
 from parallel_sources import deadline, pipeline
 
-import shm.stream
+import dali_lite_shm.stream
 from dali_lite import fn
 
 pytestmark = pytest.mark.timeout(300)
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.timeout(300)
 @pytest.fixture
 def stream_everything(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Every sample streamed, however small (workers fork after this)."""
-    monkeypatch.setattr(shm.stream, "STREAM_MIN_SAMPLE_BYTES", 0)
+    monkeypatch.setattr(dali_lite_shm.stream, "STREAM_MIN_SAMPLE_BYTES", 0)
     yield
 
 

@@ -59,7 +59,7 @@ def test_import_dali_lite_imports_no_framework_or_pool() -> None:
     pipeline has a parallel source."""
     code = ("import sys, dali_lite, dali_lite.fn, dali_lite.types; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('torch', 'jax', 'cupy', 'numba', 'ray', 'workers', 'shm')))")
+            "('torch', 'jax', 'cupy', 'numba', 'ray', 'dali_lite_workers', 'dali_lite_shm')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=True).stdout.strip()
     assert out == "[]"

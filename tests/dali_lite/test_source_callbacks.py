@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from dali_lite._src.ops.sample_range import SampleRange
 from dali_lite._src.ops.source_callbacks import PerSampleCall
 from dali_lite.types import SampleInfo
-from workers import BatchedCallback
+from dali_lite_workers import BatchedCallback
 
 
 class Boom(Exception):
@@ -139,8 +139,8 @@ def test_per_sample_calls_are_batched_callbacks() -> None:
 
 @pytest.mark.parametrize("start_method", ["fork", "spawn"])
 def test_the_pool_reports_the_failing_sample_of_a_batched_callback(start_method: str) -> None:
-    from shm import SharedSegment
-    from workers import TaskFailed, WorkerPool
+    from dali_lite_shm import SharedSegment
+    from dali_lite_workers import TaskFailed, WorkerPool
 
     call = PerSampleCall(ScriptedSource(["array"] * 3 + ["raise"], None), None, "pool", True)
     with WorkerPool([call], 1, start_method) as pool:

@@ -35,7 +35,7 @@ REPORT_BOUND_S = 2.0
 LOAD_ALLOWANCE_S = 10.0
 #: Samples of one epoch as the runner reads them (8 batches of 4; sample i holds i % 251).
 EPOCH = list(range(32))
-_DIED = "workers.errors.WorkerDiedError"
+_DIED = "dali_lite_workers.errors.WorkerDiedError"
 
 
 @dataclass(frozen=True)
@@ -163,8 +163,8 @@ def build_cases(full: bool | None = None) -> list[Case]:
         for kind, workers in _twice_for_spawn("shm-exhausted", start, shapes):
             cases.append(Case("shm-exhausted", "error", start, kind, workers, Expect(
                 "ShmAllocationError naming DALI_LITE_SHM_LIMIT_BYTES; the epoch goes on",
-                "shm.errors.ShmAllocationError", ("cannot allocate", "DALI_LITE_SHM_LIMIT_BYTES",
-                                                  "in worker"),
+                "dali_lite_shm.errors.ShmAllocationError",
+                ("cannot allocate", "DALI_LITE_SHM_LIMIT_BYTES", "in worker"),
                 resumes_at=_AFTER_FAULT, full_epochs=_RECOVERS),
                 {"action": "huge", "nbytes": 8 * _MiB},
                 env={"DALI_LITE_SHM_LIMIT_BYTES": str(4 * _MiB)}, after="reset"))

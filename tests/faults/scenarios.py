@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from shm import codec
+from dali_lite_shm import codec
 
 DEATHS_ENV = "DALI_FAULT_DEATHS"
 #: Actions that end the worker process.

@@ -20,11 +20,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shm import SharedSegment
-from shm.placement import Placement
-from workers import Reply, TaskTimeoutError, WorkerDiedError
-from workers.messages import RunTask
-from workers.worker import WorkerState, run_task
+from dali_lite_shm import SharedSegment
+from dali_lite_shm.placement import Placement
+from dali_lite_workers import Reply, TaskTimeoutError, WorkerDiedError
+from dali_lite_workers.messages import RunTask
+from dali_lite_workers.worker import WorkerState, run_task
 
 __all__ = ["FakePool"]
 

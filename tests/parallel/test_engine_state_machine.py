@@ -52,7 +52,7 @@ from dali_lite._src.ops.source_kinds import SourceKind
 from dali_lite._src.options import PipelineOptions
 from dali_lite._src.parallel.group import ParallelSourceGroup, SourceDescription
 from dali_lite._src.parallel.slots import SlotState
-from workers import TaskTimeoutError, WorkerDiedError
+from dali_lite_workers import TaskTimeoutError, WorkerDiedError
 
 _CYCLES = {None: "no", "quiet": "quiet", "raise": "raise"}
 

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from shm import SHM_LIMIT_ENV, SharedSegment, ShmAllocationError, codec, shm_bytes_in_use
+from dali_lite_shm import SHM_LIMIT_ENV, SharedSegment, ShmAllocationError, codec, shm_bytes_in_use
 
 _CODES = ("b1", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2", "f4", "f8", "c8", "c16")
 _DTYPES = [np.dtype(c) for c in _CODES] + [np.dtype(">" + c) for c in _CODES if c[-1] != "1"]

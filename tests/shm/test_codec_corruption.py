@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shm import CorruptSlotError, SharedSegment, codec
+from dali_lite_shm import CorruptSlotError, SharedSegment, codec
 
 _SAMPLE_OUTPUTS: list[list[np.ndarray]] = [
     [np.arange(12, dtype=np.float32).reshape(3, 4), np.zeros((0, 7), np.int16)],

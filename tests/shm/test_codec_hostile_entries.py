@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shm import CorruptSlotError, codec
+from dali_lite_shm import CorruptSlotError, codec
 
 _HUGE = (2**31 - 1, 2**32, 2**63 - 1, 2**63, 2**64 - 1)
 _CODES = [dt.str for dt in codec.SUPPORTED_DTYPES] + [

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shm import CorruptSlotError, SharedSegment, codec, slot_format, slot_reader
-from shm.placement import Placement, write_placed, write_result
+from dali_lite_shm import CorruptSlotError, SharedSegment, codec, slot_format, slot_reader
+from dali_lite_shm.placement import Placement, write_placed, write_result
 
 _DTYPES = [np.dtype(c) for c in ("u1", "i2", "f4", "f8", "c8")] + [np.dtype(">i4")]
 

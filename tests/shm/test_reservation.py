@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pytest
 
-import shm.segment as segment_module
-from shm import SharedSegment, ShmAllocationError, codec
-from shm.placement import Placement, write_placed
-from shm.stream import SampleStream
+import dali_lite_shm.segment as segment_module
+from dali_lite_shm import SharedSegment, ShmAllocationError, codec
+from dali_lite_shm.placement import Placement, write_placed
+from dali_lite_shm.stream import SampleStream
 
 _SAMPLE_NBYTES = 64 * 1024
 _COUNT = 4

@@ -17,9 +17,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from leaks import run_in_session
 
-import shm.mapping as mapping_module
-import shm.segment as segment_module
-from shm import SHM_LIMIT_ENV, SharedSegment, ShmAllocationError, ShmError, shm_bytes_in_use
+import dali_lite_shm.mapping as mapping_module
+import dali_lite_shm.segment as segment_module
+from dali_lite_shm import (
+    SHM_LIMIT_ENV,
+    SharedSegment,
+    ShmAllocationError,
+    ShmError,
+    shm_bytes_in_use,
+)
 
 
 @pytest.fixture
@@ -99,7 +105,7 @@ def test_refresh_after_another_attachment_grows(segment: SharedSegment) -> None:
 def test_refresh_after_another_process_grows(segment: SharedSegment) -> None:
     script = textwrap.dedent(
         f"""
-        from shm import SharedSegment
+        from dali_lite_shm import SharedSegment
         seg = SharedSegment.attach({segment.fd})
         seg.grow(40960)
         seg.array()[40959] = 7
@@ -300,13 +306,13 @@ def test_prepare_write_failure_becomes_allocation_error(monkeypatch: pytest.Monk
 
 
 def test_a_worker_filling_an_unreserved_slot_is_read_back_by_the_creator() -> None:
-    from shm import codec
+    from dali_lite_shm import codec
 
     seg = SharedSegment.create(1 << 16, reserve=False)
     try:
         script = textwrap.dedent(f"""
             import os, numpy as np
-            from shm import SharedSegment, codec
+            from dali_lite_shm import SharedSegment, codec
             seg = SharedSegment.attach(os.dup({seg.fd}))
             layout = codec.write(seg, [[np.arange(1000, dtype=np.int32)] * 3])
             print(layout.meta_offset, layout.meta_nbytes, layout.used_nbytes)
@@ -381,7 +387,7 @@ def test_create_and_grow_check_free_memory_before_touching_the_file(
 def test_leased_mapping_names_the_mapping_of_a_leased_view_and_its_end() -> None:
     import weakref
 
-    from shm import leased_mapping
+    from dali_lite_shm import leased_mapping
 
     segment = SharedSegment.create(1 << 16)
     view = segment.lease(4096, None)[128:256].view(np.uint32).reshape(4, 8)

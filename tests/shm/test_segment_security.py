@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
-import shm.mapping as mapping_module
-from shm import SharedSegment
+import dali_lite_shm.mapping as mapping_module
+from dali_lite_shm import SharedSegment
 
 
 def _no_memfd(name: str, flags: int = 0) -> int:

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from shm import SegmentStats, SegmentUsage, SlotLayout
+from dali_lite_shm import SegmentStats, SegmentUsage, SlotLayout
 
 
 def _layout(used: int, grew: bool) -> SlotLayout:

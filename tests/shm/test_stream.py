@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shm import SharedSegment, codec, slot_reader
-from shm.codec import read
-from shm.placement import Placement, write_result
-from shm.stream import SampleStream
+from dali_lite_shm import SharedSegment, codec, slot_reader
+from dali_lite_shm.codec import read
+from dali_lite_shm.placement import Placement, write_result
+from dali_lite_shm.stream import SampleStream
 
 _DTYPES = [np.dtype(c) for c in ("u1", "i2", "f4", "f8")]
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from pool_helpers import START_METHODS
 
-from shm import SharedSegment
+from dali_lite_shm import SharedSegment
 
 
 @pytest.fixture(params=START_METHODS)

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from shm import SharedSegment, codec
-from workers import Reply, TaskDone, WorkerPool
+from dali_lite_shm import SharedSegment, codec
+from dali_lite_workers import Reply, TaskDone, WorkerPool
 
 START_METHODS = ("fork", "spawn")
 #: Generous bound for results that need a spawn worker to boot first.

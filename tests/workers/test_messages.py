@@ -10,9 +10,9 @@ import cloudpickle
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shm import SlotLayout
-from workers.errors import RemoteError
-from workers.messages import (
+from dali_lite_shm import SlotLayout
+from dali_lite_workers.errors import RemoteError
+from dali_lite_workers.messages import (
     AttachSegment,
     DetachSegment,
     RunTask,

@@ -8,8 +8,8 @@ from typing import Any
 import cloudpickle
 import pytest
 
-from workers import CallbackPicklingError
-from workers.pickling import PicklerSpec, dump_callbacks, resolve_pickler
+from dali_lite_workers import CallbackPicklingError
+from dali_lite_workers.pickling import PicklerSpec, dump_callbacks, resolve_pickler
 
 
 class _ObjectPickler:

@@ -34,8 +34,8 @@ from pool_helpers import (
     warm_up,
 )
 
-from shm import SharedSegment
-from workers import PoolClosedError, TaskDone, WorkerPool
+from dali_lite_shm import SharedSegment
+from dali_lite_workers import PoolClosedError, TaskDone, WorkerPool
 
 
 def test_tasks_with_several_args_on_several_workers(

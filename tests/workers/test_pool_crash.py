@@ -29,8 +29,8 @@ from pool_helpers import (
     warm_up,
 )
 
-from shm import SharedSegment
-from workers import TaskDone, WorkerDiedError, WorkerPool
+from dali_lite_shm import SharedSegment
+from dali_lite_workers import TaskDone, WorkerDiedError, WorkerPool
 
 #: A death is seen through the worker's sentinel, in milliseconds on an idle machine; the
 #: bounds leave a loaded machine room.
@@ -115,8 +115,8 @@ _ORPHAN_SCRIPT = textwrap.dedent(
     import sys, threading, time
     sys.path.insert(0, {helpers_dir!r})
     from pool_helpers import CALLBACKS, FAIL, collect_all, warm_up
-    from shm import SharedSegment
-    from workers import WorkerPool
+    from dali_lite_shm import SharedSegment
+    from dali_lite_workers import WorkerPool
 
     keep = []
 

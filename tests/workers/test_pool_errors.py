@@ -20,8 +20,14 @@ from pool_helpers import (
     started_pool,
 )
 
-from shm import SHM_LIMIT_ENV, SharedSegment, ShmAllocationError
-from workers import CallbackPicklingError, RemoteTraceback, TaskDone, TaskFailed, WorkerPool
+from dali_lite_shm import SHM_LIMIT_ENV, SharedSegment, ShmAllocationError
+from dali_lite_workers import (
+    CallbackPicklingError,
+    RemoteTraceback,
+    TaskDone,
+    TaskFailed,
+    WorkerPool,
+)
 
 
 @pytest.fixture

@@ -23,8 +23,8 @@ _SCRIPT = textwrap.dedent(
     import sys
     sys.path.insert(0, {helpers_dir!r})
     from pool_helpers import CALLBACKS, FAIL, warm_up
-    from shm import SharedSegment
-    from workers import WorkerPool
+    from dali_lite_shm import SharedSegment
+    from dali_lite_workers import WorkerPool
 
     pool = WorkerPool(CALLBACKS, 2, start_method=sys.argv[1])
     pool.start()

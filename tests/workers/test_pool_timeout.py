@@ -20,8 +20,8 @@ from pool_helpers import (
     warm_up,
 )
 
-from shm import SharedSegment
-from workers import TaskDone, TaskTimeoutError, WorkerPool
+from dali_lite_shm import SharedSegment
+from dali_lite_workers import TaskDone, TaskTimeoutError, WorkerPool
 
 _TIMEOUT_S = 0.5
 #: Deadline, stack capture (up to ~1 s when the worker does not answer) and replacement: about

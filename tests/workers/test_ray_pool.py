@@ -20,13 +20,13 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from pool_helpers import arange_sample, collect_all, fail, read_reply, wait_until
 
-from shm import SharedSegment
-from workers import TaskDone, TaskFailed, TaskTimeoutError
+from dali_lite_shm import SharedSegment
+from dali_lite_workers import TaskDone, TaskFailed, TaskTimeoutError
 
 pytest.importorskip("ray")
 from ray_cluster import wait_gone
 
-from workers.ray_pool import RayPlacementError, RayWorkerLostError, RayWorkerPool
+from dali_lite_workers.ray_pool import RayPlacementError, RayWorkerLostError, RayWorkerPool
 
 # Starting the session's Ray cluster (in the first test's setup) takes up to a minute on a
 # loaded 2-core machine; every wait inside is bounded more tightly.
@@ -206,7 +206,7 @@ def test_a_dropped_pool_kills_its_actors() -> None:
 
 def test_without_ray_the_error_says_what_to_install() -> None:
     code = ("import sys; sys.modules['ray'] = None\n"
-            "from workers.ray_pool import RayWorkerPool\n"
+            "from dali_lite_workers.ray_pool import RayWorkerPool\n"
             "try:\n    RayWorkerPool([print], 1).start()\n"
             "except ImportError as e:\n    print(e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import workers.readiness as readiness
-from workers.readiness import ReadySet, readable_now
+import dali_lite_workers.readiness as readiness
+from dali_lite_workers.readiness import ReadySet, readable_now
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ import signal
 
 import pytest
 
-from workers import RemoteError, RemoteTraceback, WorkerDiedError
-from workers.errors import describe_exitcode
+from dali_lite_workers import RemoteError, RemoteTraceback, WorkerDiedError
+from dali_lite_workers.errors import describe_exitcode
 
 
 class BrokenInit(Exception):

@@ -45,6 +45,8 @@ class CheckpointError(RuntimeValueError):
     """A checkpoint that cannot be restored: not one, damaged, of a newer format, or of a
     pipeline of another shape. A `RuntimeError` (what DALI raises) and a `ValueError`."""
 
+    __module__ = "dali_lite.errors"  # where users import it from (and see it named)
+
 
 @dataclass(frozen=True, slots=True)
 class SourceShape:

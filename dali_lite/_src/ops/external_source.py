@@ -127,7 +127,7 @@ class ExternalSource(Operator):
         if self.parallel:
             # Load the worker pool and shared memory now, while the graph is defined, so that
             # build() only starts processes (DALI, too, has everything loaded before build).
-            importlib.import_module("workers")
+            importlib.import_module("dali_lite_workers")
         # DALI 2.4's fn.external_source reads batch=None as True, parallel or not (its
         # reference page says parallel=True makes it False; the code does not, and a program
         # written against DALI relies on the code).

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from dali_lite._src import cuda, cuda_context
-from shm import leased_mapping
+from dali_lite_shm import leased_mapping
 
 __all__ = ["PinnedSlots"]
 

@@ -23,7 +23,7 @@ from dali_lite._src.options import PipelineOptions
 from dali_lite._src.parallel.description import SourceCall, SourceDescription
 from dali_lite._src.parallel.source import ParallelSource
 from dali_lite._src.parallel.tasks import Task
-from workers import (
+from dali_lite_workers import (
     CallbackPicklingError,
     RemoteError,
     TaskFailed,
@@ -144,7 +144,7 @@ class ParallelSourceGroup:
             return WorkerPool(callbacks, options.py_num_workers, options.py_start_method,
                               pickler=options.py_callback_pickler)
         # Ray is an optional extra: its pool loads only for py_start_method="ray".
-        from workers.ray_pool import RayWorkerPool
+        from dali_lite_workers.ray_pool import RayWorkerPool
 
         # Callables are stateless by DALI's contract and can run again on another actor;
         # an iterator or generator keeps its position in the actor that runs it.

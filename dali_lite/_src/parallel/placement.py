@@ -29,8 +29,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from dali_lite._src.parallel.slots import SLOT_ALIGNMENT_BYTES, Slot, align_up
-from shm.placement import Placement
-from shm.slot_format import META_ALIGNMENT_BYTES, OUTPUT_ALIGNMENT_BYTES, single_run_meta_nbytes
+from dali_lite_shm.placement import Placement
+from dali_lite_shm.slot_format import (
+    META_ALIGNMENT_BYTES,
+    OUTPUT_ALIGNMENT_BYTES,
+    single_run_meta_nbytes,
+)
 
 #: Per output: (dtype.str, sample shape, bytes per sample).
 DenseLayout = tuple[tuple[str, tuple[int, ...], int], ...]

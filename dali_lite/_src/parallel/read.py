@@ -18,8 +18,8 @@ import numpy as np
 from dali_lite._src.parallel.placement import join_placed
 from dali_lite._src.parallel.slots import Slot
 from dali_lite._src.parallel.tasks import ScheduledBatch
-from shm import slot_reader
-from workers import TaskDone
+from dali_lite_shm import slot_reader
+from dali_lite_workers import TaskDone
 
 __all__ = ["read_batch"]
 

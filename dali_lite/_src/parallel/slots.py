@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dali_lite._src.parallel.dali_chunks import DaliChunks
-from shm import SegmentUsage, SharedSegment
+from dali_lite_shm import SegmentUsage, SharedSegment
 
 #: DALI's smallest slot (`min_initial_chunk_size`) and the page its capacities are rounded to.
 MIN_SLOT_BYTES = 1 << 20

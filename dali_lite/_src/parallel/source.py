@@ -80,9 +80,9 @@ from dali_lite._src.parallel.read import read_batch
 from dali_lite._src.parallel.slots import Slot, SlotRing, SlotState, tasks_per_batch
 from dali_lite._src.parallel.tasks import IterationCancelled, ScheduledBatch, Task
 from dali_lite._src.types.source_info import BatchInfo
-from shm import ShmError
-from shm.placement import Placement
-from workers import TaskDone, TaskFailed
+from dali_lite_shm import ShmError
+from dali_lite_shm.placement import Placement
+from dali_lite_workers import TaskDone, TaskFailed
 
 if TYPE_CHECKING:
     from dali_lite._src.parallel.group import ParallelSourceGroup

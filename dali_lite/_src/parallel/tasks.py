@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dali_lite._src.parallel.slots import Slot
-from shm.placement import Placement
-from workers import TaskDone, TaskFailed
+from dali_lite_shm.placement import Placement
+from dali_lite_workers import TaskDone, TaskFailed
 
 __all__ = ["IterationCancelled", "ScheduledBatch", "Task", "TaskOwner"]
 

@@ -12,7 +12,7 @@ import enum
 from typing import Any
 
 
-class _DALIEnumType(enum.EnumType):
+class _DALIEnumType(enum.EnumMeta):  # EnumMeta: EnumType's name before Python 3.11
     """The enums' metaclass: ``__members__`` as a dict (DALI's pybind11 enums give a dict), and
     ``isinstance`` that also admits the enum's stand-ins (see ``dtypes._DALIDataType``)."""
 
