@@ -1,4 +1,4 @@
-"""Pages are reserved before anything is written into them (README: a full shared memory is
+"""Pages are reserved before anything is written into them (docs/shared-memory.md: a full shared memory is
 a ``ShmAllocationError``, never a SIGBUS).
 
 A tmpfs or a memory cgroup that runs out does not fail a write into a page that was never

@@ -353,7 +353,7 @@ class _FakeMemory:
 def test_create_and_grow_check_free_memory_before_touching_the_file(
     monkeypatch: pytest.MonkeyPatch, reserve: bool
 ) -> None:
-    """README: "creating or growing a slot checks free memory first". With the system
+    """docs/shared-memory.md: "creating or growing a slot checks free memory first". With the system
     reporting 1 MiB free, asking for more fails before the file is truncated or reserved."""
     free = 1 << 20
     monkeypatch.delenv(SHM_LIMIT_ENV, raising=False)

@@ -62,7 +62,7 @@ class PipelineExtras:
     def external_source_shm_statistics(self: Pipeline) -> dict[str, Any]:
         """DALI's `capacities` and `per_sample_capacities` of every shared-memory slot, plus
         `per_source`: capacity, bytes in use, high-water mark and resizes per source and worker
-        (see README, "Shared memory").
+        (see docs/shared-memory.md).
 
         DALI's keys say what DALI's would (`parallel/slots.py`). DALI reads a parallel
         source's batch in the program's thread when it starts an iteration; ours are read by
