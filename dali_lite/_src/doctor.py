@@ -15,6 +15,7 @@ metadata, and anything that starts workers or CUDA, or might hang, runs in a chi
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import mmap
 import os
@@ -59,12 +60,18 @@ def _version(distribution: str) -> str | None:
         return None
 
 
+@functools.cache
+def _providers() -> dict[str, list[str]]:
+    # Which distribution provides which top-level module: one scan of the installed packages.
+    return metadata.packages_distributions()
+
+
 def module_version(module: str) -> str | None:
     """The installed version of the distribution that provides `module`, without importing
     it (None: not installed)."""
     if util.find_spec(module) is None:
         return None
-    names = metadata.packages_distributions().get(module) or [module]
+    names = _providers().get(module) or [module]
     return next((v for name in names if (v := _version(name))), "installed (version unknown)")
 
 
