@@ -57,10 +57,11 @@ def test_unknown_commands_and_flags_are_argparse_errors(args: list[str]) -> None
 
 
 #: Each line the doctor promises, by how it starts.
-DOCTOR_LINES = ("dali_lite 0.1.0 at ", "Python 3.", "platform: ", "  numpy ", "  psutil ",
-                "  cloudpickle ", "  cupy", "  CUDA devices: ", "  torch", "  jax", "  numba",
-                "  ray", "  NVIDIA DALI", "  fork: works", "  spawn: works", "  memfd: works",
-                "  budget: DALI_LITE_SHM_LIMIT_BYTES", "  /dev/shm: ")
+DOCTOR_LINES = (f"dali_lite {_pyproject_version()} at ", "Python 3.", "platform: ",
+                "  numpy ", "  psutil ", "  cloudpickle ", "  cupy", "  CUDA devices: ",
+                "  torch", "  jax", "  numba", "  ray", "  NVIDIA DALI", "  fork: works",
+                "  spawn: works", "  memfd: works", "  budget: DALI_LITE_SHM_LIMIT_BYTES",
+                "  /dev/shm: ")
 
 
 @pytest.mark.timeout(COMMAND_TIMEOUT_S + 30)
