@@ -13,6 +13,8 @@ Modules:
 * :mod:`benchmarks.memory`: the memory of a process tree (RSS plus shared memory), sampled
   from outside;
 * :mod:`benchmarks.report`: medians, ratios, targets and the markdown table;
+* :mod:`benchmarks.chart`: the same medians as a PNG bar chart (`--chart`, or redrawn from a
+  `--json` or `--out` file);
 * :mod:`benchmarks.profiling`: profiler hooks for the main process and the workers;
 * :mod:`benchmarks.run`: the command line.
 

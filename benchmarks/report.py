@@ -17,7 +17,7 @@ from typing import Any
 from benchmarks.loaders import NUM_WORKERS
 from benchmarks.workloads import HEAVY_CPU_S
 
-__all__ = ["LOADER_TITLES", "METRICS", "Metric", "render"]
+__all__ = ["LOADER_TITLES", "METRICS", "PEERS", "Metric", "metric_values", "render"]
 
 Result = dict[str, Any]
 
@@ -89,7 +89,8 @@ METRICS: tuple[Metric, ...] = (
 )
 
 
-def _values(results: Sequence[Result], loader: str, metric: Metric) -> list[float]:
+def metric_values(results: Sequence[Result], loader: str, metric: Metric) -> list[float]:
+    """`loader`'s figures of `metric`, one per repeat that did not fail."""
     values = []
     for result in results:
         if result.get("loader") != loader or result.get("workload") != metric.workload:
@@ -153,7 +154,7 @@ def results_table(results: Sequence[Result], loaders: Sequence[str],
         medians: dict[str, float] = {}
         cells = []
         for loader in loaders:
-            values = _values(results, loader, metric)
+            values = metric_values(results, loader, metric)
             if values:
                 medians[loader] = statistics.median(values)
             ran = any(r.get("loader") == loader and r.get("workload") == metric.workload
@@ -211,11 +212,11 @@ def comparison_table(results: Sequence[Result], variants: Sequence[str]) -> str:
     for metric in METRICS:
         if metric.workload not in workloads_run:
             continue
-        base = _values(results, "dali_lite", metric)
+        base = metric_values(results, "dali_lite", metric)
         cells = [_cell(base, metric.fmt, "failed")]
         ratios = []
         for variant in variants:
-            values = _values(results, variant, metric)
+            values = metric_values(results, variant, metric)
             cells.append(_cell(values, metric.fmt, "failed"))
             ratios.append(_ratio_text(statistics.median(values) / statistics.median(base)
                                       if values and base else None))

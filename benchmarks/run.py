@@ -2,6 +2,7 @@
 
     python -m benchmarks [--quick] [--repeats N] [--only dali_lite] [--workloads tiny,large]
                          [--scale S] [--out benchmarks/RESULTS.md] [--json results.json]
+                         [--chart docs/benchmarks.png]
 
 (``python benchmarks/run.py ...`` is the same.) Each measurement runs in a fresh interpreter
 (``benchmarks.child``) started from this process, one after the other; the order of the
@@ -10,7 +11,8 @@ the start workload this process samples the measurement's process tree memory ev
 :data:`_MEMORY_INTERVAL_S` (:mod:`benchmarks.memory`). The table shows medians over the
 repeats with their range; ``--out`` writes it into a markdown file, replacing only the part
 between :data:`BEGIN_MARK` and :data:`END_MARK` when the file has them, so the prose around
-the table in ``RESULTS.md`` survives a rerun.
+the table in ``RESULTS.md`` survives a rerun. ``--chart`` draws the same medians as a PNG
+(:mod:`benchmarks.chart`, which also redraws from ``--json`` or ``--out`` files).
 
 The measured dali_lite is the one in the tree that holds this ``benchmarks`` package: the
 measurement processes run with that tree first on ``sys.path``.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import os
 import platform
@@ -38,6 +41,7 @@ if __package__ in (None, ""):  # run as a script: python benchmarks/run.py
 
 import psutil
 
+from benchmarks.chart import draw, figures_from_results
 from benchmarks.child import RESULT_PREFIX
 from benchmarks.loaders import (
     DENSE_ONLY,
@@ -240,6 +244,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="seconds one measurement may take")
     parser.add_argument("--out", type=Path, help="write the table into this markdown file")
     parser.add_argument("--json", type=Path, help="write every raw result to this JSON file")
+    parser.add_argument("--chart", type=Path, metavar="FILE.png",
+                        help="draw dali_lite, DALI and the DataLoader side by side into this PNG "
+                             "(needs matplotlib; python -m benchmarks.chart redraws from --json)")
     parser.add_argument("--noise-limit", type=float, default=_NOISE_LIMIT,
                         help="rerun a measurement while other processes took more than this "
                              "share of the machine's CPU (default %(default)s)")
@@ -256,6 +263,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args.scale = _QUICK_SCALE if args.quick else 1.0
     if args.repeats < 1 or args.scale <= 0:
         parser.error("--repeats and --scale must be positive")
+    # Said before the run, not after minutes of measuring.
+    if args.chart is not None and importlib.util.find_spec("matplotlib") is None:
+        parser.error("--chart needs matplotlib: pip install 'dali-lite[bench]'")
     return args
 
 
@@ -328,6 +338,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         _write_out(args.out, section)
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=1), encoding="utf-8")
+    if args.chart is not None:
+        notes = [line for line in header.splitlines() if line.startswith(("Machine:", "Code:"))]
+        draw(figures_from_results(results, [n.split(". Load average")[0].rstrip(".") + "."
+                                            for n in notes]), args.chart)
+        _log(f"chart: {args.chart}")
     return 1 if any("error" in r for r in results) else 0
 
 

@@ -164,3 +164,74 @@ def test_the_soak_runs_and_checks_every_batch(mode: list[str]) -> None:
     what = "streamed" if mode else "varying shapes"
     assert "samples (" in done.stdout and what in done.stdout
     assert "growth after warm-up" in done.stdout
+
+
+def _fake_results() -> list[dict[str, object]]:
+    """Two repeats of every workload for the three loaders, figures made up."""
+    scale = {"dali_lite": 4.0, "dali": 1.0, "torch": 2.0}
+    results: list[dict[str, object]] = []
+    for repeat in range(2):
+        for workload in ("tiny", "large", "large-fresh", "large-split", "heavy", "start",
+                         "varying"):
+            for loader, factor in scale.items():
+                results.append({
+                    "loader": loader, "workload": workload, "repeat": repeat,
+                    "samples_per_s": 1000.0 * factor * (1 + repeat),
+                    "bytes_per_s": 1e9 * factor, "first_batch_s": 0.05 * factor,
+                    "peak_bytes": 2**20 * 100 * factor, "batches": 10, "main_cpu_s": 0.1,
+                    "workers_cpu_s": 0.2, "elapsed_s": 0.1})
+    return results
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", "not a PNG"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def test_the_chart_is_a_small_png_of_the_tables_figures(tmp_path: Path) -> None:
+    """`--chart` and `python -m benchmarks.chart`: the medians the table prints, drawn as a
+    PNG; redrawn from the --json results and from the markdown table alike."""
+    pytest.importorskip("matplotlib")
+    from benchmarks.chart import draw, figures_from_markdown, figures_from_results, main
+    from benchmarks.report import render
+
+    results = _fake_results()
+    figures = figures_from_results(results, ["Machine: a test"])
+    assert figures.values[("tiny", "samples/s")] == {"dali_lite": 6000.0, "dali": 1500.0,
+                                                     "torch": 3000.0}
+    assert figures.values[("start", "build -> first batch, ms")]["dali"] == 50.0
+    assert figures.notes[0] == "Machine: a test" and "medians of 2 repeats" in figures.notes[1]
+    # The markdown table says the same as the raw results.
+    table = render(results, ["dali_lite", "dali", "torch"], {}, "Machine: a test\n\nCode: x.")
+    parsed = figures_from_markdown("<!-- BEGIN BENCHMARK TABLE -->\n\n" + table)
+    assert parsed.values == figures.values
+
+    png = draw(figures, tmp_path / "chart.png")
+    assert _png_size(png) == (1100, 460)
+    assert png.stat().st_size < 100_000
+    raw = tmp_path / "results.json"
+    raw.write_text(json.dumps(results))
+    assert main([str(raw), str(tmp_path / "again.png"), "--note", "Machine: here"]) == 0
+    assert _png_size(tmp_path / "again.png") == (1100, 460)
+
+
+def test_the_benchmark_command_draws_its_chart(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from benchmarks import run
+
+    chart = tmp_path / "chart.png"
+    args = ["--only", "dali_lite", "--workloads", "tiny", "--repeats", "1", "--scale", "0.01",
+            "--retries", "0", "--chart", str(chart)]
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "matplotlib" else find_spec(name, *a))
+    with pytest.raises(SystemExit) as refused:  # said before minutes of measuring
+        run.main(args)
+    assert refused.value.code == 2 and not chart.exists()
+    monkeypatch.undo()
+    pytest.importorskip("matplotlib")
+    assert run.main(args) == 0
+    assert _png_size(chart)[0] > 0

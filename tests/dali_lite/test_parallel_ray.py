@@ -267,20 +267,21 @@ def test_without_ray_installed_the_error_says_what_to_install() -> None:
 
 def test_the_readme_example_runs_on_the_cluster_that_ray_address_names(ray_cluster: str) -> None:
     """README: `examples/parallel_loading.py --start-method ray` joins the cluster that
-    RAY_ADDRESS names, checks its first batch against the callback and prints the figures."""
+    RAY_ADDRESS names, checks every batch and prints the figures."""
     env = {**os.environ, **RAY_ENV, "PYTHONPATH": str(ROOT), "RAY_ADDRESS": ray_cluster}
     out = subprocess.run([sys.executable, str(ROOT / "examples" / "parallel_loading.py"),
                           "--start-method", "ray", "--workers", "2", "--batch-size", "8",
                           "--iterations", "4"],
                          capture_output=True, text=True, env=env, timeout=240)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "4 batches of 8 from 2 workers (ray)" in out.stdout
-    assert "first batch verified against the callback" in out.stdout
+    assert 'source "images": 4 batches of 8 samples' in out.stdout
+    assert "from 2 workers (ray)" in out.stdout
+    assert "checked: all 4 batches" in out.stdout
 
 
 def test_the_ray_example_starts_and_stops_a_local_instance() -> None:
-    """examples/ray_loading.py: the main example on a local Ray instance of its own; its
-    first batch checked against the callback, and nothing of that instance left running."""
+    """examples/ray_loading.py: the main example on a local Ray instance of its own; every
+    batch checked, and nothing of that instance left running."""
     temp_dir = tempfile.mkdtemp(prefix="dlray", dir="/tmp")  # Ray's socket paths stay short
     env = {**os.environ, **RAY_ENV, "PYTHONPATH": str(ROOT)}
     env.pop("RAY_ADDRESS", None)
@@ -290,8 +291,9 @@ def test_the_ray_example_starts_and_stops_a_local_instance() -> None:
                               "--ray-temp-dir", temp_dir],
                              capture_output=True, text=True, env=env, timeout=240)
         assert out.returncode == 0, out.stderr[-3000:]
-        assert "4 batches of 8 from 2 Ray actors on a local Ray instance" in out.stdout
-        assert "first batch verified against the callback" in out.stdout
+        assert "2 Ray actors on a local Ray instance" in out.stdout
+        assert 'source "images": 4 batches of 8 samples' in out.stdout
+        assert "checked: all 4 batches" in out.stdout
         left = wait_gone([p.pid for p in processes_naming(temp_dir)])
         assert not left, f"processes of the example's Ray instance still run: {left}"
     finally:

@@ -1,0 +1,10 @@
+"""`python -m dali_lite`: `--version` and `doctor` (the command line is `_src/cli.py`)."""
+
+from __future__ import annotations
+
+import sys
+
+from dali_lite._src.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
