@@ -296,8 +296,8 @@ def test_statistics_report_every_source_and_worker_consistently() -> None:
 def test_a_dense_per_sample_batch_is_one_task_when_the_depth_covers_the_workers(
     workers: int, depth: int
 ) -> None:
-    """docs/shared-memory.md: with `prefetch_queue_depth >= py_num_workers` a per-sample batch is one task
-    (one worker, one slot), so `as_array()` returns it without a copy."""
+    """docs/shared-memory.md: with `prefetch_queue_depth >= py_num_workers` a per-sample batch
+    is one task (one worker, one slot), so `as_array()` returns it without a copy."""
     batch_size = 6
     pipe = pipeline(lambda: fn.external_source(WhoSample(), parallel=True, batch=False,
                                                prefetch_queue_depth=depth),

@@ -1,5 +1,5 @@
-"""Pages are reserved before anything is written into them (docs/shared-memory.md: a full shared memory is
-a ``ShmAllocationError``, never a SIGBUS).
+"""Pages are reserved before anything is written into them (docs/shared-memory.md: a full
+shared memory is a ``ShmAllocationError``, never a SIGBUS).
 
 A tmpfs or a memory cgroup that runs out does not fail a write into a page that was never
 allocated: it kills the writer with SIGBUS. So every writer reserves (``posix_fallocate``)
