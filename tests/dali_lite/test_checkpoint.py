@@ -99,9 +99,12 @@ def test_checkpoint_is_versioned_utf8_json_bytes() -> None:
         data = pipe.checkpoint()
     assert type(data) is bytes
     body = json.loads(data.decode("utf-8"))
-    assert body["format"] == FORMAT_NAME and body["version"] == FORMAT_VERSION == 1
+    assert body["format"] == FORMAT_NAME and body["version"] == FORMAT_VERSION == 2
     assert (body["batch_size"], body["epoch_idx"], body["iteration"],
             body["epoch_ended"]) == (BATCH_SIZE, 0, 1, False)
+    # One run of the default prefetch depth 2 scheduled two iterations; none ended an epoch.
+    assert body["producer"] == {"epoch_ends": [], "iteration": 2, "prefetched": True,
+                                "end_met": False}
     assert [s["kind"] for s in body["sources"]] == ["callable", "iterable"]
     assert body["sources"][0]["state"] is None
     assert body["sources"][1]["state"] == {"taken": 1, "exhausted": False, "restart": False,
@@ -459,7 +462,7 @@ def _rewritten(data: bytes, **changes: Any) -> bytes:
 
 
 @pytest.mark.parametrize(("changes", "words"), [
-    ({"version": 2}, "newer"),
+    ({"version": 3}, "newer"),
     ({"version": "1"}, "version"),
     ({"iteration": -1}, "iteration must be an int >= 0"),
     ({"epoch_ended": 1}, "epoch_ended must be true or false"),
@@ -469,11 +472,34 @@ def _rewritten(data: bytes, **changes: Any) -> bytes:
     ({"sources": [{"name": None, "kind": "callable"}]}, "missing fields"),
     ({"sources": [{"name": None, "kind": "lambda", "batch": False, "cycle": "no",
                    "num_outputs": None, "state": None}]}, "kind must be one of"),
+    ({"producer": None}, "producer must be an object"),
+    ({"producer": {"epoch_ends": [], "iteration": 2}}, "missing fields"),
+    ({"producer": {"epoch_ends": [-1], "iteration": 0, "prefetched": True, "end_met": False}},
+     "epoch_ends must be a list of ints >= 0"),
+    ({"producer": {"epoch_ends": [0], "iteration": 0, "prefetched": True, "end_met": False}},
+     "do not follow iteration 1"),
+    ({"producer": {"epoch_ends": [], "iteration": 0, "prefetched": True, "end_met": False}},
+     "iteration must be an int >= 1"),
+    ({"version": 1}, "unknown fields \\['producer'\\]"),
 ])
 def test_malformed_fields_are_named(changes: dict[str, Any], words: str) -> None:
     data = _rewritten(_checkpoint_of(Config()), **changes)
     with pytest.raises(CheckpointError, match=words):
         _restore(Config(), data)
+
+
+def test_a_version_1_checkpoint_still_restores() -> None:
+    """Version 1 had no `producer`: the restored pipeline schedules from the caller's
+    position, as version 1 restored it."""
+    config = Config(("sample", "iterable"), cycle="quiet")
+    data = _checkpoint_of(config, runs=2)
+    body = json.loads(data)
+    body.pop("producer")
+    old = _rewritten(json.dumps({**body, "sha256": ""}).encode(), version=1)
+    with closing(build(config, checkpoint=old)) as restored, \
+            closing(build(config, checkpoint=data)) as new:
+        assert restored.is_restored_from_checkpoint
+        assert [step(restored) for _ in range(3)] == [step(new) for _ in range(3)]
 
 
 @pytest.mark.parametrize(("config", "kwargs", "words"), [

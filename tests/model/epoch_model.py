@@ -19,7 +19,25 @@ is a pure function of what DALI tells them. What it captures:
   scheduled batches, are dropped); `reset()` starts every callable over, while a parallel
   iterable that did not raise keeps the batches it prefetched past the end;
 - the worker's iterable with `cycle="raise"` keeps raising StopIteration until a batch
-  scheduled after its source was reset asks for the next pass.
+  scheduled after its source was reset asks for the next pass;
+- checkpoints (`checkpoint` and `restore` steps, below).
+
+Checkpoints. DALI's `checkpoint()` stores two numbers (`_get_checkpoint`): the consumer's
+iteration `_consumer_iter` (every `outputs()`/`share_outputs()` adds one, also one that raises
+StopIteration; an effective `reset()` sets it to 0) and the producer's epoch `_epoch_idx`
+(which an effective `reset()` advances, also while batches of the old epoch are still
+queued). A pipeline restored from it (`_restore_state_from_checkpoint`) is a fresh pipeline
+(nothing prefetched, its end not met) whose epoch is that epoch and whose callables start at
+that iteration; iterables and generator functions keep no state and start from their
+beginning. So on DALI a restored pipeline repeats an iterable's items, runs into the end once
+more after a checkpoint taken at the end of an epoch (its first `reset()` does nothing),
+ignores a `reset()` that the checkpointed one, having met the end, would have obeyed, and
+skips the batches of the old epoch that a `reset()` left queued. dali_lite (`engine=
+"dali_lite"`, docs/compat.md `checkpoint-*`) restores exactly: a restored pipeline observes
+what the checkpointed one would have observed next, so the model's dali_lite checkpoint is a
+copy of the whole model. DALI raised no error in any checkpoint program the generator makes
+(every source kind, serial and parallel, any `cycle`, any point of an epoch): no step
+observes one.
 
 Values, so that two runs compare by equality: a per-sample callable's sample is
 `[epoch_idx, idx_in_epoch]`, a per-batch callable's sample `[epoch_idx, iteration]` (-1 for
@@ -27,16 +45,18 @@ the epoch when it only receives the iteration number), an iterable's k-th batch 
 samples `[-2, k]`. `SourceSpec.length` counts samples for a per-sample callable, batches
 otherwise.
 
-`tests/model/test_model_vs_dali.py` checks this model against DALI itself; the engine's tests
-check dali_lite against the model.
+`tests/model/test_model_vs_dali.py` checks this model against DALI itself (`engine="dali"`);
+`test_engine_vs_model.py` checks dali_lite against it (`engine="dali_lite"`).
 """
 
 from __future__ import annotations
 
+import copy
 from collections import deque
 from dataclasses import dataclass, field
 
-__all__ = ["STOP", "ModelPipeline", "Program", "SourceSpec"]
+__all__ = ["CHECKPOINT_STEPS", "ENGINES", "STOP", "ModelPipeline", "Program", "SourceSpec",
+           "expected"]
 
 #: What a call that raised StopIteration returns in an observation.
 STOP = "stop"
@@ -48,9 +68,14 @@ CYCLES = (None, "quiet", "raise")
 #: The steps of a program: `run()`, `schedule_run()` + `share_outputs()` + `release_outputs()`,
 #: and `reset()`.
 STEPS = ("run", "scheduled", "reset")
+#: The checkpoint steps: `pipe.checkpoint()`, and a fresh pipeline restored from the latest
+#: checkpoint (the old one dropped) that the later steps run on.
+CHECKPOINT_STEPS = ("checkpoint", "restore")
+#: Whose checkpoints the model predicts: NVIDIA DALI's or dali_lite's (which restore exactly).
+ENGINES = ("dali", "dali_lite")
 
 Batch = list[list[int]]
-Observation = object  # STOP, None (a reset) or one batch per source
+Observation = object  # STOP, None (a reset, checkpoint or restore) or one batch per source
 
 
 @dataclass(frozen=True)
@@ -78,6 +103,11 @@ class Program:
     @property
     def parallel(self) -> bool:
         return any(source.parallel for source in self.sources)
+
+    @property
+    def checkpointing(self) -> bool:
+        """Whether the program's pipelines are built with `enable_checkpointing=True`."""
+        return any(step in CHECKPOINT_STEPS for step in self.steps)
 
 
 def callable_batch(spec: SourceSpec, iteration: int, epoch: int, batch_size: int) -> Batch | str:
@@ -222,6 +252,8 @@ class ModelPipeline:
         self.first_iter = True
         self.last_iter = False
         self.epoch_idx = 0
+        # DALI's `_consumer_iter`: what its checkpoint stores besides `epoch_idx`.
+        self.consumer_iter = 0
         self.outputs_queue: deque[list[Batch]] = deque()
 
     def _round(self) -> bool:
@@ -252,6 +284,7 @@ class ModelPipeline:
             self.last_iter = True
 
     def outputs(self) -> list[Batch] | str:
+        self.consumer_iter += 1  # before DALI knows whether there is a batch
         if not self.outputs_queue:
             return STOP
         return self.outputs_queue.popleft()
@@ -266,6 +299,7 @@ class ModelPipeline:
         self.first_iter = True
         self.last_iter = False
         self.epoch_idx += 1
+        self.consumer_iter = 0
         for source in self.sources:
             source.current_iter = 0
             if source.spec.parallel and not source.spec.iterable:
@@ -277,8 +311,44 @@ class ModelPipeline:
             return None
         return self.run()
 
+    # ------------------------------------------------------------------ checkpoints
+    def checkpoint(self, engine: str) -> object:
+        """What `checkpoint()` keeps: DALI's two counters, or (dali_lite) everything, since a
+        pipeline restored by dali_lite goes on exactly as this one would."""
+        if engine == "dali":
+            return (self.epoch_idx, self.consumer_iter)
+        return copy.deepcopy(self)
 
-def expected(program: Program) -> list[Observation]:
-    """What each step of `program` observes, by the model."""
+    @classmethod
+    def restored(cls, program: Program, checkpoint: object, engine: str) -> ModelPipeline:
+        """A fresh pipeline built with `checkpoint=`."""
+        if engine != "dali":
+            return copy.deepcopy(checkpoint)  # type: ignore[return-value]
+        epoch_idx, iteration = checkpoint  # type: ignore[misc]
+        model = cls(program)
+        model.epoch_idx, model.consumer_iter = epoch_idx, iteration
+        for source in model.sources:
+            source.current_iter = iteration
+        return model
+
+
+def expected(program: Program, engine: str = "dali") -> list[Observation]:
+    """What each step of `program` observes on `engine` (one of ENGINES), by the model; a
+    checkpoint or a restore observes None."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}; got {engine!r}")
     model = ModelPipeline(program)
-    return [model.step(step) for step in program.steps]
+    checkpoint: object = None
+    seen: list[Observation] = []
+    for step in program.steps:
+        if step == "checkpoint":
+            checkpoint = model.checkpoint(engine)
+            seen.append(None)
+        elif step == "restore":
+            if checkpoint is None:
+                raise ValueError(f"a restore before any checkpoint: {program.steps}")
+            model = ModelPipeline.restored(program, checkpoint, engine)
+            seen.append(None)
+        else:
+            seen.append(model.step(step))
+    return seen

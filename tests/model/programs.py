@@ -2,9 +2,12 @@
 
 A `Program` (see `epoch_model`) is a pipeline of 1-4 sources (each a per-sample callable, a
 per-batch callable with or without `batch_info`, an iterable or a generator function, with
-its length, `prefetch_queue_depth`, `cycle`, serial or parallel) and a sequence of steps.
-`observe(dali, program)` runs it on a DALI-like module and returns what each step saw, in the
-model's terms, so that DALI, dali_lite and the model compare by equality.
+its length, `prefetch_queue_depth`, `cycle`, serial or parallel) and a sequence of steps:
+`run`, `scheduled`, `reset`, and in half the programs `checkpoint` and `restore` (a fresh
+pipeline built from the latest checkpoint, with `enable_checkpointing=True`, which the later
+steps run on). `observe(dali, program)` runs it on a DALI-like module and returns what each
+step saw, in the model's terms, so that DALI, dali_lite and the model compare by equality.
+`CHECKPOINT_CASES` are fixed programs that found checkpoint bugs.
 
 The sources live here, at module level, so that spawned workers import them by name.
 
@@ -15,17 +18,28 @@ not share the test process.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import json
 import sys
 import traceback
+import warnings
 from collections.abc import Iterator
 from dataclasses import asdict
 from typing import Any
 
 import numpy as np
-from epoch_model import CYCLES, KINDS, STEPS, STOP, Observation, Program, SourceSpec
+from epoch_model import (
+    CHECKPOINT_STEPS,
+    CYCLES,
+    KINDS,
+    STEPS,
+    STOP,
+    Observation,
+    Program,
+    SourceSpec,
+)
 
 # ====================================================================== the sources
 
@@ -109,6 +123,44 @@ def make_source(spec: SourceSpec, batch_size: int) -> dict[str, Any]:
     return {**args, "source": source_type(spec.length, batch_size), "batch": True}
 
 
+# ====================================================================== known cases
+
+#: Minimal programs around checkpoints that once broke dali_lite (or show where DALI and
+#: dali_lite differ): both tests run them besides the generated programs.
+CHECKPOINT_CASES: dict[str, Program] = {
+    # reset() at the producer's end with a batch of the old epoch still queued, then a
+    # checkpoint before (and after) that batch is taken: DALI's restore skips it (and, after
+    # it, the new epoch's first batch); dali_lite's once did too, or ended the epoch again.
+    "reset-with-a-batch-queued": Program(
+        (SourceSpec("batch_info", 2, False),),
+        ("run", "reset", "checkpoint", "restore", "run", "run", "run"), prefetch_queue_depth=3),
+    "reset-with-a-batch-queued-then-taken": Program(
+        (SourceSpec("batch_info", 2, True, 2),),
+        ("run", "reset", "run", "checkpoint", "restore", "run", "run", "run"),
+        prefetch_queue_depth=3),
+    # A checkpoint once the producer met the end (the caller has not): reset() right after the
+    # restore starts the next epoch, as in the checkpointed pipeline (DALI's does nothing).
+    "end-met-then-reset": Program(
+        (SourceSpec("sample", 1, False),),
+        ("run", "checkpoint", "run", "restore", "reset", "scheduled"), prefetch_queue_depth=3),
+    # A checkpoint at the end of an epoch: DALI's restored pipeline ignores the first reset().
+    "epoch-end": Program(
+        (SourceSpec("batch_info", 2, True, 2),),
+        ("run", "run", "run", "checkpoint", "restore", "reset", "run", "run", "run")),
+    # A parallel iterator keeps what it prefetched past the end for the next epoch: a
+    # checkpoint there once failed ("no recorded state"); DALI restarts the iterable.
+    "iterator-kept-past-the-end": Program(
+        (SourceSpec("iterable", 4, True, 4, "quiet"), SourceSpec("sample", 8, True, 5)),
+        ("run",) * 5 + ("reset", "run", "checkpoint", "restore", "run"),
+        batch_size=2, prefetch_queue_depth=3),
+    # A parallel iterator that ended an earlier generation: dali_lite once wrote a checkpoint
+    # it could not read (ended_epoch -1).
+    "iterator-ended-before": Program(
+        (SourceSpec("generator_function", 0, True, 1),),
+        ("run", "reset", "checkpoint", "restore", "run")),
+}
+
+
 # ====================================================================== running a program
 
 
@@ -116,41 +168,63 @@ def _batch_value(output: Any) -> list[list[int]]:
     return np.asarray(output.as_tensor()).tolist()
 
 
-def observe(dali: Any, program: Program) -> list[Observation]:
-    """Run `program` on `dali` (`nvidia.dali` or `dali_lite`); what each step saw."""
+def _pipeline(dali: Any, program: Program, checkpoint: bytes | None = None) -> Any:
+    """`program`'s pipeline, built (restored from `checkpoint` when one is given)."""
     fn = dali.fn
-    parallel = program.parallel
+    options: dict[str, Any] = {}
+    if program.checkpointing:
+        options = {"enable_checkpointing": True, "checkpoint": checkpoint}
     pipe = dali.Pipeline(batch_size=program.batch_size, num_threads=1, device_id=None,
                          prefetch_queue_depth=program.prefetch_queue_depth,
-                         py_num_workers=program.num_workers if parallel else 1,
-                         py_start_method=program.start_method)
+                         py_num_workers=program.num_workers if program.parallel else 1,
+                         py_start_method=program.start_method, **options)
     with pipe:
         outputs = [fn.external_source(**make_source(spec, program.batch_size))
                    for spec in program.sources]
         pipe.set_outputs(*outputs)
-    if len({step for step in program.steps if step != "reset"}) > 1:
+    if len({step for step in program.steps if step in ("run", "scheduled")}) > 1:
         pipe.enable_api_check(False)
-    pipe.build()
+    with warnings.catch_warnings():
+        # DALI warns that it keeps no state of an iterable; the model knows.
+        warnings.simplefilter("ignore")
+        pipe.build()
+    return pipe
+
+
+def observe(dali: Any, program: Program) -> list[Observation]:
+    """Run `program` on `dali` (`nvidia.dali` or `dali_lite`); what each step saw."""
+    pipe = _pipeline(dali, program)
+    checkpoint: bytes | None = None
     seen: list[Observation] = []
     try:
         for step in program.steps:
             if step == "reset":
                 pipe.reset()
                 seen.append(None)
-                continue
-            try:
-                if step == "run":
-                    batches = pipe.run()
-                else:
-                    pipe.schedule_run()
-                    batches = pipe.share_outputs()
-                seen.append([_batch_value(batch) for batch in batches])
-            except StopIteration:
-                seen.append(STOP)
-            if step == "scheduled":
-                pipe.release_outputs()
+            elif step == "checkpoint":
+                checkpoint = pipe.checkpoint()
+                seen.append(None)
+            elif step == "restore":
+                # A restart from the checkpoint: the old pipeline (and its workers) goes first.
+                del pipe
+                gc.collect()
+                pipe = _pipeline(dali, program, checkpoint)
+                seen.append(None)
+            else:
+                try:
+                    if step == "run":
+                        batches = pipe.run()
+                    else:
+                        pipe.schedule_run()
+                        batches = pipe.share_outputs()
+                    seen.append([_batch_value(batch) for batch in batches])
+                except StopIteration:
+                    seen.append(STOP)
+                if step == "scheduled":
+                    pipe.release_outputs()
     finally:
-        del pipe
+        with contextlib.suppress(UnboundLocalError):
+            del pipe
         gc.collect()
     return seen
 
@@ -203,10 +277,31 @@ def strategies() -> Any:
         )
 
     @st.composite
+    def steps_of(draw: Any, max_steps: int, max_restores: int) -> tuple[str, ...]:
+        # Half the programs take a checkpoint and restore it some steps later, and may take
+        # more checkpoints and restore them after that, up to `max_restores` restores in all
+        # (each builds a new pipeline, with its workers: the costly step).
+        if max_restores < 1 or not draw(st.booleans()):
+            return tuple(draw(st.lists(st.sampled_from(STEPS), min_size=1, max_size=max_steps)))
+        plain = st.sampled_from(STEPS)
+        steps = [*draw(st.lists(plain, max_size=max_steps // 2)), "checkpoint",
+                 *draw(st.lists(plain, max_size=2)), "restore"]
+        restores = 1
+        for step in draw(st.lists(st.sampled_from(STEPS + CHECKPOINT_STEPS),
+                                  max_size=max_steps // 2 + 2)):
+            if step == "restore":
+                if restores >= max_restores:
+                    step = "run"
+                else:
+                    restores += 1
+            steps.append(step)
+        return tuple(steps)
+
+    @st.composite
     def program(draw: Any, max_sources: int = 4, max_steps: int = 14,
-                start_methods: tuple[str, ...] = ("fork",)) -> Program:
+                start_methods: tuple[str, ...] = ("fork",), max_restores: int = 3) -> Program:
         sources = tuple(draw(st.lists(source_spec(), min_size=1, max_size=max_sources)))
-        steps = tuple(draw(st.lists(st.sampled_from(STEPS), min_size=1, max_size=max_steps)))
+        steps = draw(steps_of(max_steps, max_restores))
         return Program(
             sources=sources,
             steps=steps,

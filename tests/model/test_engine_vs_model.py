@@ -1,7 +1,9 @@
 """dali_lite against the reference model: the programs that `test_model_vs_dali` checks
 the model with (several sources of every kind, lengths and depths, epochs that end at
-different iterations, reset() at any point, run() mixed with the scheduled API) must observe,
-on dali_lite, the batches and StopIterations the model says DALI gives.
+different iterations, reset() at any point, run() mixed with the scheduled API, checkpoints
+restored anywhere) must observe, on dali_lite, the batches and StopIterations the model says
+DALI gives; after a restore, what the model says the checkpointed pipeline would have given
+(dali_lite restores exactly where DALI does not: `expected(program, "dali_lite")`).
 
 The number of programs is `DALI_LITE_MODEL_EXAMPLES` (25 by default); a failure prints the
 program and the blob that reproduces it."""
@@ -12,7 +14,7 @@ import pytest
 from conftest import EXAMPLES
 from epoch_model import Program, SourceSpec, expected
 from hypothesis import given
-from programs import observe, strategies
+from programs import CHECKPOINT_CASES, observe, strategies
 from test_model_vs_dali import model_settings
 
 import dali_lite
@@ -20,11 +22,12 @@ import dali_lite
 pytestmark = pytest.mark.timeout(900)
 
 
-def _check_against_model(examples: int, start_methods: tuple[str, ...]) -> None:
+def _check_against_model(examples: int, start_methods: tuple[str, ...],
+                         max_restores: int = 3) -> None:
     @model_settings(examples)
-    @given(program=strategies()(start_methods=start_methods))
+    @given(program=strategies()(start_methods=start_methods, max_restores=max_restores))
     def same_as_model(program: Program) -> None:
-        assert observe(dali_lite, program) == expected(program), program
+        assert observe(dali_lite, program) == expected(program, "dali_lite"), program
 
     same_as_model()
 
@@ -34,7 +37,14 @@ def test_dali_lite_observes_what_the_model_says() -> None:
 
 
 def test_dali_lite_observes_what_the_model_says_with_spawned_workers() -> None:
-    _check_against_model(max(1, EXAMPLES // 8), ("spawn",))
+    # A restore starts spawned workers again (a second or more each): one per program.
+    _check_against_model(max(1, EXAMPLES // 8), ("spawn",), max_restores=1)
+
+
+@pytest.mark.parametrize("name", sorted(CHECKPOINT_CASES))
+def test_known_checkpoint_cases(name: str) -> None:
+    program = CHECKPOINT_CASES[name]
+    assert observe(dali_lite, program) == expected(program, "dali_lite"), program
 
 
 @pytest.mark.parametrize("start_method", ["fork", "spawn"])

@@ -1,6 +1,6 @@
 """The reference model against NVIDIA DALI itself: generated programs (1-4 sources of every
-kind, lengths, depths, batch sizes, worker counts, call sequences) run on DALI and on the
-model, and must observe the same batches and StopIterations.
+kind, lengths, depths, batch sizes, worker counts, call sequences, checkpoints and restores)
+run on DALI and on the model, and must observe the same batches and StopIterations.
 
 DALI runs in a child process (`runner`); without DALI these tests skip. The number of
 programs is `DALI_LITE_MODEL_EXAMPLES` (25 by default); a failure prints the program and the
@@ -12,7 +12,7 @@ import pytest
 from conftest import EXAMPLES, dali_installed
 from epoch_model import Program, SourceSpec, expected
 from hypothesis import HealthCheck, given, settings
-from programs import strategies
+from programs import CHECKPOINT_CASES, strategies
 from runner import ProgramRunner
 
 pytestmark = [
@@ -30,11 +30,12 @@ def model_settings(examples: int) -> settings:
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
-def _check_against_dali(examples: int, start_methods: tuple[str, ...]) -> None:
+def _check_against_dali(examples: int, start_methods: tuple[str, ...],
+                        max_restores: int = 3) -> None:
     runner = ProgramRunner("nvidia.dali")
     try:
         @model_settings(examples)
-        @given(program=strategies()(start_methods=start_methods))
+        @given(program=strategies()(start_methods=start_methods, max_restores=max_restores))
         def same_as_dali(program: Program) -> None:
             assert runner.observe(program) == expected(program), program
 
@@ -48,7 +49,8 @@ def test_the_model_observes_what_dali_does() -> None:
 
 
 def test_the_model_observes_what_dali_does_with_spawned_workers() -> None:
-    _check_against_dali(max(1, EXAMPLES // 8), ("spawn",))
+    # A restore starts spawned workers again (a second or more each): one per program.
+    _check_against_dali(max(1, EXAMPLES // 8), ("spawn",), max_restores=1)
 
 
 def test_two_sources_ending_at_different_depths() -> None:
@@ -64,3 +66,18 @@ def test_two_sources_ending_at_different_depths() -> None:
         runner.close()
     assert seen == expected(program)
     assert [len([s for s in seen[i:i + 3] if s != "stop"]) for i in (0, 4, 8)] == [2, 2, 2]
+
+
+def test_known_checkpoint_cases() -> None:
+    """The checkpoint programs that once broke dali_lite, on DALI: several are where the two
+    differ (`expected(program, "dali")` is not `expected(program, "dali_lite")`)."""
+    runner = ProgramRunner("nvidia.dali")
+    try:
+        for name, program in sorted(CHECKPOINT_CASES.items()):
+            assert runner.observe(program) == expected(program), name
+    finally:
+        runner.close()
+    differ = {name for name, program in CHECKPOINT_CASES.items()
+              if expected(program) != expected(program, "dali_lite")}
+    assert differ == {"reset-with-a-batch-queued", "reset-with-a-batch-queued-then-taken",
+                      "end-met-then-reset", "epoch-end", "iterator-kept-past-the-end"}

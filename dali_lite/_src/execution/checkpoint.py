@@ -4,11 +4,17 @@
 `Pipeline(checkpoint=...)` reads it back with `decode`. The format is documented field by field
 in docs/checkpointing.md; in short:
 
-    {"format": "dali_lite.checkpoint", "version": 1,
+    {"format": "dali_lite.checkpoint", "version": 2,
      "batch_size": 4, "epoch_idx": 1, "iteration": 3, "epoch_ended": false,
+     "producer": {"epoch_ends": [], "iteration": 4, "prefetched": true, "end_met": false},
      "sources": [{"name": null, "kind": "callable", "batch": false, "cycle": "no",
                   "num_outputs": null, "state": null}, ...],
      "iterator_data": "", "sha256": "..."}
+
+Version 2 added `producer`: how far the pipeline had scheduled beyond what the caller took
+(so that a restored pipeline meets the end of the data, and `reset()` takes effect, where the
+checkpointed one would). Version 1 checkpoints are still read, as a producer standing where
+the caller stood.
 
 Reading never runs code (JSON only, never pickle) and trusts nothing: every field is checked
 for presence, type and range, and a SHA-256 of the rest catches a file damaged on disk. A
@@ -26,7 +32,7 @@ from typing import Any
 from dali_lite._src.errors import RuntimeValueError
 
 FORMAT_NAME = "dali_lite.checkpoint"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 #: How a source gets its data, as a checkpoint names it.
 SOURCE_KINDS = ("callable", "callable_no_arg", "iterable", "generator_function", "generator",
@@ -35,8 +41,10 @@ SOURCE_KINDS = ("callable", "callable_no_arg", "iterable", "generator_function",
 ITERATOR_KINDS = frozenset({"iterable", "generator_function", "generator"})
 CYCLE_MODES = ("no", "quiet", "raise")
 
-_TOP_FIELDS = ("format", "version", "batch_size", "epoch_idx", "iteration", "epoch_ended",
-               "sources", "iterator_data", "sha256")
+_TOP_FIELDS_V1 = ("format", "version", "batch_size", "epoch_idx", "iteration", "epoch_ended",
+                  "sources", "iterator_data", "sha256")
+_TOP_FIELDS = (*_TOP_FIELDS_V1, "producer")
+_PRODUCER_FIELDS = ("epoch_ends", "iteration", "prefetched", "end_met")
 _SOURCE_FIELDS = ("name", "kind", "batch", "cycle", "num_outputs", "state")
 _STATE_FIELDS = ("taken", "exhausted", "restart", "ended_epoch")
 
@@ -73,6 +81,29 @@ class SourceRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class Producer:
+    """How far the pipeline had scheduled beyond what the caller took: what a restored
+    pipeline schedules again (at build) to stand where the checkpointed one stood.
+
+    ``epoch_ends``: for the caller's epoch and each later one that `reset()` closed while
+    some of its batches were still queued, the iteration at which it met the end of the data;
+    the producer is in epoch ``epoch_idx + len(epoch_ends)``. ``iteration``: the iterations
+    of that epoch it scheduled. ``prefetched``: that epoch's first `schedule_run()` (which
+    fills the prefetch queue) happened. ``end_met``: it met the end of that epoch (DALI's
+    `_last_iter`), so that `reset()` starts the next one.
+    """
+
+    epoch_ends: tuple[int, ...] = ()
+    iteration: int = 0
+    prefetched: bool = False
+    end_met: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"epoch_ends": list(self.epoch_ends), "iteration": self.iteration,
+                "prefetched": self.prefetched, "end_met": self.end_met}
+
+
+@dataclass(frozen=True, slots=True)
 class Checkpoint:
     """A decoded checkpoint: the pipeline's position and each source's state."""
 
@@ -82,6 +113,8 @@ class Checkpoint:
     epoch_ended: bool  # StopIteration was delivered and reset() not yet called
     sources: tuple[SourceRecord, ...]
     iterator_data: str = ""
+    #: None: the producer stands where the caller stands (a version 1 checkpoint).
+    producer: Producer | None = None
 
     def check_shape(self, batch_size: int, shapes: list[SourceShape]) -> None:
         """Raise CheckpointError unless a pipeline of this batch size and these sources (in
@@ -116,6 +149,7 @@ def encode(checkpoint: Checkpoint) -> bytes:
         "epoch_idx": checkpoint.epoch_idx,
         "iteration": checkpoint.iteration,
         "epoch_ended": checkpoint.epoch_ended,
+        "producer": (checkpoint.producer or Producer(iteration=checkpoint.iteration)).to_json(),
         "sources": [{"name": r.shape.name, "kind": r.shape.kind, "batch": r.shape.batch,
                      "cycle": r.shape.cycle, "num_outputs": r.shape.num_outputs,
                      "state": r.state} for r in checkpoint.sources],
@@ -153,7 +187,7 @@ def decode(data: Any) -> Checkpoint:
         raise CheckpointError(
             f"the checkpoint has format version {version}, newer than this dali_lite reads "
             f"({FORMAT_VERSION}); restore it with the dali_lite version that wrote it or newer")
-    _exact_fields(body, _TOP_FIELDS, "the checkpoint")
+    _exact_fields(body, _TOP_FIELDS_V1 if version == 1 else _TOP_FIELDS, "the checkpoint")
     digest = body.pop("sha256")
     if digest != _digest(body):
         raise CheckpointError(
@@ -168,8 +202,25 @@ def decode(data: Any) -> Checkpoint:
     if not isinstance(body["sources"], list):
         raise CheckpointError("the checkpoint's sources must be a list")
     sources = tuple(_source(entry, index) for index, entry in enumerate(body["sources"]))
+    producer = None if version == 1 else _producer(body["producer"], iteration, epoch_ended)
     return Checkpoint(batch_size, epoch_idx, iteration, epoch_ended, sources,
-                      body["iterator_data"])
+                      body["iterator_data"], producer)
+
+
+def _producer(entry: Any, iteration: int, epoch_ended: bool) -> Producer:
+    where = "the checkpoint's producer"
+    if not isinstance(entry, dict):
+        raise CheckpointError(f"{where} must be an object; got {entry!r}")
+    _exact_fields(entry, _PRODUCER_FIELDS, where)
+    ends = entry["epoch_ends"]
+    if not isinstance(ends, list) or not all(_is_int(end) and end >= 0 for end in ends):
+        raise CheckpointError(f"{where}: epoch_ends must be a list of ints >= 0; got {ends!r}")
+    if ends and (epoch_ended or ends[0] < iteration):
+        raise CheckpointError(f"{where}: epoch_ends {ends!r} do not follow iteration "
+                              f"{iteration} (epoch_ended={epoch_ended})")
+    scheduled = _int_field(entry, "iteration", where, minimum=0 if ends else iteration)
+    return Producer(tuple(ends), scheduled, _bool_field(entry, "prefetched", where),
+                    _bool_field(entry, "end_met", where))
 
 
 def _not_ours(why: str) -> str:

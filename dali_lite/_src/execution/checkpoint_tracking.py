@@ -13,6 +13,12 @@ pipeline's counters of delivered iterations are the whole state. An iterator-lik
 replies of its worker for a parallel one) and records after every iteration, keyed by
 (epoch, iteration). `PipelineTracker` keeps the delivered position and picks, for a
 checkpoint, the recorded state of each source at that position.
+
+The caller may also lag behind whole epochs: `reset()` starts the next epoch once the producer
+met the end, while batches of the old one are still queued. So `reset()` tells the tracker
+where the old epoch ended; the caller's position is normalised past the epochs whose batches
+it all took, and the checkpoint records the ends between the caller and the producer (with
+how far the producer scheduled), for the restored pipeline to schedule again.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from dali_lite._src.execution.checkpoint import (
     ITERATOR_KINDS,
     Checkpoint,
     CheckpointError,
+    Producer,
     SourceRecord,
     SourceShape,
 )
@@ -58,16 +65,21 @@ def source_shape(op: ExternalSource) -> SourceShape:
 
 
 class IteratorTracker:
-    """The position of one iterator-like source: live, at the start of the epoch, and after
-    each iteration not yet delivered."""
+    """The position of one iterator-like source: live, at the start of each epoch, and after
+    each iteration not yet delivered (of the caller's epoch and of any later one that a
+    `reset()` began while batches of the earlier were still queued)."""
 
     def __init__(self, cycle: str, items_per_call: int, position: IteratorPosition) -> None:
         self._lock = threading.Lock()
         self.cycle = cycle
         self.items_per_call = items_per_call
         self.current = position
-        self.epoch_start = position
+        self._starts: dict[int, IteratorPosition] = {0: position}
         self._after: dict[tuple[int, int], IteratorPosition] = {}
+        #: The (epoch, iteration) calls that raised StopIteration.
+        self._stopped: set[tuple[int, int]] = set()
+        #: A parallel iterator's generation (its own epochs) in force in each epoch.
+        self._generations: dict[int, int] = {0: 0}
 
     def on_call(self, epoch_idx: int, iteration: int, outcome: str,
                 source_epoch: int | None = None) -> None:
@@ -81,38 +93,83 @@ class IteratorTracker:
                 self.current = self.current.after_items(told, self.items_per_call)
             elif outcome == "stop":
                 self.current = self.current.after_stop(told, self.cycle)
+                self._stopped.add((epoch_idx, iteration))
             else:
                 return
             self._after[(epoch_idx, iteration)] = self.current
 
-    def after(self, epoch_idx: int, iteration: int) -> IteratorPosition:
+    def at(self, epoch_idx: int, delivered: int) -> IteratorPosition:
+        """The position once `delivered` iterations of epoch `epoch_idx` were taken."""
         with self._lock:
             try:
-                return self._after[(epoch_idx, iteration)]
+                if delivered == 0:
+                    return self._starts[epoch_idx]
+                return self._after[(epoch_idx, delivered - 1)]
             except KeyError:
                 raise CheckpointError(
-                    f"internal error: no recorded state after iteration {iteration} of epoch "
-                    f"{epoch_idx}") from None
+                    f"internal error: no recorded state after iteration {delivered - 1} of "
+                    f"epoch {epoch_idx}") from None
+
+    def at_end(self, epoch_idx: int, ended_at: int) -> IteratorPosition:
+        """The position after iteration `ended_at`, the one that met the end of the epoch:
+        every source gave a batch to it (what a parallel one prefetched past it is the next
+        epoch's)."""
+        with self._lock:
+            return self._at_end(epoch_idx, ended_at)
+
+    def _at_end(self, epoch_idx: int, ended_at: int) -> IteratorPosition:
+        for key in ((epoch_idx, ended_at), (epoch_idx, ended_at - 1)):
+            if key in self._after:
+                return self._after[key]
+        # Nothing was computed since a restore at this very point (or iter_setup ended the
+        # epoch before any iteration met the end): the source stands where it stood.
+        return self._starts.get(epoch_idx, self.current)
+
+    def generation(self, epoch_idx: int, default: int) -> int:
+        with self._lock:
+            return self._generations.get(epoch_idx, default)
 
     def forget_before(self, epoch_idx: int, iteration: int) -> None:
         """Drop the records older than (epoch, iteration): they will never be asked for."""
         with self._lock:
             for key in [k for k in self._after if k < (epoch_idx, iteration)]:
                 del self._after[key]
+            self._stopped = {key for key in self._stopped if key >= (epoch_idx, iteration)}
+            for epoch in [e for e in self._starts if e < epoch_idx]:
+                del self._starts[epoch]
 
-    def start_epoch(self, position: IteratorPosition) -> None:
-        """A new epoch starts with the source at `position`."""
+    def start_epoch(self, old_epoch: int, ended_at: int, new_epoch: int,
+                    keeps_prefetched: bool, generation: int) -> None:
+        """`reset()` ended `old_epoch` at iteration `ended_at` and began `new_epoch`.
+
+        A parallel iterator that did not raise the StopIteration itself keeps what it
+        prefetched past `ended_at` (`keeps_prefetched`): its calls for iterations after it
+        are the new epoch's first ones, and their records move there. Calls past the end of
+        any other source took nothing; their records go."""
         with self._lock:
-            self.epoch_start = position
-            self._after.clear()
+            self._starts[new_epoch] = self._at_end(old_epoch, ended_at)
+            keep = keeps_prefetched and (old_epoch, ended_at) not in self._stopped
+            for key in sorted(k for k in self._after if k[0] == old_epoch and k[1] > ended_at):
+                position = self._after.pop(key)
+                moved = (new_epoch, key[1] - ended_at - 1)
+                if keep:
+                    self._after[moved] = position
+                    if key in self._stopped:
+                        self._stopped.add(moved)
+                self._stopped.discard(key)
+            self._generations[new_epoch] = generation
 
     def seed(self, epoch_idx: int, delivered: int, position: IteratorPosition) -> None:
-        """Start from a restored checkpoint, so that a checkpoint taken at once repeats it."""
+        """Start from a restored checkpoint, so that a checkpoint taken at once repeats it
+        (a restored parallel iterator starts at generation 0)."""
         with self._lock:
-            self.current = self.epoch_start = position
+            self.current = position
             self._after.clear()
+            self._stopped.clear()
+            self._starts = {epoch_idx: position} if delivered == 0 else {}
             if delivered > 0:
                 self._after[(epoch_idx, delivered - 1)] = position
+            self._generations = {epoch_idx: 0}
 
 
 class ObservedCall:
@@ -144,18 +201,27 @@ class TrackedSource:
 
 class PipelineTracker:
     """What the caller of a pipeline has received: the epoch, the iterations delivered in it,
-    whether its StopIteration was delivered; and the sources' trackers."""
+    whether its StopIteration was delivered; where `reset()` ended each epoch; and the
+    sources' trackers.
+
+    The caller may lag behind the epochs: `reset()` starts the next epoch as soon as the
+    producer met the end, while batches computed before the end are still to be taken (as
+    DALI's does). The caller's position is then in an earlier epoch than the pipeline's, and
+    `epoch_ends` says where each epoch in between ended.
+    """
 
     def __init__(self, sources: list[TrackedSource]) -> None:
         self.sources = sources
         self.epoch_idx = 0
         self.delivered = 0
         self.epoch_ended = False
+        self.epoch_ends: dict[int, int] = {}
 
     def restore(self, checkpoint: Checkpoint) -> None:
         self.epoch_idx = checkpoint.epoch_idx
         self.delivered = checkpoint.iteration
         self.epoch_ended = checkpoint.epoch_ended
+        self.epoch_ends = {}
         for source, record in zip(self.sources, checkpoint.sources):
             if source.tracker is not None and record.state is not None:
                 source.tracker.seed(self.epoch_idx, self.delivered,
@@ -164,20 +230,32 @@ class PipelineTracker:
     # ------------------------------------------------------------------ events
     def on_delivered(self, epoch_idx: int, iteration: int) -> None:
         self.epoch_idx, self.delivered = epoch_idx, iteration + 1
+        for epoch in [e for e in self.epoch_ends if e < epoch_idx]:
+            del self.epoch_ends[epoch]
         for source in self.sources:
             if source.tracker is not None:
                 source.tracker.forget_before(epoch_idx, iteration)
 
-    def on_epoch_ended(self) -> None:
-        self.epoch_ended = True
+    def on_epoch_ended(self, epoch_idx: int, iteration: int) -> None:
+        """The caller took the StopIteration of iteration `iteration` (every batch before it
+        was delivered, in this epoch or, past a `reset()`, in earlier ones)."""
+        self.epoch_idx, self.delivered, self.epoch_ended = epoch_idx, iteration, True
+        for epoch in [e for e in self.epoch_ends if e < epoch_idx]:
+            del self.epoch_ends[epoch]
 
-    def on_reset(self, epoch_idx: int) -> None:
-        """A new epoch began (the executor is idle: nothing of it is scheduled yet)."""
+    def on_reset(self, old_epoch: int, ended_at: int, new_epoch: int) -> None:
+        """`reset()` began `new_epoch`; `old_epoch` met its end at iteration `ended_at` (the
+        executor computes nothing of either now; batches of `old_epoch` before `ended_at` may
+        still be queued for the caller)."""
         self._drain()
+        self.epoch_ends[old_epoch] = ended_at
         for source in self.sources:
             if source.tracker is not None:
-                source.tracker.start_epoch(self._at_epoch_end(source.tracker))
-        self.epoch_idx, self.delivered, self.epoch_ended = epoch_idx, 0, False
+                parallel = source.op.parallel_source
+                source.tracker.start_epoch(
+                    old_epoch, ended_at, new_epoch, keeps_prefetched=parallel is not None,
+                    generation=parallel.generation if parallel is not None else 0)
+        self.epoch_ended = False
 
     def _drain(self) -> None:
         """Let parallel iterators' workers answer every call sent to them (past the end of
@@ -191,40 +269,46 @@ class PipelineTracker:
                     f"parallel external_source {source.op.display_name!r}: its worker did "
                     f"not answer within {_DRAIN_TIMEOUT_S:.0f} s, so its position is unknown")
 
+    def caller_position(self) -> tuple[int, int]:
+        """The caller's (epoch, iterations taken), past the epochs whose every batch it took
+        and that `reset()` ended (their StopIteration never reaches the caller)."""
+        epoch, delivered = self.epoch_idx, self.delivered
+        if not self.epoch_ended:
+            while self.epoch_ends.get(epoch, -1) == delivered:
+                epoch, delivered = epoch + 1, 0
+        return epoch, delivered
+
     # ------------------------------------------------------------------ checkpoints
-    def checkpoint(self, batch_size: int, iterator_data: str) -> Checkpoint:
+    def checkpoint(self, batch_size: int, iterator_data: str, *, producer_epoch: int,
+                   scheduled: int, prefetched: bool, end_met: bool) -> Checkpoint:
         """The state after the last delivered iteration (the executor may be running ahead,
-        except at an epoch's end, when it is idle)."""
+        except at an epoch's end, when it is idle), and where the pipeline stands: its epoch,
+        the iterations of it `scheduled`, whether its first `schedule_run()` `prefetched`,
+        whether it met the end of the data (`end_met`)."""
         if self.epoch_ended:
             self._drain()
+        epoch, delivered = self.caller_position()
+        ends = tuple(self.epoch_ends[e] for e in range(epoch, producer_epoch))
         records = []
         for source in self.sources:
             state = None
             if source.tracker is not None:
                 tracker = source.tracker
-                position = (self._at_epoch_end(tracker) if self.epoch_ended
-                            else tracker.epoch_start if self.delivered == 0
-                            else tracker.after(self.epoch_idx, self.delivered - 1))
+                position = (tracker.at_end(epoch, delivered) if self.epoch_ended
+                            else tracker.at(epoch, delivered))
                 parallel = source.op.parallel_source
                 if parallel is not None and position.ended_epoch is not None:
                     # A parallel iterator counts its own epochs (generations), which restart
-                    # from 0 in the restored pipeline: keep how far back the end lies.
-                    position = position.with_ended_epoch(
-                        position.ended_epoch - parallel.generation)
+                    # from 0 in the restored pipeline: keep how far back the end lies. An end
+                    # before this epoch's generation no longer matters: a call of this one
+                    # raises StopIteration again (no cycling) or starts a new pass ("raise"),
+                    # as the position's other fields say.
+                    ended = position.ended_epoch - tracker.generation(epoch, parallel.generation)
+                    position = position.with_ended_epoch(ended if ended >= 0 else None)
                 state = position.to_json()
             records.append(SourceRecord(source.shape, state))
-        return Checkpoint(batch_size, self.epoch_idx, self.delivered, self.epoch_ended,
-                          tuple(records), iterator_data)
-
-
-    def _at_epoch_end(self, tracker: IteratorTracker) -> IteratorPosition:
-        """Where an iterator stands after the iteration that ended the epoch: every source
-        gave a batch to it, and what a parallel one prefetched past it is the next epoch's,
-        computed again by the restored pipeline."""
-        try:
-            return tracker.after(self.epoch_idx, self.delivered)
-        except CheckpointError:  # nothing was computed since a restore at this very point
-            return tracker.current
+        return Checkpoint(batch_size, epoch, delivered, self.epoch_ended, tuple(records),
+                          iterator_data, Producer(ends, scheduled, prefetched, end_met))
 
 
 def track_sources(ops: list[ExternalSource], batch_size: int) -> list[TrackedSource]:

@@ -417,7 +417,9 @@ class ParallelSource:
                 if iteration <= consumed:
                     self._abandon(batch)
                 else:
+                    # The new epoch's batch now; its reply is told to the observer as such.
                     batch.iteration = iteration - consumed - 1
+                    batch.epoch_idx = epoch_idx
                     kept[batch.iteration] = batch
             self.scheduled = kept
             self.next_iteration = max(0, self.next_iteration - consumed - 1)

@@ -19,19 +19,25 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dali_lite._src.execution.checkpoint import Checkpoint, CheckpointError, decode, encode
+from dali_lite._src.execution.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    Producer,
+    decode,
+    encode,
+)
 from dali_lite._src.execution.checkpoint_tracking import (
     ObservedCall,
     PipelineTracker,
     observe_parallel,
     track_sources,
 )
+from dali_lite._src.execution.executor import IterationTicket
 from dali_lite._src.ops.external_source import ExternalSource
 from dali_lite._src.ops.source_callbacks import IteratorCall
 from dali_lite._src.ops.source_state import IteratorPosition
 
 if TYPE_CHECKING:
-    from dali_lite._src.execution.executor import IterationTicket
     from dali_lite._src.pipeline.pipeline import Pipeline
 
 
@@ -102,7 +108,10 @@ class CheckpointingMixin:
             raise TypeError(f"iterator_data must be a str; got {type(iterator_data).__name__}")
         if state.tracker is None:
             raise CheckpointError("internal error: the pipeline was built without a tracker")
-        return encode(state.tracker.checkpoint(self._options.batch_size, iterator_data))
+        return encode(state.tracker.checkpoint(
+            self._options.batch_size, iterator_data, producer_epoch=self._epoch_idx,
+            scheduled=self._next_iteration, prefetched=not self._first_iter,
+            end_met=self._last_iter))
 
     # ------------------------------------------------------------------ hooks
     def _checkpoint_prepare_sources(self: Pipeline) -> None:
@@ -144,8 +153,9 @@ class CheckpointingMixin:
             state.handled[id(callback)] = callback
 
     def _checkpoint_built(self: Pipeline) -> None:
-        """After build: move the pipeline (and its parallel sources) to the restored position
-        and let parallel iterators report their workers' replies."""
+        """After build: move the pipeline (and its parallel sources) to the restored position,
+        let parallel iterators report their workers' replies, and schedule again what the
+        checkpointed pipeline had scheduled beyond that position."""
         state = self._checkpointing
         if state.tracker is None:
             return
@@ -170,21 +180,53 @@ class CheckpointingMixin:
                 ended_here = (restored.epoch_ended and source.tracker is not None
                               and source.tracker.current.ended_epoch == 0)
                 parallel.seek(restored.epoch_idx, restored.iteration, ended_here)
+        if restored is not None and restored.producer is not None and not restored.epoch_ended:
+            self._checkpoint_replay(restored.producer)
+
+    def _checkpoint_replay(self: Pipeline, producer: Producer) -> None:
+        """Schedule the iterations the checkpointed pipeline had scheduled and not delivered,
+        and the `reset()`s it made meanwhile, so that this one meets the end of the data (and
+        `reset()` takes effect) where that one would: a `reset()` right after the producer met
+        the end starts the next epoch even though batches of this one are still queued.
+
+        Not for a pipeline fed by `feed_input`: what was fed for those iterations is not in
+        the checkpoint (its caller feeds again), so it starts scheduling at the caller's
+        position."""
+        if any(isinstance(op, ExternalSource) and op.source is None for op in self._operators):
+            return
+        executor = self._executor()
+        for end in producer.epoch_ends:
+            epoch = self._epoch_idx
+            while self._next_iteration <= end:
+                executor.submit(IterationTicket(self._next_iteration, epoch))
+                self._next_iteration += 1
+            self._first_iter = False
+            self.reset()
+            if self._epoch_idx == epoch:
+                raise CheckpointError(
+                    f"cannot restore the checkpoint: it says epoch {epoch} ended at iteration "
+                    f"{end}, but the sources did not end it there; restore with sources that "
+                    "give the same data as the checkpointed ones")
+        while self._next_iteration < producer.iteration:
+            executor.submit(IterationTicket(self._next_iteration, self._epoch_idx))
+            self._next_iteration += 1
+        self._first_iter = not producer.prefetched
+        self._last_iter = producer.end_met
 
     def _checkpoint_delivered(self: Pipeline, ticket: IterationTicket) -> None:
         tracker = self._checkpointing.tracker
         if tracker is not None:
             tracker.on_delivered(ticket.epoch_idx, ticket.iteration)
 
-    def _checkpoint_epoch_ended(self: Pipeline) -> None:
+    def _checkpoint_epoch_ended(self: Pipeline, ticket: IterationTicket) -> None:
         tracker = self._checkpointing.tracker
         if tracker is not None:
-            tracker.on_epoch_ended()
+            tracker.on_epoch_ended(ticket.epoch_idx, ticket.iteration)
 
-    def _checkpoint_reset(self: Pipeline) -> None:
+    def _checkpoint_reset(self: Pipeline, old_epoch: int, ended_at: int) -> None:
         tracker = self._checkpointing.tracker
         if tracker is not None:
-            tracker.on_reset(self._epoch_idx)
+            tracker.on_reset(old_epoch, ended_at, self._epoch_idx)
 
 
 def _warn_untracked(tracked: list[Any]) -> None:

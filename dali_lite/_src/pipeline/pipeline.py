@@ -145,6 +145,7 @@ class Pipeline(GraphDefinition, RunProtocol, PipelineProperties, PipelineExtras,
         self._first_iter = True
         self._last_iter = False
         self._end_reached = False
+        self._ended_at: int | None = None  # the iteration whose StopIteration the caller took
         self._epoch_idx = 0
         self._iterations: IterationGraph | None = None  # what the executor's thread computes
         self._next_iteration = 0

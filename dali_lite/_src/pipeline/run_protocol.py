@@ -167,8 +167,9 @@ class RunProtocol:
         if ticket.error is not None:
             if isinstance(ticket.error, StopIteration):
                 self._end_reached = self._last_iter = True
+                self._ended_at = ticket.iteration
                 executor.discard_all()
-                self._checkpoint_epoch_ended()
+                self._checkpoint_epoch_ended(ticket)
                 raise StopIteration
             error, ticket.error = ticket.error, None
             try:
@@ -285,19 +286,28 @@ class RunProtocol:
                     break
         if not self._last_iter and not self._end_reached:
             return
+        # The iteration that met the end: the one the caller took as StopIteration, the one
+        # still queued (batches before it stay queued for the caller), or, when iter_setup
+        # ended the epoch, the one it did not let start.
+        ended_at = self._ended_at
         for ticket in executor.tickets():
             if executor.wait_done(ticket) and isinstance(ticket.error, StopIteration):
+                ended_at = ticket.iteration
                 executor.discard_from(ticket)
                 break
+        if ended_at is None:
+            ended_at = self._next_iteration
+        old_epoch = self._epoch_idx
         self._first_iter = True
         self._last_iter = self._end_reached = False
+        self._ended_at = None
         self._epoch_idx += 1
         if self._iterations is not None:
             self._iterations.ended_epoch = None
         self._next_iteration = 0
         for op in self._operators:
             op.reset(self._epoch_idx)
-        self._checkpoint_reset()
+        self._checkpoint_reset(old_epoch, ended_at)
 
     def empty(self: Pipeline) -> bool:
         """If there is any work scheduled in the pipeline but not yet consumed (DALI's words:
