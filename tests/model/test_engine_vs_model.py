@@ -11,9 +11,9 @@ program and the blob that reproduces it."""
 from __future__ import annotations
 
 import pytest
-from conftest import EXAMPLES
 from epoch_model import Program, SourceSpec, expected
 from hypothesis import given
+from model_settings import EXAMPLES
 from programs import CHECKPOINT_CASES, observe, strategies
 from test_model_vs_dali import model_settings
 

@@ -9,9 +9,9 @@ blob that reproduces it."""
 from __future__ import annotations
 
 import pytest
-from conftest import EXAMPLES, dali_installed
 from epoch_model import Program, SourceSpec, expected
 from hypothesis import HealthCheck, given, settings
+from model_settings import EXAMPLES, dali_installed
 from programs import CHECKPOINT_CASES, strategies
 from runner import ProgramRunner
 

@@ -26,7 +26,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES
 from epoch_model import STOP, ModelPipeline, Program, SourceSpec
 from fake_pool import FakePool
 from hypothesis import HealthCheck, settings
@@ -38,6 +37,7 @@ from hypothesis.stateful import (
     precondition,
     rule,
 )
+from model_settings import EXAMPLES
 from programs import (
     BatchInfoSource,
     BatchSource,
