@@ -265,7 +265,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--repeats and --scale must be positive")
     # Said before the run, not after minutes of measuring.
     if args.chart is not None and importlib.util.find_spec("matplotlib") is None:
-        parser.error("--chart needs matplotlib: pip install 'dali-lite[bench]'")
+        parser.error("--chart needs matplotlib: pip install matplotlib, or in a clone of "
+                     "dali_lite: pip install -e '.[bench]'")
     return args
 
 

@@ -2,8 +2,8 @@
 
 A batch of HWC images reaches JAX as one jax.Array (the batch is the leading extent), is
 flipped by a jit-compiled, vmapped function, and comes back as a DALI batch with the layout
-propagated from the input. Run with `python examples/jax_function_example.py` (needs
-`pip install 'dali-lite[jax]'`).
+propagated from the input. Run with `python examples/jax_function_example.py` (needs JAX:
+`pip install jax`, or `pip install -e '.[jax]'` in a clone of dali_lite).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Images of different shapes are transposed (H and W swapped) twice: once per sample, once per
 batch. `setup_fn` tells dali_lite the output shapes so it can allocate them; `run_fn` fills
-them. Run with `python examples/numba_function_example.py` (needs `pip install
-'dali-lite[numba]'`).
+them. Run with `python examples/numba_function_example.py` (needs Numba: `pip install numba`,
+or `pip install -e '.[numba]'` in a clone of dali_lite).
 """
 
 from __future__ import annotations

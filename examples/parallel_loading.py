@@ -20,9 +20,9 @@ are cheap and come from a serial source in this process. The program prints
 
 ``--json FILE`` also writes the printed figures to FILE (the test of this example compares
 them with the statistics of the same pipeline). With ``--start-method ray``
-(``pip install 'dali-lite[ray]'``) the callbacks run on Ray actors: in the cluster that
-``RAY_ADDRESS`` names, or else on a local Ray instance started here (see docs/scale-out.md).
-Nothing else in the program changes.
+(``pip install ray``, or ``pip install -e '.[ray]'`` in a clone of dali_lite) the callbacks run
+on Ray actors: in the cluster that ``RAY_ADDRESS`` names, or else on a local Ray instance
+started here (see docs/scale-out.md). Nothing else in the program changes.
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ Ray instance that this program starts and stops.
 The pipeline is the same as in parallel_loading.py; one argument changes: py_start_method="ray"
 (plus py_ray_options, the Ray actor options of each worker). Every batch is checked and the
 same figures are printed as there (start-up, steady state, shared memory: the slots are this
-process's, every actor's results are written there). Needs `pip install 'dali-lite[ray]'`.
-To use a real cluster instead, connect to it (`RAY_ADDRESS`) and run parallel_loading.py with
+process's, every actor's results are written there). Needs Ray: `pip install ray`, or
+`pip install -e '.[ray]'` in a clone of dali_lite. To use a real cluster instead, connect to
+it (`RAY_ADDRESS`) and run parallel_loading.py with
 `--start-method ray`; docs/scale-out.md says how.
 """
 

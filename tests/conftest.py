@@ -11,10 +11,12 @@ import os
 import signal
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import isolation
 import psutil
 import pytest
+from core_subset import file_in_subset, is_core
 from leaks import kill_tree, new_segments, our_dev_shm, segments
 from ray_cluster import RAY_ENV
 
@@ -107,6 +109,25 @@ def pytest_configure(config: pytest.Config) -> None:
     _CONFIG[:] = [config]
     if not isolation.in_child():
         config.stash[_RUNNER] = isolation.IsolatedRunner(config)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    # `-m core` alone: the other test files are not even imported (collecting the whole suite
+    # imports torch, JAX and DALI where they are installed, seconds for nothing).
+    if (config.getoption("markexpr") == "core" and collection_path.is_file()
+            and collection_path.name.startswith("test_") and collection_path.suffix == ".py"):
+        relative = collection_path.resolve().relative_to(config.rootpath.resolve())
+        return not file_in_subset(relative.as_posix())
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Before `-m` selects: the core subset is a list in tests/core_subset.py, not marks spread
+    # over the files, so it is read in one place.
+    for item in items:
+        if is_core(item.nodeid):
+            item.add_marker(pytest.mark.core)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -28,7 +28,7 @@ from dali_lite_workers.ray_actor import RayWorker
 __all__ = ["ActorState", "RayLauncher", "kill_actors", "require_ray"]
 
 INSTALL_HINT = ("py_start_method='ray' needs Ray, which is not installed: "
-                "pip install 'dali-lite[ray]' (or pip install ray)")
+                "pip install ray, or in a clone of dali_lite: pip install -e '.[ray]'")
 _DEFAULT_ACTOR_OPTIONS: Mapping[str, Any] = {"num_cpus": 1}
 #: How long ``start`` waits for the cluster to place and start every actor, unless the
 #: pool is given ``start_timeout_s`` or the environment sets it.

@@ -29,8 +29,9 @@ def cupy() -> ModuleType:
         import cupy as cp
     except ImportError as exc:
         raise CudaUnavailableError(
-            "GPU stages need CuPy: pip install 'dali-lite[gpu]' (or the cupy-cudaXXx wheel "
-            "matching your CUDA) on a machine with an NVIDIA GPU"
+            "GPU stages need CuPy, on a machine with an NVIDIA GPU: pip install cupy-cuda12x "
+            "(the cupy-cudaXXx wheel matching your CUDA), or in a clone of dali_lite: "
+            "pip install -e '.[gpu]'"
         ) from exc
     return cp
 

@@ -44,12 +44,14 @@ _GIB = 1024**3
 _PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
 _PROBE_CODE = "from dali_lite._src.doctor_probe import main; main()"
 #: Optional libraries: (import name, what dali_lite uses it for, the extra that installs it).
+#: (module, what it is for, the package that installs it, the project's extra for it).
+#: dali_lite is not on PyPI: a hint names the package, and the extra for a clone.
 OPTIONAL = (
-    ("cupy", "GPU stages", "gpu"),
-    ("torch", "plugin.pytorch", "torch"),
-    ("jax", "plugin.jax", "jax"),
-    ("numba", "numba_function", "numba"),
-    ("ray", "py_start_method='ray'", "ray"),
+    ("cupy", "GPU stages", "cupy-cuda12x", "gpu"),
+    ("torch", "plugin.pytorch", "torch", "torch"),
+    ("jax", "plugin.jax", "jax", "jax"),
+    ("numba", "numba_function", "numba", "numba"),
+    ("ray", "py_start_method='ray'", "ray", "ray"),
 )
 
 
@@ -203,11 +205,11 @@ def report(timeout_s: float = DEFAULT_TIMEOUT_S) -> tuple[list[str], list[str]]:
               for name in ("numpy", "psutil", "cloudpickle")),
             "optional libraries:",
         ]
-        for module, use, extra in OPTIONAL:
+        for module, use, package, extra in OPTIONAL:
             version = module_version(module)
             lines.append(f"  {module} {version} (for {use})" if version else
-                         f"  {module}: not installed (for {use}: pip install "
-                         f"'dali-lite[{extra}]')")
+                         f"  {module}: not installed (for {use}: pip install {package}, or in "
+                         f"a clone of dali_lite: pip install -e '.[{extra}]')")
             if module == "cupy":
                 lines.append(_cuda_line(cuda_probe.result(timeout_s) if cuda_probe else None))
         dali = _nvidia_dali()
@@ -223,7 +225,8 @@ def report(timeout_s: float = DEFAULT_TIMEOUT_S) -> tuple[list[str], list[str]]:
                 working.append(method)
         ray = module_version("ray")
         lines.append(f"  ray: not tried (it would start a Ray instance); Ray {ray} is installed"
-                     if ray else "  ray: needs Ray: pip install 'dali-lite[ray]'")
+                     if ray else "  ray: needs Ray: pip install ray, or in a clone of "
+                     "dali_lite: pip install -e '.[ray]'")
         lines.append("  (fork is the default; dali_lite refuses fork once this process has "
                      "used CUDA: use spawn there)")
         (memfd, memfd_ok), (budget, budget_ok) = _memfd_line(), _budget_line()

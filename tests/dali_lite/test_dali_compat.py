@@ -86,6 +86,7 @@ def test_dali_program_runs_unchanged_with_dali_lite() -> None:
 
 @pytest.mark.skipif(importlib.util.find_spec("nvidia") is None
                     or importlib.util.find_spec("nvidia.dali") is None,
-                    reason="NVIDIA DALI is not installed (pip install 'dali-lite[bench]')")
+                    reason="NVIDIA DALI is not installed "
+                           "(the compat extra: pip install -e '.[compat]')")
 def test_same_output_as_nvidia_dali() -> None:
     assert run_program(PROGRAM.replace("nvidia.dali", "dali_lite")) == run_program(PROGRAM)

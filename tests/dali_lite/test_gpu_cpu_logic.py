@@ -314,6 +314,6 @@ def test_running_without_cupy_says_what_to_install() -> None:
     reason = cuda.gpu_unavailable_reason()
     assert reason is not None and reason in message, message
     if "CuPy" in reason:  # no CuPy here: say what to install
-        assert "pip install 'dali-lite[gpu]'" in message and "cupy-cuda" in message, message
+        assert "pip install -e '.[gpu]'" in message and "pip install cupy-cuda" in message, message
     else:  # CuPy without a device: say that no device is there
         assert "CUDA device" in message, message

@@ -6,7 +6,8 @@ from __future__ import annotations
 try:
     import torch
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError("dali_lite.plugin.pytorch needs PyTorch: pip install 'dali-lite[torch]'"
-                      ) from exc
+    # dali_lite is not on PyPI: name the package itself, and the extra for a clone.
+    raise ImportError("dali_lite.plugin.pytorch needs PyTorch: pip install torch, or in a clone "
+                      "of dali_lite: pip install -e '.[torch]'") from exc
 
 __all__ = ["torch"]

@@ -27,7 +27,9 @@ from dali_lite._src.ops.function_errors import check_layout, function_error
 from dali_lite._src.ops.python_function import output_layouts_list
 from dali_lite._src.types.dtypes import to_dali_type
 
-INSTALL_HINT = "jax_function needs JAX: pip install 'dali-lite[jax]' (jax>=0.4.16)"
+# dali_lite is not on PyPI: the hint names the package itself, and the extra for a clone.
+INSTALL_HINT = ("jax_function needs JAX (jax>=0.4.16): pip install jax, or in a clone of "
+                "dali_lite: pip install -e '.[jax]'")
 _XLA_CPU_ALIGNMENT_BYTES = 64
 
 

@@ -54,7 +54,9 @@ from dali_lite._src.types.dtypes import dali_type_name, to_numpy_dtype
 if TYPE_CHECKING:
     from dali_lite._src.pipeline.pipeline import Pipeline
 
-INSTALL_HINT = "numba_function needs Numba: pip install 'dali-lite[numba]' (numba>=0.58)"
+# dali_lite is not on PyPI: the hint names the package itself, and the extra for a clone.
+INSTALL_HINT = ("numba_function needs Numba (numba>=0.58): pip install numba, or in a clone of "
+                "dali_lite: pip install -e '.[numba]'")
 # Below this many bytes (inputs + outputs) a batch is run in one thread: handing chunks to a
 # thread pool costs tens of microseconds, more than small batches take to compute.
 _PARALLEL_MIN_BYTES = 1 << 16

@@ -3,8 +3,9 @@ DALI's JAX iterator.
 
 `from dali_lite.plugin import jax as dax; dax.fn.jax_function` is DALI's spelling; so are
 `dax.DALIGenericIterator` and `dax.data_iterator` (module `iterator`). JAX is an optional
-extra (`pip install 'dali-lite[jax]'`): this package imports without it; the iterator names
-import JAX when first used, and only `jax_function` says, when called, what to install.
+extra (`pip install jax`, or `pip install -e '.[jax]'` in a clone of dali_lite): this package
+imports without it; the iterator names import JAX when first used, and only `jax_function`
+says, when called, what to install.
 """
 
 from __future__ import annotations

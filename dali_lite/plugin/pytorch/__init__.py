@@ -5,8 +5,8 @@ pipelines and give one dict of tensors per pipeline per step; `LastBatchPolicy` 
 happens to an incomplete last batch; `feed_ndarray` / `to_torch_type` copy DALI tensors into
 PyTorch ones; `fn.torch_python_function` runs a function on torch tensors inside a pipeline.
 
-PyTorch is an optional extra (`pip install 'dali-lite[torch]'`); like DALI's, this module
-imports it, and `import dali_lite` alone never does.
+PyTorch is an optional extra (`pip install torch`, or `pip install -e '.[torch]'` in a clone
+of dali_lite); like DALI's, this module imports it, and `import dali_lite` alone never does.
 """
 
 from __future__ import annotations
