@@ -19,10 +19,12 @@ are cheap and come from a serial source in this process. The program prints
                                         [--start-method fork|spawn|ray] [--json FILE]
 
 ``--json FILE`` also writes the printed figures to FILE (the test of this example compares
-them with the statistics of the same pipeline). With ``--start-method ray``
-(``pip install ray``, or ``pip install -e '.[ray]'`` in a clone of dali_lite) the callbacks run
-on Ray actors: in the cluster that ``RAY_ADDRESS`` names, or else on a local Ray instance
-started here (see docs/scale-out.md). Nothing else in the program changes.
+them with the statistics of the same pipeline). With ``--start-method ray`` (``pip install
+ray``, or ``pip install -e '.[ray]'`` in a clone of dali_lite) the callbacks run on Ray actors:
+in the cluster that ``RAY_ADDRESS`` names, or else on a local Ray instance that this program starts and stops
+(never a cluster some other program left running; see docs/scale-out.md). Connecting or
+starting is bounded (``DALI_LITE_RAY_START_TIMEOUT_S``, 60 s by default): an error then says
+what was waited for. Nothing else in the program changes.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -255,11 +258,19 @@ def main() -> None:
     parser.add_argument("--json", help="also write the printed figures to this file")
     args = parser.parse_args()
     if args.start_method == "ray":
-        import ray
+        # Ray is an optional extra: imported only for --start-method ray.
+        from dali_lite_workers.ray_pool import init_ray
 
-        # RAY_ADDRESS (if set) names the cluster to join; without it, a local instance.
-        ray.init(log_to_driver=False)
-    report = run(args)
+        # ray.init within a bound: RAY_ADDRESS (if set) names the cluster to join; without
+        # it, address="local" starts an instance of this program's own.
+        ray = init_ray(address=os.environ.get("RAY_ADDRESS") or "local", log_to_driver=False,
+                       include_dashboard=False)
+        try:
+            report = run(args)
+        finally:
+            ray.shutdown()  # stops the local instance (or leaves the cluster)
+    else:
+        report = run(args)
     print("\n".join(describe(report)))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as file:

@@ -1,7 +1,7 @@
 """A tiny PyTorch training loop fed by a parallel external_source through DALIGenericIterator,
 which checkpoints and resumes.
 
-    python examples/pytorch_training.py [--checkpoint-dir DIR] [--stop-after STEPS]
+    python examples/pytorch_training.py [--checkpoint-dir DIR [--stop-after STEPS]]
 
 Two worker processes produce batches of a linear regression problem (y = x @ w_true + noise)
 and write them into shared memory; the iterator hands each batch to PyTorch as tensors that
@@ -9,10 +9,11 @@ share that memory (no copy), and a linear model learns w_true. It prints the los
 checks that the model learned.
 
 Every CHECKPOINT_EVERY steps it saves, in one file, the model, the optimizer and the loader's
-position (`loader.checkpoints()`: the pipeline's checkpoint with the iterator's counters). Run
-it with `--stop-after 30` to end the job abruptly after 30 steps (as a kill would), then again
-with the same `--checkpoint-dir`: it resumes from the last checkpoint and sees exactly the
-batches the uninterrupted run would have seen next.
+position (`loader.checkpoints()`: the pipeline's checkpoint with the iterator's counters), in
+`--checkpoint-dir`, or else in a temporary folder removed at the end. Run it with
+`--checkpoint-dir DIR --stop-after 30` to end the job abruptly after 30 steps (as a kill
+would), then again with the same `--checkpoint-dir`: it resumes from the last checkpoint and
+sees exactly the batches the uninterrupted run would have seen next.
 """
 
 from __future__ import annotations
@@ -59,12 +60,26 @@ def regression_pipeline():
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint-dir", type=Path, default=None,
-                        help="where the checkpoint lives (default: a new temporary folder)")
+                        help="where the checkpoint lives (default: a temporary folder, removed "
+                             "at the end)")
     parser.add_argument("--stop-after", type=int, default=None,
-                        help="end the process abruptly after this many steps")
+                        help="end the process abruptly after this many steps (needs "
+                             "--checkpoint-dir, where the next run resumes from)")
     args = parser.parse_args()
-    folder = args.checkpoint_dir or Path(tempfile.mkdtemp(prefix="dali_lite_training_"))
-    folder.mkdir(parents=True, exist_ok=True)
+    if args.stop_after is not None and args.checkpoint_dir is None:
+        # A stopped run is resumed from its checkpoint folder; a temporary one would be lost
+        # (and, as the process ends without cleanup, left behind).
+        parser.error("--stop-after needs --checkpoint-dir, the folder the next run resumes from")
+    if args.checkpoint_dir is not None:
+        args.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        train(args.checkpoint_dir, args.stop_after)
+        return
+    with tempfile.TemporaryDirectory(prefix="dali_lite_training_") as folder:
+        train(Path(folder), None)
+
+
+def train(folder: Path, stop_after: int | None) -> None:
+    """Train for EPOCHS epochs, checkpointing into `folder` (and resuming from it)."""
     saved = folder / "checkpoint.pt"
 
     torch.manual_seed(0)
@@ -96,7 +111,7 @@ def main() -> None:
                                 "optimizer": optimizer.state_dict(),
                                 "pipeline": pipeline_state, "epoch": epoch, "step": step},
                                saved)
-                if args.stop_after is not None and step >= args.stop_after:
+                if stop_after is not None and step >= stop_after:
                     print(f"stopping abruptly after step {step}", flush=True)
                     os._exit(3)  # as a kill would: no cleanup, no final checkpoint
             print(f"epoch {epoch}: {steps} batches, mean loss {total / max(steps, 1):.5f}")

@@ -33,11 +33,13 @@ def main() -> None:
     args = parser.parse_args()
     args.start_method = "ray"
 
-    import ray
+    # Ray is an optional extra: imported only here.
+    from dali_lite_workers.ray_pool import init_ray
 
-    # address="local": a Ray instance of this program's own, even where a cluster runs.
-    ray.init(address="local", num_cpus=args.workers * args.cpus_per_worker,
-             include_dashboard=False, log_to_driver=False, _temp_dir=args.ray_temp_dir)
+    # address="local": a Ray instance of this program's own, even where a cluster runs;
+    # init_ray is ray.init within a bound (DALI_LITE_RAY_START_TIMEOUT_S, 60 s by default).
+    ray = init_ray(address="local", num_cpus=args.workers * args.cpus_per_worker,
+                   include_dashboard=False, log_to_driver=False, _temp_dir=args.ray_temp_dir)
     try:
         report = run(args, py_ray_options={"num_cpus": args.cpus_per_worker})
         print(f"{args.workers} Ray actors on a local Ray instance; the pipeline closed them")

@@ -59,13 +59,15 @@ def reserve(growth_bytes: int) -> int:
     limit = _limit_bytes()
     with _grown_lock:
         detail = ""
+        binding_limit = None
         if limit is not None:
             remaining = max(0, limit - _grown_bytes)
             if remaining < available:
                 available = remaining
+                binding_limit = limit
                 detail = f"{SHM_LIMIT_ENV}={limit}, {_grown_bytes} bytes already in use"
         if growth_bytes > available:
-            raise ShmAllocationError(growth_bytes, available, detail)
+            raise ShmAllocationError(growth_bytes, available, detail, limit_bytes=binding_limit)
         _grown_bytes += growth_bytes
     return available
 

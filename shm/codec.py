@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dali_lite_shm.errors import ShmAllocationError
 from dali_lite_shm.segment import SharedSegment
 from dali_lite_shm.slot_format import (
     COUNT,
@@ -46,6 +47,7 @@ __all__ = [
     "encoded_size",
     "read",
     "read_runs",
+    "samples_and_largest",
     "write",
 ]
 
@@ -214,6 +216,15 @@ def copy_run(target: np.ndarray, run: Run) -> None:
         np.copyto(row, array, casting="equiv")
 
 
+def samples_and_largest(outputs: Sequence[Sequence[Any]]) -> tuple[int, int]:
+    """How many samples ``outputs`` (outputs x samples of arrays) holds, and the bytes of the
+    largest (a sample: its arrays of every output together)."""
+    count = max((len(samples) for samples in outputs), default=0)
+    sizes = [sum(int(getattr(samples[i], "nbytes", 0)) for samples in outputs
+                 if i < len(samples)) for i in range(count)]
+    return count, max(sizes, default=0)
+
+
 def write(segment: SharedSegment, outputs: Sequence[Sequence[np.ndarray]],
           base: int = 0, stream: SampleStream | None = None) -> SlotLayout:
     """Lay ``outputs`` (outputs x samples of arrays) into ``segment``, growing it if needed.
@@ -236,10 +247,15 @@ def write(segment: SharedSegment, outputs: Sequence[Sequence[np.ndarray]],
             else stream.to_copy(segment, plan.runs))
     total = plan.total_nbytes
     grew = False
-    if total > segment.capacity:
-        segment.grow(align(total, _GROW_GRANULARITY_BYTES))
-        grew = True
-    segment.prepare_write(total)
+    try:
+        if total > segment.capacity:
+            segment.grow(align(total, _GROW_GRANULARITY_BYTES))
+            grew = True
+        segment.prepare_write(total)
+    except ShmAllocationError as exc:
+        # Say what the memory was for: whether one sample alone is too large is what
+        # decides the advice (a smaller hint or batch cannot fix that).
+        raise exc.about_samples(*samples_and_largest(outputs)) from exc.__cause__
     target = segment.array(0, total)
     for run in todo:
         copy_run(target, run)

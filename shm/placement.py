@@ -25,7 +25,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dali_lite_shm import codec
-from dali_lite_shm.codec import NDARRAY_ONLY, Run, SlotLayout, encode_meta, storage_dtype, write
+from dali_lite_shm.codec import (
+    NDARRAY_ONLY,
+    Run,
+    SlotLayout,
+    encode_meta,
+    samples_and_largest,
+    storage_dtype,
+    write,
+)
+from dali_lite_shm.errors import ShmAllocationError
 from dali_lite_shm.segment import SharedSegment
 
 if TYPE_CHECKING:
@@ -117,7 +126,11 @@ def write_result(own: SharedSegment, outputs: Sequence[Sequence[np.ndarray]],
     if placement is None:
         return write(own, outputs, stream=stream)
     if data is not None:
-        layout = write_placed(data, own, outputs, placement, stream)
+        try:
+            layout = write_placed(data, own, outputs, placement, stream)
+        except ShmAllocationError as exc:
+            # As the codec says it: what the memory was for decides the advice.
+            raise exc.about_samples(*samples_and_largest(outputs)) from exc.__cause__
         if layout is not None:
             return layout
     return write(own, outputs, base=placement.fallback_base, stream=stream)

@@ -16,6 +16,9 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The children import this checkout (and whatever the environment adds, as a test run
+#: from a worktree does).
+_PYTHONPATH = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
 
 
 @pytest.fixture(autouse=True)
@@ -159,7 +162,7 @@ def test_the_soak_runs_and_checks_every_batch(mode: list[str]) -> None:
         [sys.executable, "benchmarks/soak.py", *mode, "--samples", "4000", "--every", "2",
          "--max-growth", str(SOAK_SMOKE_MAX_GROWTH_PCT)],
         cwd=ROOT, capture_output=True, text=True, timeout=240, check=False,
-        env={**os.environ, "PYTHONPATH": str(ROOT)})
+        env={**os.environ, "PYTHONPATH": _PYTHONPATH})
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     what = "streamed" if mode else "varying shapes"
     assert "samples (" in done.stdout and what in done.stdout

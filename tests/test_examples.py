@@ -22,6 +22,9 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The children import this checkout (and whatever the environment adds, as a test run
+#: from a worktree does).
+_PYTHONPATH = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
 EXAMPLE = ROOT / "examples" / "parallel_loading.py"
 WORKERS, BATCH_SIZE, ITERATIONS = 2, 8, 4
 #: Generous for spawn on a loaded 2-core machine (measured: 2-6 s).
@@ -42,7 +45,7 @@ def _run_example(start_method: str, json_path: Path) -> tuple[str, dict[str, Any
          str(BATCH_SIZE), "--iterations", str(ITERATIONS), "--start-method", start_method,
          "--json", str(json_path)],
         capture_output=True, text=True, timeout=EXAMPLE_TIMEOUT_S, cwd=ROOT, check=False,
-        env={**os.environ, "PYTHONPATH": str(ROOT)})
+        env={**os.environ, "PYTHONPATH": _PYTHONPATH})
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     return done.stdout, json.loads(json_path.read_text())
 

@@ -9,10 +9,13 @@ This module owns the failure vocabulary of ``workers``:
   CPython's ``concurrent.futures.process._ExceptionWithTraceback`` with PyTorch's fallback to
   ``RuntimeError`` when the type cannot be rebuilt.
 * :class:`WorkerDiedError` reports a worker process that died (signal or exit code) and
-  marks the pool broken; :class:`TaskTimeoutError` a task that ran past its deadline (the
-  pool replaced the stuck worker and goes on); :class:`PoolClosedError` a pool used after
-  ``close()``; :class:`CallbackPicklingError` a callback that cannot be sent to ``spawn`` workers.
-* The Ray pool's own: :class:`RayPlacementError` (the cluster cannot place its actors) and
+  marks the pool broken; :class:`WorkerStartupError` one that raised before it ran a task
+  (under spawn, most often the main module's top level, run again as the worker imports
+  it); :class:`TaskTimeoutError` a task that ran past its deadline (the pool replaced the
+  stuck worker and goes on); :class:`PoolClosedError` a pool used after ``close()``;
+  :class:`CallbackPicklingError` a callback that cannot be sent to ``spawn`` workers.
+* The Ray pool's own: :class:`RayConnectError` (Ray could not be reached or started within
+  the start timeout), :class:`RayPlacementError` (the cluster cannot place its actors) and
   :class:`RayWorkerLostError` (an actor died with work that cannot run again). Users meet them
   at ``workers.ray_pool``, which re-exports them and which their ``__module__`` names.
 """
@@ -28,12 +31,14 @@ from dataclasses import dataclass
 __all__ = [
     "CallbackPicklingError",
     "PoolClosedError",
+    "RayConnectError",
     "RayPlacementError",
     "RayWorkerLostError",
     "RemoteError",
     "RemoteTraceback",
     "TaskTimeoutError",
     "WorkerDiedError",
+    "WorkerStartupError",
     "describe_exitcode",
 ]
 
@@ -195,6 +200,31 @@ def _rebuild_worker_died(
     return WorkerDiedError(worker, pid, exitcode, broken=broken, task_ids=task_ids)
 
 
+class WorkerStartupError(WorkerDiedError):
+    """A spawned worker raised before it ran a task (``what`` says what, where and how to fix
+    it; ``traceback`` is the worker's, also shown as the ``__cause__``). The pool is broken,
+    as for any death: a worker that cannot start would fail again."""
+
+    def __init__(self, worker: int, pid: int | None, exitcode: int | None, what: str,
+                 traceback: str, *, task_ids: tuple[int, ...] = ()) -> None:
+        RuntimeError.__init__(self, f"worker {worker} (pid {pid}) failed to start: {what}")
+        self.worker, self.pid, self.exitcode = worker, pid, exitcode
+        self.broken, self.task_ids = False, tuple(task_ids)
+        self.what, self.traceback = what, traceback
+        self.__cause__ = RemoteTraceback(
+            f'\n"""\nTraceback in the worker process, as it started:\n{traceback}"""')
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild_worker_startup,
+                (self.worker, self.pid, self.exitcode, self.what, self.traceback,
+                 self.task_ids))
+
+
+def _rebuild_worker_startup(worker: int, pid: int | None, exitcode: int | None, what: str,
+                            traceback: str, task_ids: tuple[int, ...]) -> WorkerStartupError:
+    return WorkerStartupError(worker, pid, exitcode, what, traceback, task_ids=task_ids)
+
+
 class TaskTimeoutError(TimeoutError):
     """A task ran longer than its ``timeout_s``; the stuck worker was killed and replaced.
 
@@ -234,6 +264,13 @@ class TaskTimeoutError(TimeoutError):
             TaskTimeoutError,
             (self.worker, self.pid, self.timeout_s, self.stack, self.task_ids),
         )
+
+
+class RayConnectError(RuntimeError):
+    """Ray could not be reached, or a local instance not started, within the start timeout;
+    the message says what was waited for, and for how long."""
+
+    __module__ = "dali_lite_workers.ray_pool"  # where users meet it, with the Ray pool
 
 
 class RayPlacementError(RuntimeError):

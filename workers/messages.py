@@ -11,7 +11,8 @@ the segment's fd, sent with ``multiprocessing.reduction.send_handle``), :class:`
 :class:`RunTask`, :class:`Shutdown`.
 
 Worker -> main process: :class:`TaskStarted` (only for a task submitted with a timeout),
-:class:`TaskDone`, :class:`TaskFailed`.
+:class:`TaskDone`, :class:`TaskFailed`; and :class:`StartupFailed`, from a spawned worker that
+failed before its loop began (:mod:`workers.startup`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ __all__ = [
     "Request",
     "RunTask",
     "Shutdown",
+    "StartupFailed",
     "TaskDone",
     "TaskFailed",
     "TaskStarted",
@@ -130,6 +132,25 @@ class TaskFailed(_Message):
     pid: int
     call_index: int
     error: RemoteError
+
+
+@dataclass(frozen=True, slots=True)
+class StartupFailed(_Message):
+    """A spawned worker raised before its loop began: while multiprocessing imported the
+    main module again (as ``__mp_main__``) or unpickled the worker's setup.
+
+    ``filename``, ``lineno`` and ``line`` say where: the innermost frame of the main module
+    when it was running (``main_path`` is then that module's file), else the innermost
+    frame; ``traceback`` is the whole traceback, as Python prints it (its end, if long).
+    """
+
+    type_name: str
+    message: str
+    traceback: str
+    filename: str | None
+    lineno: int | None
+    line: str
+    main_path: str | None
 
 
 Request = AttachSegment | DetachSegment | RunTask | Shutdown

@@ -40,8 +40,20 @@ from dali_lite_shm import SharedSegment
 from dali_lite_shm.placement import Placement
 from dali_lite_workers.callbacks import Callback
 from dali_lite_workers.deadlines import Deadlines, capture_stack, check_timeout
-from dali_lite_workers.errors import PoolClosedError, TaskTimeoutError, WorkerDiedError
-from dali_lite_workers.messages import AttachSegment, DetachSegment, Reply, RunTask, TaskStarted
+from dali_lite_workers.errors import (
+    PoolClosedError,
+    TaskTimeoutError,
+    WorkerDiedError,
+    WorkerStartupError,
+)
+from dali_lite_workers.messages import (
+    AttachSegment,
+    DetachSegment,
+    Reply,
+    RunTask,
+    StartupFailed,
+    TaskStarted,
+)
 from dali_lite_workers.pickling import prepare_callbacks
 from dali_lite_workers.pool_base import PoolBase
 from dali_lite_workers.process_launch import (
@@ -52,6 +64,7 @@ from dali_lite_workers.process_launch import (
 )
 from dali_lite_workers.readiness import ReadySet, readable_now
 from dali_lite_workers.resources import PoolResources, shutdown
+from dali_lite_workers.startup import describe
 
 __all__ = ["WorkerPool"]
 
@@ -215,7 +228,8 @@ class WorkerPool(PoolBase):
                         known[an_id] = a_segment
                 conn.send_bytes(payload)
             except OSError as exc:
-                raise self._worker_died(worker) from exc
+                error = self._worker_died(worker)
+                raise error from _cause(error, exc)
             self._next_task_id += 1
             self._res.pending[task.task_id] = worker
             if timeout_s is not None:
@@ -237,7 +251,8 @@ class WorkerPool(PoolBase):
             try:
                 self._res.conns[worker].send(DetachSegment(segment_id))
             except OSError as exc:
-                raise self._worker_died(worker) from exc
+                error = self._worker_died(worker)
+                raise error from _cause(error, exc)
 
     def collect(self, timeout: float | None) -> list[Reply]:
         """Replies that arrived, waiting up to ``timeout`` seconds (None: until one does).
@@ -288,6 +303,8 @@ class WorkerPool(PoolBase):
         try:
             while readable_now(conn):
                 reply = conn.recv()
+                if isinstance(reply, StartupFailed):
+                    raise self._worker_died(worker, reply)
                 if isinstance(reply, TaskStarted):
                     if reply.task_id in self._res.pending:
                         self._deadlines.started(reply.task_id, reply.started_at)
@@ -296,18 +313,39 @@ class WorkerPool(PoolBase):
                 self._deadlines.finished(reply.task_id)
                 replies.append(reply)
         except (EOFError, OSError) as exc:
-            raise self._worker_died(worker) from exc
+            error = self._worker_died(worker)
+            raise error from _cause(error, exc)
 
-    def _worker_died(self, worker: int) -> WorkerDiedError:
-        """Mark the pool broken by ``worker``'s death and build the error to raise."""
+    def _worker_died(self, worker: int,
+                     startup: StartupFailed | None = None) -> WorkerDiedError:
+        """Mark the pool broken by ``worker``'s death and build the error to raise: a
+        :class:`WorkerStartupError` when the worker reported a start-up failure."""
         proc = self._res.processes[worker]
         proc.join(_REAP_TIMEOUT_S)
+        if startup is None:
+            startup = self._startup_failure(worker)
         lost = tuple(sorted(t for t, w in self._res.pending.items() if w == worker))
         if self._broken is None:
             # A record of its own, never raised: a raised error's traceback holds the
             # caller's frames, and the pool (kept by its finalizer) would keep them alive.
             self._broken = WorkerDiedError(worker, proc.pid, proc.exitcode, task_ids=lost)
+        if startup is not None:
+            return WorkerStartupError(worker, proc.pid, proc.exitcode, describe(startup),
+                                      startup.traceback, task_ids=lost)
         return WorkerDiedError(worker, proc.pid, proc.exitcode, task_ids=lost)
+
+    def _startup_failure(self, worker: int) -> StartupFailed | None:
+        """The start-up failure a dead worker sent before it died, if it sent one (it is
+        then the first thing on its pipe: the worker never started its loop)."""
+        conn = self._res.conns[worker]
+        try:
+            while readable_now(conn):
+                message = conn.recv()
+                if isinstance(message, StartupFailed):
+                    return message
+        except (EOFError, OSError):
+            pass
+        return None
 
     def _time_out(self, task_id: int) -> list[Reply]:
         """Task ``task_id`` overran: replace its worker and raise, unless it just finished."""
@@ -338,3 +376,9 @@ class WorkerPool(PoolBase):
         except BaseException:
             self._broken = WorkerDiedError(worker, pid, None, broken=True)
             raise
+
+
+def _cause(error: WorkerDiedError, exc: BaseException) -> BaseException | None:
+    """The cause to raise ``error`` from: a start-up failure's is the worker's traceback,
+    not the broken pipe that revealed the death."""
+    return error.__cause__ if isinstance(error, WorkerStartupError) else exc

@@ -17,10 +17,12 @@ import signal
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from typing import Any
 
 from dali_lite_workers.pickling import PicklerSpec
 from dali_lite_workers.resources import PoolResources
+from dali_lite_workers.startup import ReportingName
 from dali_lite_workers.worker import PARENT_CONNECTIONS, WorkerSetup, worker_main
 
 __all__ = ["WorkerLaunch", "retire_worker", "sigint_blocked", "start_worker"]
@@ -83,15 +85,23 @@ def start_worker(res: PoolResources, launch: WorkerLaunch, index: int) -> None:
         pickler=spec,
         stack_dump=dump_writer,
     )
-    proc = ctx.Process(
-        target=worker_main, args=(setup,), name=f"{launch.name}-worker-{index}", daemon=True
-    )
+    name = f"{launch.name}-worker-{index}"
+    startup_conn = None
+    if launch.start_method == "spawn":
+        # A spawned worker reports an exception raised before its loop (while it imports
+        # the main module) over its pipe (workers/startup.py). Its own copy of the worker's
+        # end, so that closing it after start-up leaves the worker's pipe open.
+        startup_conn = Connection(os.dup(child_conn.fileno()))
+        name = ReportingName(name, startup_conn)
+    proc = ctx.Process(target=worker_main, args=(setup,), name=name, daemon=True)
     try:
         proc.start()
     finally:
-        # Our copy of the worker's end must go, or we would never see EOF from it.
+        # Our copies of the worker's ends must go, or we would never see EOF from it.
         child_conn.close()
         dump_writer.close()
+        if startup_conn is not None:
+            startup_conn.close()
     if index == len(res.processes):
         res.processes.append(proc)
         res.pids.append(proc.pid)

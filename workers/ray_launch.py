@@ -4,7 +4,8 @@ the cluster has placed them, restarting or replacing one, and killing them.
 This module owns what ``workers.ray_pool.RayWorkerPool`` does with its actors, not with its
 tasks: how Ray is found (an ImportError saying what to install when it is missing), the
 options every actor is created with, the start timeout (``start_timeout_s``, or the
-``DALI_LITE_RAY_START_TIMEOUT_S`` environment variable), the :class:`RayPlacementError` that
+``DALI_LITE_RAY_START_TIMEOUT_S`` environment variable; connecting to Ray within it is
+:mod:`workers.ray_connect`'s), the :class:`RayPlacementError` that
 ends a wait for actors the cluster cannot place, instead of a hang, and the retries of a
 replacement that dies before it is ready. What runs inside an actor is
 :mod:`workers.ray_actor`'s; which tasks an actor holds, and when to replace it, the pool's.
@@ -13,7 +14,6 @@ replacement that dies before it is ready. What runs inside an actor is
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import time
 from collections import deque
@@ -24,27 +24,20 @@ from typing import Any
 from dali_lite_workers.errors import RayPlacementError, RayWorkerLostError
 from dali_lite_workers.pickling import prepare_callbacks
 from dali_lite_workers.ray_actor import RayWorker
+from dali_lite_workers.ray_connect import (
+    INSTALL_HINT,
+    START_TIMEOUT_ENV,
+    init_ray,
+    require_ray,
+    start_timeout,
+)
 
-__all__ = ["ActorState", "RayLauncher", "kill_actors", "require_ray"]
+__all__ = ["INSTALL_HINT", "START_TIMEOUT_ENV", "ActorState", "RayLauncher", "kill_actors",
+           "require_ray"]
 
-INSTALL_HINT = ("py_start_method='ray' needs Ray, which is not installed: "
-                "pip install ray, or in a clone of dali_lite: pip install -e '.[ray]'")
 _DEFAULT_ACTOR_OPTIONS: Mapping[str, Any] = {"num_cpus": 1}
-#: How long ``start`` waits for the cluster to place and start every actor, unless the
-#: pool is given ``start_timeout_s`` or the environment sets it.
-_DEFAULT_START_TIMEOUT_S = 60.0
-START_TIMEOUT_ENV = "DALI_LITE_RAY_START_TIMEOUT_S"
 #: Seconds between attempts to start a replacement actor that died before it was ready.
 _REPLACEMENT_RETRY_S = 1.0
-
-
-def require_ray() -> Any:
-    """The `ray` module, with a clear ImportError saying what to install when it is missing."""
-    try:
-        import ray
-    except ImportError as exc:
-        raise ImportError(INSTALL_HINT) from exc
-    return ray
 
 
 def kill_actors(handles: list[Any]) -> None:
@@ -80,9 +73,7 @@ class RayLauncher:
                  start_timeout_s: float | None) -> None:
         self.actor_options = dict(_DEFAULT_ACTOR_OPTIONS if actor_options is None
                                   else actor_options)
-        self.start_timeout_s = float(
-            start_timeout_s if start_timeout_s is not None
-            else os.environ.get(START_TIMEOUT_ENV, _DEFAULT_START_TIMEOUT_S))
+        self.start_timeout_s = start_timeout(start_timeout_s)
         # Every handle ever created, for the pool's finalizer: a handle held here keeps
         # nothing but the actor, so the finalizer can kill it without keeping the pool alive.
         self.handles: list[Any] = []
@@ -92,12 +83,13 @@ class RayLauncher:
         self._setup: tuple[Any, ...] = ()
 
     def connect(self, callbacks: Sequence[Any], pickler: Any | None) -> None:
-        """Pickle the callbacks for the actors (as for ``spawn``) and connect to Ray, or start
-        a local instance. Raises ImportError without Ray."""
+        """Pickle the callbacks for the actors (as for ``spawn``) and connect to Ray (the
+        cluster ``RAY_ADDRESS`` names) or start a local instance, within ``start_timeout_s``
+        (:func:`workers.ray_connect.init_ray`), unless this process already is connected.
+        Raises ImportError without Ray, :class:`RayConnectError` when Ray does not answer."""
         ray = require_ray()
         payloads, spec = prepare_callbacks(callbacks, "spawn", pickler)
-        if not ray.is_initialized():
-            ray.init()
+        init_ray(self.start_timeout_s)
         self._remote_class = ray.remote(RayWorker)
         self._setup = (payloads, spec, list(sys.path))
 

@@ -1,11 +1,14 @@
 """A worker pool whose workers are Ray actors, behind the interface of `workers.WorkerPool`.
 
 ``py_start_method="ray"`` runs a pipeline's callbacks on the Ray cluster the process is
-connected to (``ray.init(address=...)``), or on a local Ray instance started on first use,
-as Ray's own libraries do. The pipeline talks to this pool exactly as to the fork/spawn pool:
-``submit`` a task (a callback, its arguments, the shared-memory segment of the main process
-that must receive the result), ``collect`` replies (``TaskDone`` with the segment's layout,
-or ``TaskFailed`` with the callback's own exception), and learn of a dead worker.
+connected to (``ray.init(address=...)``), on the one ``RAY_ADDRESS`` names, or else on a
+local Ray instance of the process's own, started on first use; never longer than the start
+timeout, and never on a cluster some other program left behind (:mod:`workers.ray_connect`,
+whose :func:`init_ray` is re-exported here). The pipeline talks to this pool exactly as to
+the fork/spawn pool: ``submit`` a task (a callback, its arguments, the shared-memory segment
+of the main process that must receive the result), ``collect`` replies (``TaskDone`` with
+the segment's layout, or ``TaskFailed`` with the callback's own exception), and learn of a
+dead worker.
 
 Why it is shaped so:
 
@@ -46,6 +49,7 @@ from dali_lite_shm.placement import Placement, write_result
 from dali_lite_workers.deadlines import check_timeout
 from dali_lite_workers.errors import (
     PoolClosedError,
+    RayConnectError,
     RayPlacementError,
     RayWorkerLostError,
     RemoteError,
@@ -54,9 +58,11 @@ from dali_lite_workers.errors import (
 from dali_lite_workers.messages import Reply, TaskDone, TaskFailed
 from dali_lite_workers.pool_base import PoolBase
 from dali_lite_workers.ray_actor import RayTaskFailure
+from dali_lite_workers.ray_connect import init_ray
 from dali_lite_workers.ray_launch import ActorState, RayLauncher, kill_actors, require_ray
 
-__all__ = ["RayPlacementError", "RayWorkerLostError", "RayWorkerPool", "require_ray"]
+__all__ = ["RayConnectError", "RayPlacementError", "RayWorkerLostError", "RayWorkerPool",
+           "init_ray", "require_ray"]
 
 #: Upper bound of one wait inside ``collect``, so that closing and deadlines are noticed.
 _WAIT_SLICE_S = 0.5
@@ -249,8 +255,11 @@ class RayWorkerPool(PoolBase):
             return None  # replayed or lost meanwhile
         task = self._tasks[task_id]
         try:
-            value = ray.get(ref)
-        except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as exc:
+            # Ready, so normally at once; a bound all the same: the result may have to come
+            # from a node that was lost meanwhile, and its task then runs again elsewhere.
+            value = ray.get(ref, timeout=self._launcher.start_timeout_s)
+        except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError,
+                ray.exceptions.GetTimeoutError) as exc:
             self._actor_lost(task.worker, exc)
             return None
         pid = self._actors[task.worker].pid or -1

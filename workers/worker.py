@@ -52,6 +52,7 @@ from dali_lite_workers.messages import (
     TaskStarted,
 )
 from dali_lite_workers.pickling import PicklerSpec
+from dali_lite_workers.startup import started
 from dali_lite_workers.task_calls import run_calls
 
 __all__ = ["PARENT_CONNECTIONS", "WorkerSetup", "WorkerState", "run_task", "worker_main"]
@@ -154,6 +155,7 @@ def _load_callbacks(setup: WorkerSetup) -> list[Callable[[Any], Any] | RemoteErr
 
 def worker_main(setup: WorkerSetup) -> None:
     """Entry point of a worker process; returns when told to shut down or orphaned."""
+    started()  # past the start-up a spawned worker reports on its own (workers/startup.py)
     _prepare_process(setup)
     if os.getppid() != setup.parent_pid:
         return  # the parent died before PR_SET_PDEATHSIG was armed

@@ -22,6 +22,8 @@ _cuda_initialized = False
 class CudaUnavailableError(RuntimeError):
     """A GPU stage was asked for, but CuPy or a CUDA device is missing."""
 
+    __module__ = "dali_lite.errors"  # where users import it from (and see it named)
+
 
 def cupy() -> ModuleType:
     """The CuPy module, imported on first use."""

@@ -22,6 +22,23 @@ def add_context(exc: BaseException, note: str) -> None:
     notes.append(note)
 
 
+def describe_callable(obj: object) -> str:
+    """A user's callable (or object) as a message names it: a function, method or class by
+    its module and qualified name (`__main__.load_sample`), another object by its own repr
+    when it has one, else by its class (`a __main__.Loader object`); never dali_lite's."""
+    qualname = getattr(obj, "__qualname__", None)
+    if isinstance(qualname, str):
+        module = getattr(obj, "__module__", None)
+        return qualname if module in (None, "builtins") else f"{module}.{qualname}"
+    cls = type(obj)
+    if cls.__repr__ is not object.__repr__:
+        text = repr(obj)
+        return text if len(text) <= 120 else text[:117] + "..."
+    module = cls.__module__
+    name = cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"
+    return f"a {name} object"
+
+
 def notes_of(exc: BaseException) -> list[str]:
     """The notes attached to `exc`, oldest first."""
     return list(getattr(exc, "__notes__", ()))
@@ -44,5 +61,23 @@ class RuntimeTypeError(TypeError, RuntimeError):
 class RuntimeIndexError(IndexError, RuntimeError):
     """An index out of range where DALI raises ``RuntimeError`` (``TensorListCPU.at``): both,
     so that ``except IndexError`` and DALI users' ``except RuntimeError`` work."""
+
+    __module__ = "dali_lite.errors"  # where users import it from (and see it named)
+
+
+class OperatorNotImplementedError(AttributeError, NotImplementedError):
+    """`fn.<name>` for a DALI operator that dali_lite does not implement yet.
+
+    An `AttributeError`, so that `hasattr(fn, "cast")` is False and `getattr(fn, "cast",
+    None)` is None, as for any attribute a module lacks (programs probe for operators that
+    way); a `NotImplementedError` too, since the name is right and only dali_lite lacks it."""
+
+    __module__ = "dali_lite.errors"  # where users import it from (and see it named)
+
+
+class ArithmeticNotImplementedError(TypeError, NotImplementedError):
+    """Arithmetic, comparison or indexing on a `DataNode` (`images / 255`), which dali_lite
+    does not implement yet. A `TypeError`, what Python raises for operands a type does not
+    support; a `NotImplementedError` too, since DALI has these operators."""
 
     __module__ = "dali_lite.errors"  # where users import it from (and see it named)

@@ -46,6 +46,9 @@ from dali_lite_workers.ray_pool import RayPlacementError, RayWorkerLostError
 # loaded 2-core machine; every wait inside is bounded more tightly.
 pytestmark = [pytest.mark.usefixtures("ray_cluster"), pytest.mark.timeout(300)]
 ROOT = Path(__file__).resolve().parents[2]
+#: The children import this checkout (and whatever the environment adds, as a test run
+#: from a worktree does).
+_PYTHONPATH = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
 
 
 def _pool_pids(pipe: dali.Pipeline) -> list[int]:
@@ -227,7 +230,7 @@ _CHILD = textwrap.dedent('''
 
 @pytest.mark.parametrize("ending", ["exit", "sigint"])
 def test_process_exit_or_ctrl_c_removes_every_actor(ending: str, ray_cluster: str) -> None:
-    env = {**os.environ, **RAY_ENV, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, **RAY_ENV, "PYTHONPATH": _PYTHONPATH}
     child = subprocess.Popen([sys.executable, "-c", _CHILD, ray_cluster,
                               str(ROOT / "tests" / "dali_lite"), ending],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -261,7 +264,7 @@ def test_without_ray_installed_the_error_says_what_to_install() -> None:
             print(e)
     ''')
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                         timeout=60, cwd=ROOT, env={**os.environ, "PYTHONPATH": _PYTHONPATH})
     hint = "pip install ray, or in a clone of dali_lite: pip install -e '.[ray]'"
     assert hint in out.stdout, out.stderr[-2000:]
 
@@ -269,7 +272,7 @@ def test_without_ray_installed_the_error_says_what_to_install() -> None:
 def test_the_readme_example_runs_on_the_cluster_that_ray_address_names(ray_cluster: str) -> None:
     """README: `examples/parallel_loading.py --start-method ray` joins the cluster that
     RAY_ADDRESS names, checks every batch and prints the figures."""
-    env = {**os.environ, **RAY_ENV, "PYTHONPATH": str(ROOT), "RAY_ADDRESS": ray_cluster}
+    env = {**os.environ, **RAY_ENV, "PYTHONPATH": _PYTHONPATH, "RAY_ADDRESS": ray_cluster}
     out = subprocess.run([sys.executable, str(ROOT / "examples" / "parallel_loading.py"),
                           "--start-method", "ray", "--workers", "2", "--batch-size", "8",
                           "--iterations", "4"],
@@ -284,7 +287,7 @@ def test_the_ray_example_starts_and_stops_a_local_instance() -> None:
     """examples/ray_loading.py: the main example on a local Ray instance of its own; every
     batch checked, and nothing of that instance left running."""
     temp_dir = tempfile.mkdtemp(prefix="dlray", dir="/tmp")  # Ray's socket paths stay short
-    env = {**os.environ, **RAY_ENV, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, **RAY_ENV, "PYTHONPATH": _PYTHONPATH}
     env.pop("RAY_ADDRESS", None)
     try:
         out = subprocess.run([sys.executable, str(ROOT / "examples" / "ray_loading.py"),

@@ -19,13 +19,16 @@ pytest.importorskip("ray")
 
 SCRIPT = Path(__file__).with_name("ray_two_nodes.py")
 ROOT = Path(__file__).resolve().parents[2]
+#: The children import this checkout (and whatever the environment adds, as a test run
+#: from a worktree does).
+_PYTHONPATH = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
 
 
 @pytest.mark.timeout(300)
 def test_a_node_removed_mid_epoch_loses_no_sample() -> None:
     child = subprocess.Popen([sys.executable, str(SCRIPT)], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, start_new_session=True,
-                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+                             env={**os.environ, "PYTHONPATH": _PYTHONPATH})
     try:
         out, err = child.communicate(timeout=240)
     finally:

@@ -121,7 +121,7 @@ class EngineMachine(RuleBasedStateMachine):
             return pools[-1]
 
         descriptions = [SourceDescription(f"source{i}", _callback(spec, batch_size, f"s{i}"),
-                                          spec.depth, 4096, None, f"source{i}")
+                                          spec.depth, 4096, None)
                         for i, spec in enumerate(specs)]
         self.group = ParallelSourceGroup(descriptions, _options(batch_size, workers,
                                                                 keep_alive), pool)

@@ -39,6 +39,9 @@ from dali_lite.plugin.pytorch import (  # noqa: E402
 pytestmark = pytest.mark.timeout(120)
 
 _REPO = Path(__file__).resolve().parents[2]
+#: The children import this checkout (and whatever the environment adds, as a test run
+#: from a worktree does).
+_PYTHONPATH = os.pathsep.join(filter(None, [str(_REPO), os.environ.get("PYTHONPATH")]))
 
 
 def values(step: list[dict[str, torch.Tensor]], name: str = "x") -> list[list[int]]:
@@ -58,7 +61,7 @@ def test_import_dali_lite_imports_neither_torch_nor_jax() -> None:
     code = ("import sys, dali_lite, dali_lite.plugin.jax, dali_lite.plugin.base_iterator\n"
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'jax'))\n"
             "assert not bad, bad\n")
-    env = dict(os.environ, PYTHONPATH=str(_REPO))
+    env = dict(os.environ, PYTHONPATH=_PYTHONPATH)
     subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=60)
 
 
@@ -309,7 +312,7 @@ def test_torch_python_function_on_cpu(batch_processing: bool) -> None:
 def test_pytorch_training_example_stops_abruptly_and_resumes(tmp_path: Path) -> None:
     """examples/pytorch_training.py: killed (os._exit) after 30 steps, it resumes from its
     last checkpoint (step 28, epoch 1) and the model still learns."""
-    env = dict(os.environ, PYTHONPATH=str(_REPO))
+    env = dict(os.environ, PYTHONPATH=_PYTHONPATH)
     command = [sys.executable, str(_REPO / "examples" / "pytorch_training.py"),
                "--checkpoint-dir", str(tmp_path)]
     first = subprocess.run([*command, "--stop-after", "30"], env=env, capture_output=True,
@@ -321,6 +324,26 @@ def test_pytorch_training_example_stops_abruptly_and_resumes(tmp_path: Path) -> 
     assert "resumed at epoch 1, step 28" in again.stdout
     assert "epoch 1: 12 batches" in again.stdout and "epoch 4: 20 batches" in again.stdout
     assert "largest weight error" in again.stdout
+
+
+def test_pytorch_training_example_leaves_no_temporary_folder(tmp_path: Path) -> None:
+    """examples/pytorch_training.py without --checkpoint-dir checkpoints into a temporary
+    folder and removes it at the end; --stop-after without a folder to resume from is
+    refused before any work."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(_REPO), *filter(None, [os.environ.get("PYTHONPATH")])]), TMPDIR=str(temp))
+    command = [sys.executable, str(_REPO / "examples" / "pytorch_training.py")]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "epoch 4: 20 batches" in done.stdout
+    # (PyTorch keeps a cache of its own there, torchinductor_<user>.)
+    assert not list(temp.glob("dali_lite_*")), f"left behind: {list(temp.iterdir())}"
+    refused = subprocess.run([*command, "--stop-after", "3"], env=env, capture_output=True,
+                             text=True, timeout=120)
+    assert refused.returncode == 2 and "--stop-after needs --checkpoint-dir" in refused.stderr
+    assert not list(temp.glob("dali_lite_*"))
 
 
 # ---------------------------------------------------------------------------- GPU

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import pickle
 from typing import Any
 
 import numpy as np
@@ -254,6 +255,59 @@ def test_write_beyond_limit_raises_allocation_error(monkeypatch: pytest.MonkeyPa
             codec.write(segment, [[np.zeros(10_000, np.uint8)]])
     finally:
         segment.close()
+
+
+def _allocation_error(monkeypatch: pytest.MonkeyPatch, room: int,
+                      outputs: list[list[np.ndarray]]) -> ShmAllocationError:
+    segment = SharedSegment.create(0)
+    try:
+        monkeypatch.setenv(SHM_LIMIT_ENV, str(shm_bytes_in_use() + room))
+        with pytest.raises(ShmAllocationError) as info:
+            codec.write(segment, outputs)
+    finally:
+        segment.close()
+    return info.value
+
+
+def test_a_sample_larger_than_the_memory_left_is_not_told_to_lower_the_hint(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 21, item 7: one sample alone larger than what is left is not fixed by a smaller
+    hint or batch; the error says so, and what would help."""
+    error = _allocation_error(monkeypatch, 1 << 20, [[np.zeros(4 << 20, np.uint8)]])
+    message = str(error)
+    assert error.samples == 1 and error.largest_sample_bytes == 4 << 20
+    assert "to write 1 sample(s), the largest 4194304 bytes (4.0 MiB)" in message
+    assert ("One sample alone is larger than the memory left, so a smaller "
+            "bytes_per_sample_hint or batch size cannot help") in message
+    assert f"raise {SHM_LIMIT_ENV}" in message and "return smaller samples" in message
+
+
+def test_samples_that_fit_one_by_one_are_told_a_smaller_batch_helps(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    outputs = [[np.zeros(300_000, np.uint8) for _ in range(8)],
+               [np.zeros(4, np.int32) for _ in range(8)]]
+    error = _allocation_error(monkeypatch, 1 << 20, outputs)
+    message = str(error)
+    # A sample is its arrays of every output together.
+    assert error.samples == 8 and error.largest_sample_bytes == 300_016
+    assert "a smaller batch size (fewer samples per task) helps" in message
+    assert "bytes_per_sample_hint only sets a slot's first size and cannot" in message
+
+
+def test_the_advice_names_free_memory_when_no_limit_is_set() -> None:
+    error = ShmAllocationError(10 << 30, 1 << 30).about_samples(2, 5 << 30)
+    assert "One sample alone is larger" in str(error) and "free memory" in str(error)
+    assert "fewer py_num_workers or a smaller prefetch_queue_depth" in str(error)
+    assert SHM_LIMIT_ENV not in str(error)
+
+
+def test_an_allocation_error_pickles_with_its_advice() -> None:
+    error = ShmAllocationError(10, 5, "detail", limit_bytes=8).about_samples(3, 7)
+    again = pickle.loads(pickle.dumps(error))
+    assert str(again) == str(error)
+    assert (again.limit_bytes, again.samples, again.largest_sample_bytes) == (8, 3, 7)
+    advised = pickle.loads(pickle.dumps(ShmAllocationError(10, 5).with_advice("do this")))
+    assert str(advised).endswith("available). do this")
 
 
 def test_read_rejects_non_uint8_buffer() -> None:

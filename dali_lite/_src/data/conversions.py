@@ -38,6 +38,8 @@ class BatchIndexError(IndexError, ValueError):
     DALI fails there with an ``IndexError`` (it indexes the shape); deriving from
     ``ValueError`` too keeps the class this module raised before."""
 
+    __module__ = "dali_lite.errors"  # where users import it from (and see it named)
+
 
 class SampleList(list):  # type: ignore[type-arg]
     """The samples of one batch (a list of NumPy arrays) and the layout the data came with.
@@ -256,6 +258,8 @@ def _check_count(count: int, batch_size: int | None, what: str) -> None:
 class MixedBatchError(RuntimeValueError):
     """Samples of one batch that differ in dtype or number of dimensions: DALI's words for a
     source's batch (`mixed_batch_message`), and which samples differ (`detail`)."""
+
+    __module__ = "dali_lite.errors"  # where users import it from (and see it named)
 
     def __init__(self, what: str, index: int, dtype: Any, ndim: int, first_dtype: Any,
                  first_ndim: int) -> None:

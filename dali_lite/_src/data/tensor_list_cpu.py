@@ -45,9 +45,11 @@ from dali_lite._src.types.enums import DALIDataType
 __all__ = ["TensorListCPU"]
 
 
-class _MixedBatchError(TypeError, ValueError):
+class MixedSamplesError(TypeError, ValueError):
     """Samples of one batch that differ in dtype or number of dimensions: DALI raises
     ``TypeError``; dali_lite raised ``ValueError`` before, so it is both."""
+
+    __module__ = "dali_lite.errors"  # where users import it from (and see it named)
 
 
 def _mixed_list_message(exc: _data.MixedBatchError) -> str:
@@ -112,9 +114,9 @@ class TensorListCPU(BatchStorage):
                 try:
                     samples = _data.to_batch_samples(b, batch_size=None, what=what)
                 except _data.MixedBatchError as exc:
-                    raise _MixedBatchError(_mixed_list_message(exc)) from None
+                    raise MixedSamplesError(_mixed_list_message(exc)) from None
                 except ValueError as exc:
-                    raise _MixedBatchError(str(exc)) from None
+                    raise MixedSamplesError(str(exc)) from None
                 self._share(TensorListCPU._from_samples(samples))
         self._layout = _checked_layout(layout, self._sample_ndim(), "TensorList")
         if contiguous:

@@ -23,15 +23,14 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import jax
-import jax.dlpack
-import jax.numpy as jnp
 import numpy as np
-from jax.sharding import NamedSharding, Sharding
 
 from dali_lite._src.data.tensor_list_cpu import TensorListCPU
 from dali_lite._src.frameworks.base_iterator import LastBatchPolicy, _DaliBaseIterator
 from dali_lite._src.frameworks.iterator_checks import not_dense_error
+
+# JAX, through the module that says what to install without it.
+from dali_lite._src.frameworks.jax_required import NamedSharding, Sharding, jax, jnp
 from dali_lite._src.pipeline.decorators import pipeline_def
 
 __all__ = ["DALIGenericIterator", "data_iterator", "default_num_threads_value"]

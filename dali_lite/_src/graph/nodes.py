@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from dali_lite._src.graph.arithmetic import DataNodeOperators
 from dali_lite._src.graph.scope import PipelineScope
 
 if TYPE_CHECKING:  # annotations only: the pipeline stands above the graph
@@ -63,10 +64,11 @@ class IterationContext:
     is_cancelled: Callable[[], bool] = _never_cancelled
 
 
-class DataNode:
+class DataNode(DataNodeOperators):
     """One output of an operator: what `fn.*` functions take and return while a graph is defined.
 
-    DataNodes are symbolic: they hold no data. `device` is "cpu" or "gpu".
+    DataNodes are symbolic: they hold no data. `device` is "cpu" or "gpu". Python's operators
+    on them (`node / 255`) are `graph.arithmetic`'s.
     """
 
     __slots__ = ("device", "index", "name", "source")

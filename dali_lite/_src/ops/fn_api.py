@@ -29,6 +29,8 @@ class UnknownArgumentError(TypeError, KeyError):
     """An argument the operator does not have: DALI raises KeyError ('Argument "x" is not
     defined for operator ...'); a TypeError too, as Python raises for an unexpected keyword."""
 
+    __module__ = "dali_lite.errors"  # where users import it from (and see it named)
+
     def __str__(self) -> str:  # KeyError's str() would quote the whole message
         return str(self.args[0]) if self.args else ""
 

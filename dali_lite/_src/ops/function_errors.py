@@ -28,6 +28,8 @@ class FunctionError(RuntimeError):
     """An error of a user's function whose own type could not be kept (see `function_error`);
     the original exception is its `__cause__`."""
 
+    __module__ = "dali_lite.errors"  # where users import it from (and see it named)
+
 
 def _twin_str(self: BaseException) -> str:
     return str(getattr(self, "_dali_lite_message", BaseException.__str__(self)))

@@ -37,6 +37,8 @@ class ShardingTypeError(TypeError, ValueError):
     """`sharding` is not a jax.sharding.Sharding: DALI 2.4 raises ValueError for it; it is a
     TypeError too, which is what it is."""
 
+    __module__ = "dali_lite.errors"  # where users import it from (and see it named)
+
 
 def check_sharding(sharding: Any) -> None:
     """`sharding` must be a jax.sharding.Sharding, with exactly one local device."""

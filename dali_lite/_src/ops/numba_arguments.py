@@ -40,6 +40,8 @@ class NumbaArgumentError(ValueError, AssertionError):
     """Arguments that do not fit together, where DALI 2.4 fails an `assert` (AssertionError);
     a ValueError too, which is what it is."""
 
+    __module__ = "dali_lite.errors"  # where users import it from (and see it named)
+
 
 def _listed(value: Any) -> list[Any]:
     return list(value) if isinstance(value, (list, tuple)) else [value]

@@ -21,6 +21,7 @@ import numpy as np
 
 from dali_lite._src.data.conversions import SampleList, to_batch_samples, to_sample_array
 from dali_lite._src.data.tensor_cpu import TensorCPU
+from dali_lite._src.errors import describe_callable
 from dali_lite._src.ops.source_kinds import SourceKind
 from dali_lite._src.ops.source_state import IteratorPosition
 from dali_lite._src.types.dtypes import _NP_TO_DALI
@@ -37,6 +38,8 @@ _DTYPE_OF = operator.attrgetter("dtype")
 class OutputIndexError(IndexError, ValueError):
     """A source returned fewer items than its num_outputs. DALI indexes the returned tuple
     and fails with an ``IndexError``; ``ValueError`` is the class dali_lite raised before."""
+
+    __module__ = "dali_lite.errors"  # where users import it from (and see it named)
 
 
 class _ItemFailed(Exception):
@@ -79,6 +82,11 @@ class _SourceCall:
     @property
     def outputs_count(self) -> int:
         return 1 if self.num_outputs is None else self.num_outputs
+
+    def __repr__(self) -> str:
+        # The pools name a callback they cannot send or call by its repr: the user's source.
+        return (f"the source of external_source {self.source_name!r}: "
+                f"{describe_callable(self.source)}")
 
     def _samples(self, result: Any, what: str) -> Outputs:
         return [_one_sample(item, what) for item in _split_outputs(result, self.num_outputs, what)]

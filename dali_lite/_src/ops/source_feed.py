@@ -30,10 +30,14 @@ class NoDataFedError(IndexError, RuntimeError):
     DALI raises ``IndexError`` here ("Attempted to peek the data batch that doesn't exist");
     ``RuntimeError`` is the class dali_lite raised before."""
 
+    __module__ = "dali_lite.errors"  # where users import it from (and see it named)
+
 
 class UnknownInputError(KeyError, RuntimeError):
     """`Pipeline.feed_input` named no external_source of the pipeline. DALI raises
     ``KeyError``; ``RuntimeError`` is the class dali_lite raised before."""
+
+    __module__ = "dali_lite.errors"  # where users import it from (and see it named)
 
 
 class FeedQueue:

@@ -26,5 +26,3 @@ class SourceDescription:
     prefetch_queue_depth: int
     bytes_per_sample_hint: int
     py_timeout: float | None
-    #: How the user's `source` prints, to say whose callback could not be pickled.
-    source_repr: str

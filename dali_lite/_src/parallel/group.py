@@ -24,7 +24,6 @@ from dali_lite._src.parallel.description import SourceCall, SourceDescription
 from dali_lite._src.parallel.source import ParallelSource
 from dali_lite._src.parallel.tasks import Task
 from dali_lite_workers import (
-    CallbackPicklingError,
     RemoteError,
     TaskFailed,
     TaskPool,
@@ -125,17 +124,11 @@ class ParallelSourceGroup:
             self.sources.append(ParallelSource(self, description, index,
                                                self.options.batch_size, num_workers, worker,
                                                keep_alive))
-        try:
-            for source in self.sources:
-                source.create_slots()
-            self.pool.start()
-        except CallbackPicklingError as error:
-            # The pool names a callback by its index and internal wrapper; say whose it is.
-            add_context(error, "; ".join(
-                f"callback {index} is the source of parallel external_source "
-                f"{description.name!r}: {description.source_repr}"
-                for index, description in enumerate(self.descriptions)))
-            raise
+        for source in self.sources:
+            source.create_slots()
+        # A callback the pool cannot send names itself: its repr is the user's source's
+        # (ops.source_callbacks).
+        self.pool.start()
 
     def _new_pool(self, callbacks: Sequence[SourceCall]) -> TaskPool:
         """The fork/spawn pool, or with py_start_method="ray" the Ray pool (same interface)."""

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dali_lite._src.parallel.dali_chunks import DaliChunks
-from dali_lite_shm import SegmentUsage, SharedSegment
+from dali_lite_shm import SegmentUsage, SharedSegment, ShmAllocationError
 
 #: DALI's smallest slot (`min_initial_chunk_size`) and the page its capacities are rounded to.
 MIN_SLOT_BYTES = 1 << 20
@@ -94,6 +94,7 @@ class SlotRing:
         self._new_segment_id = new_segment_id
         self.minibatches_per_slot = minibatches_per_slot
         self.minibatch_size = minibatch_size
+        self.hint = hint
         self.slot_bytes = dali_slot_bytes(minibatch_size, hint)
         self.dali = DaliChunks(groups * minibatches_per_slot, self.slot_bytes)
         self.slots: list[Slot] = []
@@ -110,12 +111,26 @@ class SlotRing:
     def _new(self, group: int) -> Slot:
         # The worker reserves the pages when it first writes (shm.codec.write): creating a
         # slot costs microseconds, and a slot never written costs no memory.
-        segment = SharedSegment.create(self.slot_bytes * self.minibatches_per_slot,
-                                       reserve=False)
+        try:
+            segment = SharedSegment.create(self.slot_bytes * self.minibatches_per_slot,
+                                           reserve=False)
+        except ShmAllocationError as exc:
+            raise exc.with_advice(self._creation_advice(exc)) from exc.__cause__
         slot = Slot(self._new_segment_id(), group, self.minibatches_per_slot, segment,
                     self.dali)
         self.slots.append(slot)
         return slot
+
+    def _creation_advice(self, error: ShmAllocationError) -> str:
+        """What helps when a slot cannot be created: the hint sizes it, down to DALI's 1 MiB
+        floor, below which only fewer slots or more memory do."""
+        samples = self.minibatch_size * self.minibatches_per_slot
+        if self.hint and self.slot_bytes > MIN_SLOT_BYTES:
+            return (f"The slots are sized from bytes_per_sample_hint ({self.hint} bytes x "
+                    f"{samples} samples a slot): lower the hint (a slot grows when a sample "
+                    f"needs more) or the batch size, or {error.more_memory()}.")
+        return (f"The slots are at DALI's smallest size (1 MiB a mini-batch), so a smaller "
+                f"bytes_per_sample_hint cannot help: {error.more_memory()}.")
 
     def release(self, slot: Slot) -> None:
         """The slot is no longer used (any thread): free it at the next `drain`."""

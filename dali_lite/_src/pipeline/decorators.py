@@ -23,11 +23,13 @@ from dali_lite._src.pipeline.pipeline import (
 _FACTORY_ARGUMENTS = ("enable_conditionals", "debug")
 
 
-class UnknownArgumentError(TypeError, AssertionError):
+class UnknownPipelineArgumentError(TypeError, AssertionError):
     """A keyword argument that neither the graph function nor the Pipeline constructor takes.
 
     A TypeError, as Python reports unknown arguments; also an AssertionError, the class DALI
     2.4 raises for it."""
+
+    __module__ = "dali_lite.errors"  # where users import it from (and see it named)
 
 
 def _split_arguments(func: Callable[..., Any], kwargs: dict[str, Any]
@@ -55,7 +57,7 @@ def _split_arguments(func: Callable[..., Any], kwargs: dict[str, Any]
             ctor_args[name] = value
         else:
             known = sorted(own | constructor)
-            raise UnknownArgumentError(
+            raise UnknownPipelineArgumentError(
                 unexpected_argument_message(f"{func.__name__}()", {name: value}, known)
                 + f" (neither {func.__name__}() nor the Pipeline constructor takes it). "
                 f"Please double-check the `{name}` argument."

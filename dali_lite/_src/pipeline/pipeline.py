@@ -205,8 +205,7 @@ class Pipeline(GraphDefinition, RunProtocol, PipelineProperties, PipelineExtras,
                 name=op.display_name, callback=op.polled_callback(options.batch_size),
                 prefetch_queue_depth=op.prefetch_queue_depth,
                 bytes_per_sample_hint=op.bytes_per_sample_hint,
-                py_timeout=op.py_timeout if op.py_timeout is not None else options.py_timeout,
-                source_repr=repr(op.source))
+                py_timeout=op.py_timeout if op.py_timeout is not None else options.py_timeout)
             for op in parallel], options)
         self._resources.parallel = group
         group.start()

@@ -120,9 +120,11 @@ def _tensor_dtype_of(dali_type: int) -> _DALIDataType:
     return _TENSOR_DTYPES[DALIDataType(dali_type)]
 
 
-class _UnknownTypeError(KeyError, TypeError):
+class UnknownTypeError(KeyError, TypeError):
     """``to_numpy_type`` of a type with no NumPy equivalent: DALI raises ``KeyError`` (a failed
     dict lookup); also a ``TypeError``, which says what went wrong, for dali_lite's users."""
+
+    __module__ = "dali_lite.errors"  # where users import it from (and see it named)
 
     def __str__(self) -> str:
         # KeyError's str() quotes its argument; this one is a sentence.
@@ -173,7 +175,7 @@ def to_numpy_type(dali_type: DALIDataType | int) -> type[np.generic]:
             what = f"{dali_type} (not a DALIDataType value)"
     else:
         what = f"{type(dali_type).__name__} {dali_type!r} (not a DALIDataType)"
-    raise _UnknownTypeError(
+    raise UnknownTypeError(
         f"dali_type: {what} has no NumPy equivalent; expected a DALIDataType of one of "
         f"{_SUPPORTED_NAMES}"
     )

@@ -1,0 +1,209 @@
+"""What a DALI program meets when it uses what dali_lite does not have yet (issue 21, item 4).
+
+Every DALI 2.4 `fn` operator dali_lite lacks raises `OperatorNotImplementedError` (an
+`AttributeError`, so `hasattr` stays False), naming the operator and how to do the same; other
+names are plain AttributeErrors; `dir(fn)` lists the operators only; and every Python operator
+DALI overloads on DataNodes raises `ArithmeticNotImplementedError`. The stored list of DALI's
+operators is compared with the installed DALI, so it cannot go stale silently.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import operator
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dali_lite as dali
+from dali_lite import fn
+from dali_lite._src.ops import dali_operator_names
+from dali_lite.errors import ArithmeticNotImplementedError, OperatorNotImplementedError
+
+ROOT = Path(__file__).resolve().parents[2]
+HAS_DALI = importlib.util.find_spec("nvidia.dali") is not None
+IMPLEMENTED = ("dl_tensor_python_function", "external_source", "python_function")
+
+
+def _resolve(path: str) -> object:
+    value: object = fn
+    for part in path.split("."):
+        value = getattr(value, part)
+    return value
+
+
+@pytest.mark.skipif(not HAS_DALI, reason="NVIDIA DALI is not installed")
+@pytest.mark.timeout(180)
+def test_the_stored_operator_list_is_the_installed_dalis() -> None:
+    # A fresh interpreter: DALI's plugins add names to its fn module once imported.
+    done = subprocess.run([sys.executable, str(ROOT / "tools/dali_operator_names.py")],
+                          capture_output=True, text=True, timeout=150, check=True)
+    stored = (ROOT / "dali_lite/_src/ops/dali_operator_names.py").read_text()
+    if done.stdout != stored:
+        def names(text: str) -> set[str]:
+            tree = ast.parse(text)
+            (assign,) = [n for n in tree.body if isinstance(n, ast.AnnAssign)]
+            return set(ast.literal_eval(assign.value))
+
+        fresh = names(done.stdout)
+        old = names(stored)
+        pytest.fail("dali_lite/_src/ops/dali_operator_names.py differs from the installed DALI "
+                    f"(new: {sorted(fresh - old)}, gone: {sorted(old - fresh)}); regenerate "
+                    "it with `python tools/dali_operator_names.py --write`")
+
+
+def test_the_list_covers_the_submodules_and_the_implemented_operators() -> None:
+    names = set(dali_operator_names.OPERATORS)
+    assert {"cast", "random.uniform", "readers.file", "decoders.image",
+            "experimental.decoders.image", "noise.gaussian", "io.file.read"} <= names
+    assert set(IMPLEMENTED) <= names
+    assert len(names) == len(dali_operator_names.OPERATORS) > 150
+
+
+@pytest.mark.parametrize("path", [n for n in dali_operator_names.OPERATORS
+                                  if n not in IMPLEMENTED])
+def test_every_dali_operator_dali_lite_lacks_says_so(path: str) -> None:
+    with pytest.raises(OperatorNotImplementedError) as info:
+        _resolve(path)
+    error = info.value
+    assert isinstance(error, AttributeError) and isinstance(error, NotImplementedError)
+    message = str(error)
+    assert message.startswith(f"fn.{path} is a DALI 2.4 operator that dali_lite does not "
+                              "implement yet. To do the same, ")
+    assert "fn.external_source" in message
+    assert "_src" not in message and "object at 0x" not in message
+
+
+@pytest.mark.parametrize(("path", "hint"), [
+    ("readers.file", "read the data in the callback you give fn.external_source"),
+    ("decoders.image", "decode in the callback you give fn.external_source"),
+    ("random.uniform", "np.random.default_rng"),
+    ("cast", "fn.python_function(node, function=f)"),
+])
+def test_the_advice_fits_the_operators_family(path: str, hint: str) -> None:
+    with pytest.raises(OperatorNotImplementedError, match=re.escape(f"fn.{path} ")) as info:
+        _resolve(path)
+    assert hint in str(info.value)
+
+
+def test_probing_for_an_operator_finds_none() -> None:
+    assert not hasattr(fn, "cast")
+    assert getattr(fn, "cast", None) is None
+    assert hasattr(fn, "random") and not hasattr(fn.random, "uniform")
+    assert getattr(fn.readers, "file", "fallback") == "fallback"
+    for name in IMPLEMENTED:
+        assert callable(getattr(fn, name))
+
+
+def test_dir_lists_only_the_operators() -> None:
+    assert dir(fn) == sorted(IMPLEMENTED)
+    assert dir(fn.random) == []
+    # No name the module imported for itself is an attribute (a __future__ import was).
+    for name in ("annotations", "Any", "DataNode"):
+        with pytest.raises(AttributeError) as info:
+            getattr(fn, name)
+        assert not isinstance(info.value, OperatorNotImplementedError)
+
+
+@pytest.mark.parametrize(("expression", "suggestion"), [
+    ("fn.pyhton_function", "did you mean 'python_function'?"),
+    ("fn.external_sorce", "did you mean 'external_source'?"),
+    ("fn.readers.fiel", "did you mean 'file'?"),
+    ("fn.no_such_thing_at_all", None),
+    ("fn.__wrapped__", None),
+])
+def test_other_names_are_plain_attribute_errors(expression: str, suggestion: str | None) -> None:
+    with pytest.raises(AttributeError) as info:
+        eval(expression)
+    assert type(info.value) is AttributeError
+    message = str(info.value)
+    assert message.endswith(suggestion) if suggestion else "did you mean" not in message
+
+
+def test_operator_submodules_are_namespaces() -> None:
+    assert fn.random is fn.random
+    assert fn.experimental.decoders is fn.experimental.decoders
+    assert "not implement" in repr(fn.readers) and "0x" not in repr(fn.readers)
+    with pytest.raises(OperatorNotImplementedError, match=r"fn\.experimental\.decoders\.image "):
+        fn.experimental.decoders.image()
+
+
+# -- arithmetic on DataNodes ------------------------------------------------------------
+
+_BINARY: list[tuple[str, Callable[[object, object], object]]] = [
+    ("+", operator.add), ("-", operator.sub), ("*", operator.mul), ("**", operator.pow),
+    ("/", operator.truediv), ("//", operator.floordiv), ("%", operator.mod),
+    ("&", operator.and_), ("|", operator.or_), ("^", operator.xor), ("<<", operator.lshift),
+    (">>", operator.rshift), ("==", operator.eq), ("!=", operator.ne), ("<", operator.lt),
+    ("<=", operator.le), (">", operator.gt), (">=", operator.ge),
+]
+_UNARY: list[tuple[str, Callable[[object], object]]] = [
+    ("-DataNode", operator.neg), ("+DataNode", operator.pos), ("abs(DataNode", abs),
+    ("~DataNode", operator.invert), ("[slice(1, None, None)]", lambda x: x[1:]),
+]
+
+
+@pytest.fixture
+def node() -> object:
+    pipe = dali.Pipeline(batch_size=1, num_threads=1, device_id=None)
+    with pipe:
+        yield fn.external_source(lambda: [np.zeros(1)], batch=True, name="images")
+
+
+def _check_refusal(error: BaseException, shown: str) -> None:
+    assert isinstance(error, TypeError) and isinstance(error, NotImplementedError)
+    message = str(error)
+    assert shown in message
+    assert "arithmetic on DataNodes" in message and "not implemented yet in dali_lite" in message
+    assert "fn.python_function" in message and "fn.external_source" in message
+
+
+@pytest.mark.parametrize(("symbol", "op"), _BINARY, ids=[s for s, _ in _BINARY])
+def test_binary_operators_on_data_nodes_say_they_are_not_implemented(
+        node: object, symbol: str, op: Callable[[object, object], object]) -> None:
+    for left, right, shown in [(node, 255, f"DataNode 'images' {symbol} 255"),
+                               (node, node, f"DataNode 'images' {symbol} DataNode 'images'"),
+                               (np.float32(2), node, "DataNode 'images'")]:
+        with pytest.raises(ArithmeticNotImplementedError) as info:
+            op(left, right)
+        _check_refusal(info.value, shown)
+    if symbol not in ("==", "!=", "<", "<=", ">", ">="):  # reflected: 255 / node
+        with pytest.raises(ArithmeticNotImplementedError) as info:
+            op(255, node)
+        _check_refusal(info.value, f"255 {symbol} DataNode 'images'")
+
+
+@pytest.mark.parametrize(("shown", "op"), _UNARY, ids=[s for s, _ in _UNARY])
+def test_unary_operators_and_indexing_say_they_are_not_implemented(
+        node: object, shown: str, op: Callable[[object], object]) -> None:
+    with pytest.raises(ArithmeticNotImplementedError) as info:
+        op(node)
+    _check_refusal(info.value, shown)
+
+
+def test_data_nodes_stay_hashable_and_not_iterable(node: object) -> None:
+    assert {node: 1}[node] == 1 and node in {node}
+    with pytest.raises(TypeError, match="not iterable") as info:
+        list(node)  # type: ignore[call-overload]
+    assert "_src" not in str(info.value)
+
+
+@pytest.mark.skipif(not HAS_DALI, reason="NVIDIA DALI is not installed")
+def test_every_operator_dali_overloads_is_refused(node: object) -> None:
+    from nvidia.dali.data_node import DataNode as DaliDataNode
+
+    not_operators = {"__init__", "__str__", "__repr__", "__bool__", "__dict__", "__weakref__",
+                     "__module__", "__doc__", "__hash__", "__iter__"}
+    overloaded = {name for name in vars(DaliDataNode)
+                  if name.startswith("__") and name not in not_operators}
+    assert len(overloaded) > 30
+    for name in sorted(overloaded):
+        method = getattr(node, name)
+        with pytest.raises(ArithmeticNotImplementedError):
+            method() if name in ("__neg__", "__pos__", "__abs__", "__invert__") else method(1)

@@ -1,0 +1,74 @@
+"""workers.startup, in this process: the hook a spawned worker installs before it imports the
+main module, what it sends, and the words of the error the pool raises from it. The real
+start-up (a script run in a child interpreter) is tests/dali_lite/test_spawn_startup.py."""
+
+from __future__ import annotations
+
+import multiprocessing
+import pickle
+import sys
+from collections.abc import Iterator
+from multiprocessing.connection import Connection
+
+import pytest
+
+from dali_lite_workers import startup
+from dali_lite_workers.errors import RemoteTraceback, WorkerDiedError, WorkerStartupError
+from dali_lite_workers.messages import StartupFailed
+
+
+@pytest.fixture
+def pipe() -> Iterator[tuple[Connection, Connection]]:
+    reader, writer = multiprocessing.Pipe(duplex=False)
+    yield reader, writer
+    reader.close()
+    writer.close()
+
+
+def test_the_hook_sends_the_failure_then_prints_it_and_goes_away(
+        pipe: tuple[Connection, Connection], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    reader, writer = pipe
+    monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
+    assert startup.install("worker-0", writer) == "worker-0"
+    assert sys.excepthook is not sys.__excepthook__
+    try:
+        raise KeyError("missing")
+    except KeyError as exc:
+        sys.excepthook(type(exc), exc, exc.__traceback__)
+    failure = reader.recv()
+    assert isinstance(failure, StartupFailed)
+    assert (failure.type_name, failure.message) == ("KeyError", "'missing'")
+    assert failure.filename == __file__ and failure.line == 'raise KeyError("missing")'
+    assert failure.main_path is None  # not raised by the main module's top level
+    assert "KeyError: 'missing'" in capsys.readouterr().err  # printed, as Python would
+    startup.started()
+    assert sys.excepthook is sys.__excepthook__
+    assert writer.closed
+
+
+def test_a_failure_outside_the_main_module_names_what_and_where() -> None:
+    failure = StartupFailed("ModuleNotFoundError", "No module named 'mylib'", "Traceback...",
+                            "/x/setup.py", 3, "import mylib", None)
+    what = startup.describe(failure)
+    assert what.startswith("it raised ModuleNotFoundError: No module named 'mylib' before it "
+                           'could run a task (File "/x/setup.py", line 3: import mylib)')
+
+
+def test_the_error_is_a_worker_death_with_the_workers_traceback_as_cause() -> None:
+    error = WorkerStartupError(1, 42, 1, "it raised X", "Traceback (most recent call last)",
+                               task_ids=(3,))
+    assert isinstance(error, WorkerDiedError) and error.task_ids == (3,)
+    assert str(error) == "worker 1 (pid 42) failed to start: it raised X"
+    assert isinstance(error.__cause__, RemoteTraceback)
+    again = pickle.loads(pickle.dumps(error))
+    assert str(again) == str(error) and again.traceback == error.traceback
+
+
+def test_the_name_carries_the_hook_only_the_first_time_it_is_pickled(
+        pipe: tuple[Connection, Connection]) -> None:
+    _, writer = pipe
+    name = startup.ReportingName("worker-0", writer)
+    first = name.__reduce__()
+    assert first[0] is eval and "install(name, conn)" in first[1][0]
+    assert name.__reduce__() == (str, ("worker-0",))

@@ -1,0 +1,173 @@
+"""A spawned worker's start-up, and the report of one that fails before its loop begins.
+
+Under ``spawn``, multiprocessing's child first imports the program's main module again (as
+``__mp_main__``, running its top level) and unpickles the worker's setup; only then does it
+call :func:`workers.worker.worker_main`. An exception there (the main module's top level
+calling ``pipe.build()`` without ``if __name__ == "__main__":``, or raising in the child) ended
+the worker with its traceback printed far above a ``WorkerDiedError`` that blamed a crash
+or the OOM killer. This module brings it to the pool instead:
+
+* The pool names a spawned worker's process with a :class:`ReportingName` (a ``str``).
+  multiprocessing pickles that name into the data the child reads *before* it imports the
+  main module, and unpickling it calls :func:`install`, which keeps the worker's end of the
+  pipe and hooks ``sys.excepthook``.
+* An exception that ends the child before the worker loop reaches the hook, which sends a
+  :class:`~workers.messages.StartupFailed` (the exception, where it was raised, whether in the
+  main module) over the pipe, then prints the traceback as Python would.
+* :func:`started`, the worker's first call, unhooks it and closes that end of the pipe.
+* The pool turns the message into :class:`~workers.errors.WorkerStartupError`, worded by
+  :func:`describe`.
+
+Should a Python version stop pickling the name there, nothing is reported, and a death is the
+``WorkerDiedError`` it was before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import linecache
+import sys
+import traceback
+from multiprocessing.connection import Connection
+from types import TracebackType
+from typing import Any
+
+from dali_lite_workers.messages import StartupFailed
+
+__all__ = ["ReportingName", "describe", "install", "started"]
+
+#: The most characters of a traceback sent to the pool: a message well under a pipe's
+#: buffer, so that sending never waits for the pool to read.
+_MAX_TRACEBACK_CHARS = 8000
+#: The name multiprocessing runs the main module under in a spawned child.
+_CHILD_MAIN = "__mp_main__"
+#: What unpickling a ReportingName evaluates in the child. The import runs before
+#: multiprocessing has set the parent's sys.path, so the parent's entries are added first
+#: (prepare() replaces sys.path right after): wherever the parent found this package, the
+#: child finds it too.
+_INSTALL = ("__import__('sys').path.extend([p for p in parent_path "
+            "if p not in __import__('sys').path]) "
+            "or __import__('dali_lite_workers.startup', fromlist=['install']).install(name, conn)")
+
+_conn: Connection | None = None
+_previous_hook: Any = None
+
+
+class ReportingName(str):
+    """A spawned worker's process name that brings the start-up hook along: pickled the first
+    time (into multiprocessing's preparation data), it unpickles by calling :func:`install`;
+    later (the process object itself) it pickles as the plain name."""
+
+    conn: Connection
+    pickled: bool
+
+    def __new__(cls, name: str, conn: Connection) -> ReportingName:
+        self = super().__new__(cls, name)
+        self.conn = conn
+        self.pickled = False
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self.pickled:
+            return (str, (str(self),))
+        self.pickled = True
+        # eval of a fixed expression: a plain function would have to be importable before
+        # sys.path is the parent's (see _INSTALL).
+        return (eval, (_INSTALL, {"parent_path": list(sys.path), "name": str(self),
+                                  "conn": self.conn}))
+
+
+def install(name: str, conn: Connection) -> str:
+    """In the spawned child, before the main module is imported: keep ``conn`` and hook
+    ``sys.excepthook``. Returns ``name`` (the process's name, as multiprocessing expects)."""
+    global _conn, _previous_hook
+    _conn = conn
+    _previous_hook = sys.excepthook
+    sys.excepthook = _report
+    return str(name)
+
+
+def started() -> None:
+    """The worker reached its loop: later exceptions are the loop's to report."""
+    global _conn, _previous_hook
+    if _previous_hook is not None:
+        sys.excepthook = _previous_hook
+        _previous_hook = None
+    if _conn is not None:
+        with contextlib.suppress(OSError):
+            _conn.close()
+        _conn = None
+
+
+def _report(exc_type: type[BaseException], exc: BaseException,
+            tb: TracebackType | None) -> None:
+    conn, previous = _conn, _previous_hook or sys.__excepthook__
+    try:
+        if conn is not None:
+            conn.send(_failure(exc_type, exc, tb))
+    except Exception:  # the pool is gone or the pipe broke: stderr still gets it
+        pass
+    finally:
+        previous(exc_type, exc, tb)
+
+
+def _failure(exc_type: type[BaseException], exc: BaseException,
+             tb: TracebackType | None) -> StartupFailed:
+    frames = traceback.extract_tb(tb)
+    main_frames = []
+    walk = tb
+    for summary in frames:
+        assert walk is not None
+        if walk.tb_frame.f_globals.get("__name__") == _CHILD_MAIN:
+            main_frames.append(summary)
+        walk = walk.tb_next
+    where = main_frames[-1] if main_frames else (frames[-1] if frames else None)
+    text = "".join(traceback.format_exception(exc_type, exc, tb))
+    if len(text) > _MAX_TRACEBACK_CHARS:
+        text = "...\n" + text[-_MAX_TRACEBACK_CHARS:]
+    try:
+        message = str(exc)
+    except Exception:  # a broken __str__ must not hide the report
+        message = f"<unprintable {exc_type.__qualname__}>"
+    line = ""
+    if where is not None:
+        line = (where.line or linecache.getline(where.filename, where.lineno or 0)).strip()
+    return StartupFailed(
+        type_name=exc_type.__qualname__, message=message, traceback=text,
+        filename=None if where is None else where.filename,
+        lineno=None if where is None else where.lineno, line=line,
+        main_path=main_frames[0].filename if main_frames else None)
+
+
+def _first_sentence(message: str) -> str:
+    text = " ".join(message.split())
+    end = text.find(". ")
+    text = text if end < 0 else text[:end + 1]
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def describe(failure: StartupFailed) -> str:
+    """The words of a :class:`~workers.errors.WorkerStartupError`: what was raised, where,
+    and how to fix it."""
+    raised = f"{failure.type_name}: {_first_sentence(failure.message)}"
+    where = ""
+    if failure.filename is not None:
+        where = f' File "{failure.filename}", line {failure.lineno}'
+        if failure.line:
+            where += f": {failure.line}"
+    if failure.main_path is None:
+        return (f"it raised {raised} before it could run a task ({where.strip()}). A "
+                "spawned worker must be able to import everything the callbacks need; "
+                "py_start_method='fork' does not start a new interpreter. The worker's "
+                "traceback is this error's cause.")
+    if "bootstrapping phase" in failure.message:
+        # multiprocessing's RuntimeError for starting processes while being imported.
+        cause = ("that top level starts the pipeline's workers again (it builds or runs the "
+                 "pipeline)")
+    else:
+        cause = f"that raised {raised}"
+    return (f"a spawned worker imports the main module ({failure.main_path}) again, running "
+            f"its top level, and {cause}:\n {where.strip()}\nPut the code that builds and runs "
+            "the pipeline under `if __name__ == \"__main__\":` (keep the top level to imports "
+            "and definitions), or use py_start_method=\"fork\", whose workers do not import "
+            "the main module. The worker's traceback is this error's cause.")
