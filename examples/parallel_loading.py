@@ -23,8 +23,8 @@ them with the statistics of the same pipeline). With ``--start-method ray`` (``p
 ray``, or ``pip install -e '.[ray]'`` in a clone of dali_lite) the callbacks run on Ray actors:
 in the cluster that ``RAY_ADDRESS`` names, or else on a local Ray instance that this program
 starts and stops (never a cluster some other program left running; see docs/scale-out.md).
-Connecting or starting is bounded (``DALI_LITE_RAY_START_TIMEOUT_S``, 60 s by default): an error then says
-what was waited for. Nothing else in the program changes.
+Connecting or starting is bounded (``DALI_LITE_RAY_START_TIMEOUT_S``, 60 s by default): an
+error then says what was waited for. Nothing else in the program changes.
 """
 
 from __future__ import annotations
