@@ -13,10 +13,13 @@ from hypothesis import strategies as st
 
 from dali_lite._src.parallel.dali_chunks import (
     REPLY_NBYTES,
+    SAMPLE_ALIGNMENT,
     DaliChunks,
+    batch_size_of,
     grown_capacity,
     meta_nbytes,
     minibatch_bounds,
+    needed_bounds,
     samples_of,
 )
 from dali_lite._src.parallel.slots import dali_slot_bytes
@@ -99,6 +102,87 @@ def test_per_sample_capacity_covers_every_sample_seen(batch_size, workers, rows,
         else:
             largest = max(sizes[index // workers::rows])
             assert (capacity // minibatch_size) * minibatch_size >= count * largest
+
+
+sample_shapes = st.one_of(st.lists(st.integers(0, 6), max_size=3).map(tuple),
+                          st.integers(0, 3 << 20).map(lambda n: (n,)))
+
+
+@st.composite
+def read_batches(draw):
+    """A batch as it is read: per output (1 to 3), blocks of `(n, *shape)` (runs of equal
+    samples, some empty), each output cutting the same samples into runs its own way."""
+    batch_size = draw(st.integers(0, 20))
+    outputs = []
+    for _ in range(draw(st.integers(1, 3))):
+        cuts = sorted(draw(st.lists(st.integers(0, batch_size), max_size=5)))
+        counts = [b - a for a, b in zip([0, *cuts], [*cuts, batch_size])]
+        outputs.append([np.zeros((n, *draw(sample_shapes)), dtype=draw(st.sampled_from(DTYPES)))
+                        for n in counts])
+    return outputs
+
+
+def _reference_record(rows, minibatches, outputs):
+    """`DaliChunks.record` sample by sample: every mini-batch through `grown_capacity`."""
+    samples = samples_of(outputs)
+    for index, (start, count) in enumerate(minibatch_bounds(len(samples), minibatches)):
+        if count:
+            rows[index] = grown_capacity(rows[index], samples[start:start + count])
+
+
+@settings(max_examples=200, deadline=None)
+@given(read_batches(), st.integers(1, 5))
+def test_needed_bounds_from_runs_is_the_bound_per_sample(outputs, minibatches):
+    """The bound computed from the runs of equal samples is grown_capacity's own bound (data,
+    metadata bound, alignment, reply), computed per sample."""
+    samples = samples_of(outputs)
+    assert batch_size_of(outputs) == len(samples)
+    bounds = minibatch_bounds(len(samples), minibatches)
+    for (start, count), needed in zip(bounds, needed_bounds(outputs, bounds)):
+        part = samples[start:start + count]
+        data = sum(-(-nbytes // 128) * 128 for sample in part for _, _, nbytes in sample)
+        arrays = sum(len(sample) for sample in part)
+        ndims = sum(len(shape) for sample in part for shape, _, _ in sample)
+        dtypes = len({dtype for sample in part for _, dtype, _ in sample})
+        bound = 512 + 160 * dtypes + 64 * arrays + 10 * ndims
+        assert needed == data + bound + SAMPLE_ALIGNMENT + REPLY_NBYTES
+        if count:  # a capacity at the bound holds the mini-batch unchanged
+            assert grown_capacity(needed, part) == needed
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 4), capacities, st.lists(read_batches(), min_size=1, max_size=6))
+def test_record_grows_chunks_as_per_sample(minibatches, initial, batches):
+    """Recording from the runs gives every chunk the capacity that growing each mini-batch
+    sample by sample gives (the statistics' values do not depend on the shortcut)."""
+    chunks = DaliChunks(minibatches, initial)
+    chunks.add_rows(2)
+    expected = [[initial] * minibatches for _ in range(2)]
+    for number, outputs in enumerate(batches):
+        chunks.record(outputs)
+        _reference_record(expected[number % 2], minibatches, outputs)
+        assert chunks.capacities() == [c for row in expected for c in row]
+
+
+@settings(max_examples=200, deadline=None)
+@given(read_batches(), st.integers(1, 4), st.integers(-600, 600))
+def test_record_at_the_edge_of_a_chunk(outputs, minibatches, delta):
+    """A chunk within a few hundred bytes of what its first mini-batch needs (data, exact
+    metadata, reply) grows exactly when that mini-batch does not fit, as per sample."""
+    samples = samples_of(outputs)
+    start, count = minibatch_bounds(len(samples), minibatches)[0]
+    assume(count)
+    part = samples[start:start + count]
+    data = sum(-(-nbytes // 128) * 128 for sample in part for _, _, nbytes in sample)
+    exact = -(-(data + meta_nbytes(part)) // 128) * 128 + REPLY_NBYTES
+    initial = max(1, exact + delta)
+    chunks = DaliChunks(minibatches, initial)
+    chunks.add_rows(1)
+    chunks.record(outputs)
+    expected = [initial] * minibatches
+    _reference_record(expected, minibatches, outputs)
+    assert chunks.capacities() == expected
+    assert (expected[0] == initial) == (initial >= exact)
 
 
 def test_samples_of_reads_blocks_as_rows():

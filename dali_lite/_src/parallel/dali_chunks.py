@@ -19,18 +19,26 @@ The metadata's size is DALI's exactly: the same list of objects is pickled with 
 class of DALI's name, the length of its module's name corrected for. The reply's size is an
 estimate (`REPLY_NBYTES`: it holds ids that DALI numbers its own way); it matters only when a
 mini-batch fills its chunk to within a few hundred bytes.
+
+`DaliChunks.record` runs for every batch a parallel source reads, so it works from the batch's
+runs of equal samples (a `(n, *shape)` block each), not from its samples: the data's bytes and
+a bound on the metadata's are sums over the runs (`needed_bounds`), and only a mini-batch that
+may not fit its chunk by that bound is laid out sample by sample and pickled (`grown_capacity`).
+A chunk grows to at least twice its size or 1 MiB past what it holds, so once samples stop
+outgrowing the hint, no batch reaches that exact path again.
 """
 
 from __future__ import annotations
 
+import math
 import pickle
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["DaliChunks", "Sample", "SampleMeta", "grown_capacity", "minibatch_bounds",
-           "samples_of"]
+__all__ = ["DaliChunks", "Sample", "SampleMeta", "batch_size_of", "grown_capacity",
+           "minibatch_bounds", "needed_bounds", "samples_of"]
 
 SAMPLE_ALIGNMENT = 128
 PAGE = 4096
@@ -88,6 +96,46 @@ def minibatch_bounds(batch_size: int, minibatches: int) -> list[tuple[int, int]]
     return bounds
 
 
+def batch_size_of(outputs: Sequence[Sequence[np.ndarray]]) -> int:
+    """How many samples `samples_of(outputs)` lists (its outputs zipped: the shortest)."""
+    return min((sum(block.shape[0] for block in blocks) for blocks in outputs), default=0)
+
+
+def needed_bounds(outputs: Sequence[Sequence[np.ndarray]],
+                  bounds: Sequence[tuple[int, int]]) -> list[int]:
+    """For each mini-batch `(start, count)` of `bounds`, the capacity from which a chunk
+    surely holds it unchanged: `_data_nbytes + _meta_bound` of its samples, plus the reply and
+    the alignment `grown_capacity` allows for, computed from the runs of equal samples in
+    O(runs + mini-batches) instead of per sample."""
+    data = [0] * len(bounds)
+    ndims = [0] * len(bounds)
+    dtypes: list[set[np.dtype[Any]]] = [set() for _ in bounds]
+    for blocks in outputs:
+        minibatch = 0
+        position = 0  # the index in the batch of the next sample to count
+        for block in blocks:
+            end = position + block.shape[0]
+            # Every array starts at an aligned offset, so the data of a run of n equal
+            # samples takes n aligned sample sizes, wherever the run starts.
+            aligned = _align(math.prod(block.shape[1:]) * block.dtype.itemsize,
+                             SAMPLE_ALIGNMENT)
+            ndim = block.ndim - 1
+            while position < end and minibatch < len(bounds):
+                start, count = bounds[minibatch]
+                taken = min(end, start + count) - position
+                if taken > 0:
+                    data[minibatch] += taken * aligned
+                    ndims[minibatch] += taken * ndim
+                    dtypes[minibatch].add(block.dtype)
+                    position += taken
+                if position >= start + count:
+                    minibatch += 1
+    arrays_per_sample = len(outputs)
+    return [data[i] + _meta_bound_of(count * arrays_per_sample, ndims[i], len(dtypes[i]))
+            + SAMPLE_ALIGNMENT + REPLY_NBYTES
+            for i, (_, count) in enumerate(bounds)]
+
+
 def _data_nbytes(samples: Sequence[Sample]) -> int:
     end = 0
     for sample in samples:
@@ -101,6 +149,11 @@ def _meta_bound(samples: Sequence[Sample]) -> int:
     arrays = sum(len(sample) for sample in samples)
     ndims = sum(len(shape) for sample in samples for shape, _, _ in sample)
     dtypes = len({dtype for sample in samples for _, dtype, _ in sample})
+    return _meta_bound_of(arrays, ndims, dtypes)
+
+
+def _meta_bound_of(arrays: int, ndims: int, dtypes: int) -> int:
+    """`_meta_bound` of `arrays` arrays with `ndims` dimensions in all, of `dtypes` dtypes."""
     return 512 + 160 * dtypes + 64 * arrays + 10 * ndims
 
 
@@ -156,10 +209,15 @@ class DaliChunks:
             return
         row = self.rows[self.batches_read % len(self.rows)]
         self.batches_read += 1
-        samples = samples_of(outputs)
-        for index, (start, count) in enumerate(minibatch_bounds(len(samples),
-                                                                self.minibatches)):
-            if count:
+        bounds = minibatch_bounds(batch_size_of(outputs), self.minibatches)
+        samples: list[Sample] | None = None
+        for index, ((start, count), needed) in enumerate(zip(bounds,
+                                                             needed_bounds(outputs, bounds))):
+            # A mini-batch within the bound leaves its chunk as it is (grown_capacity's own
+            # first test): only one that may grow it is listed sample by sample and pickled.
+            if count and needed > row[index]:
+                if samples is None:
+                    samples = samples_of(outputs)
                 row[index] = grown_capacity(row[index], samples[start:start + count])
 
     def capacities(self) -> list[int]:
