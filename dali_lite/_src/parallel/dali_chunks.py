@@ -24,8 +24,9 @@ mini-batch fills its chunk to within a few hundred bytes.
 runs of equal samples (a `(n, *shape)` block each), not from its samples: the data's bytes and
 a bound on the metadata's are sums over the runs (`needed_bounds`), and only a mini-batch that
 may not fit its chunk by that bound is laid out sample by sample and pickled (`grown_capacity`).
-A chunk grows to at least twice its size or 1 MiB past what it holds, so once samples stop
-outgrowing the hint, no batch reaches that exact path again.
+That path runs for a mini-batch that grows its chunk (which then at least doubles), and for
+one that fills its chunk to within the bound's slack (about 500 bytes plus 50 per array): a
+source whose samples keep within the hint's room by more than that never takes it.
 """
 
 from __future__ import annotations
