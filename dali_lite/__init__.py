@@ -8,10 +8,10 @@ folders `workers/` and `shm/`).
 
 from __future__ import annotations
 
-from dali_lite import backend, fn, pipeline, tensors, types
+from dali_lite import backend, fn, ops, pipeline, tensors, types
 from dali_lite.pipeline import Pipeline, pipeline_def
 
 __version__ = "0.1.0"
 
-__all__ = ["Pipeline", "__version__", "backend", "fn", "pipeline", "pipeline_def", "tensors",
+__all__ = ["Pipeline", "__version__", "backend", "fn", "ops", "pipeline", "pipeline_def", "tensors",
            "types"]

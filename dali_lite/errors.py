@@ -39,9 +39,9 @@ from dali_lite._src.errors import (
     RuntimeIndexError,
     RuntimeTypeError,
     RuntimeValueError,
+    UnknownArgumentError,
 )
 from dali_lite._src.execution.checkpoint import CheckpointError
-from dali_lite._src.ops.fn_api import UnknownArgumentError
 from dali_lite._src.ops.function_errors import FunctionError
 from dali_lite._src.ops.jax_function import ShardingTypeError
 from dali_lite._src.ops.numba_arguments import NumbaArgumentError

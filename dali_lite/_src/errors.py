@@ -65,6 +65,16 @@ class RuntimeIndexError(IndexError, RuntimeError):
     __module__ = "dali_lite.errors"  # where users import it from (and see it named)
 
 
+class UnknownArgumentError(TypeError, KeyError):
+    """An argument the operator does not have: DALI raises KeyError ('Argument "x" is not
+    defined for operator ...'); a TypeError too, as Python raises for an unexpected keyword."""
+
+    __module__ = "dali_lite.errors"  # where users import it from (and see it named)
+
+    def __str__(self) -> str:  # KeyError's str() would quote the whole message
+        return str(self.args[0]) if self.args else ""
+
+
 class OperatorNotImplementedError(AttributeError, NotImplementedError):
     """`fn.<name>` for a DALI operator that dali_lite does not implement yet.
 

@@ -42,7 +42,7 @@ class ConstantOutput(Operator):
 
     schema_name: ClassVar[str] = "Constant"
 
-    def __init__(self, value: np.ndarray, name: str) -> None:
+    def __init__(self, value: np.ndarray, name: str | None = None) -> None:
         self.value = value
         super().__init__([], 1, "cpu", name=name)
 
@@ -55,5 +55,6 @@ class ConstantOutput(Operator):
         return {"value": self.value.tolist(), "dtype": str(self.value.dtype)}
 
 
-def constant_node(value: np.ndarray, name: str) -> DataNode:
+def constant_node(value: np.ndarray, name: str | None = None) -> DataNode:
+    """A node whose every sample is `value` (named by the pipeline when `name` is None)."""
     return ConstantOutput(value, name).outputs[0]

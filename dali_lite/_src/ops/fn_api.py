@@ -11,6 +11,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from dali_lite._src.errors import UnknownArgumentError
 from dali_lite._src.graph.nodes import DataNode
 
 # Registers the operators behind DataNode.gpu() and .cpu() (see graph.nodes.register_transfer).
@@ -23,16 +24,6 @@ __all__ = ["dl_tensor_python_function", "external_source", "python_function"]
 
 #: Marks an argument the caller did not give.
 _NOT_GIVEN: Any = object()
-
-
-class UnknownArgumentError(TypeError, KeyError):
-    """An argument the operator does not have: DALI raises KeyError ('Argument "x" is not
-    defined for operator ...'); a TypeError too, as Python raises for an unexpected keyword."""
-
-    __module__ = "dali_lite.errors"  # where users import it from (and see it named)
-
-    def __str__(self) -> str:  # KeyError's str() would quote the whole message
-        return str(self.args[0]) if self.args else ""
 
 
 def _refuse_unknown_arguments(kwargs: dict[str, Any], operator: str,

@@ -1,13 +1,15 @@
 """What `dali_lite.fn` says about the DALI operators it does not have.
 
 DALI has about two hundred `fn` operators (`dali_operator_names.OPERATORS`); dali_lite
-implements `external_source`, `python_function` and `dl_tensor_python_function`. Asking `fn`
-for another of DALI's operators (`fn.cast`, `fn.random.uniform`, `fn.readers.file`) raises
+implements those of the operator table (`dali_lite._src.operators.table`) and
+`external_source`, `python_function` and `dl_tensor_python_function`. Asking `fn` for another
+of DALI's operators (`fn.resize`, `fn.readers.file`) raises
 `OperatorNotImplementedError`, which names the operator, says that dali_lite does not
 implement it yet and how to do the same in Python. Any other name is a plain
 `AttributeError`, with a "did you mean" when a name is close. DALI's operator submodules
-(`fn.random`, `fn.readers`, `fn.experimental.decoders`) are `OperatorNamespace` objects that
-answer the same way for the names in them.
+(`fn.random`, `fn.readers`, `fn.experimental.decoders`) are `OperatorSubmodule` modules that
+hold what dali_lite implements in them and answer the same way for the other names. `ops`
+answers the same for DALI's class names (`ops.Resize`, `ops.readers.File`).
 
 The error is an `AttributeError` (and a `NotImplementedError`): `hasattr(fn, "cast")` stays
 False and `getattr(fn, "cast", None)` None, as for any name a module lacks, so programs that
@@ -17,12 +19,13 @@ probe for an operator before using it take their fallback instead of failing.
 from __future__ import annotations
 
 import difflib
+import types
 from collections.abc import Iterable
 
 from dali_lite._src.errors import OperatorNotImplementedError
 from dali_lite._src.ops.dali_operator_names import DALI_VERSION, OPERATORS
 
-__all__ = ["OperatorNamespace", "missing_attribute"]
+__all__ = ["OperatorSubmodule", "class_name_key", "missing_attribute", "submodule_paths"]
 
 
 def _levels(operators: Iterable[str]) -> dict[str, dict[str, bool]]:
@@ -71,54 +74,84 @@ def _how_to(path: str) -> str:
     return _COMPUTE
 
 
-def not_implemented_message(path: str) -> str:
-    """The message for `fn.<path>`, a DALI operator dali_lite does not implement yet."""
-    return (f"fn.{path} is a {_DALI} operator that dali_lite does not implement yet. "
+def not_implemented_message(path: str, api: str = "fn", name: str | None = None) -> str:
+    """The message for `fn.<path>` (or its `ops` class `name`), a DALI operator dali_lite
+    does not implement yet."""
+    shown = f"fn.{path}"
+    if api == "ops" and name is not None:
+        namespace = path.rpartition(".")[0]
+        shown = f"ops.{namespace + '.' if namespace else ''}{name} (fn.{path})"
+    return (f"{shown} is a {_DALI} operator that dali_lite does not implement yet. "
             f"To do the same, {_how_to(path)}.")
 
 
-class OperatorNamespace:
-    """A DALI operator submodule (`fn.random`, `fn.readers`, ...) of which dali_lite
-    implements nothing yet: each of DALI's names in it raises OperatorNotImplementedError."""
+def class_name_key(name: str) -> str:
+    """What an `ops` class name and an `fn` function name of one operator share:
+    ``CropMirrorNormalize`` and ``crop_mirror_normalize`` both give ``cropmirrornormalize``."""
+    return name.replace("_", "").lower()
 
-    __slots__ = ("_path",)
 
-    def __init__(self, path: str) -> None:
-        self._path = path
+class OperatorSubmodule(types.ModuleType):
+    """A DALI operator submodule (`fn.random`, `ops.readers`, ...): the operators dali_lite
+    implements in it are its attributes; each other name of DALI's raises
+    `OperatorNotImplementedError`, and any other name is a plain `AttributeError`.
+
+    It is a real module, registered in `sys.modules`, so that `import dali_lite.fn.readers`
+    and `from dali_lite.fn.random import uniform` work as they do with DALI."""
+
+    def __init__(self, api: str, path: str, members: dict[str, object]) -> None:
+        super().__init__(f"dali_lite.{api}.{path}")
+        self.__dict__.update(members)
+        object.__setattr__(self, "_api", api)
+        object.__setattr__(self, "_path", path)
+        object.__setattr__(self, "_members", sorted(members))
+
+    def add_member(self, name: str, value: object) -> None:
+        """Add an attribute (a child submodule) and list it in `dir()`."""
+        setattr(self, name, value)
+        self._members.append(name)
+        self._members.sort()
 
     def __getattr__(self, name: str) -> object:
         if name.startswith("_"):  # Python's and tools' probes (copy, pickle, inspect)
             raise AttributeError(name)
-        return missing_attribute(self._path, name)
+        return missing_attribute(self._path, name, self._members, api=self._api)
 
     def __dir__(self) -> list[str]:
-        return []  # nothing here is implemented
+        return list(self._members)
 
     def __repr__(self) -> str:
-        return (f"<dali_lite fn.{self._path}: {_DALI}'s operator submodule; dali_lite does "
-                "not implement its operators yet>")
+        return f"<module {self.__name__!r} ({_DALI}'s operator submodule)>"
 
 
-_NAMESPACES: dict[str, OperatorNamespace] = {}
+def submodule_paths() -> list[str]:
+    """Every DALI operator submodule, parents first ("random", "experimental",
+    "experimental.decoders", ...)."""
+    return sorted((path for path in _LEVELS if path), key=lambda p: (p.count("."), p))
 
 
-def missing_attribute(namespace: str, name: str, implemented: Iterable[str] = ()) -> object:
-    """What `fn.<namespace>.<name>` is when `fn` (namespace "") or a namespace lacks it: the
-    `OperatorNamespace` of a DALI operator submodule; for a DALI operator,
-    `OperatorNotImplementedError`; for anything else an `AttributeError` (`implemented`: the
-    names the module does have, for the "did you mean")."""
-    path = f"{namespace}.{name}" if namespace else name
+def missing_attribute(namespace: str, name: str, implemented: Iterable[str] = (),
+                      api: str = "fn") -> object:
+    """What `<api>.<namespace>.<name>` is when the module lacks it (`api` is "fn" or "ops";
+    namespace "" is the module itself): `OperatorNotImplementedError` for a DALI operator, an
+    `AttributeError` for anything else (`implemented`: the names the module does have, for
+    the "did you mean"). Submodules are attributes of their parents already."""
     children = _LEVELS.get(namespace, {})
-    where = f"fn.{namespace}" if namespace else "module 'dali_lite.fn'"
-    if name.startswith("_") or name not in children:
+    if api == "ops":
+        operators = {class_name_key(child): child for child, is_namespace in children.items()
+                     if not is_namespace}
+        found = operators.get(class_name_key(name)) if name[:1].isupper() else None
+        if found is None and name in children and children[name]:
+            found = name
+    else:
+        found = name if name in children else None
+    where = f"{api}.{namespace}" if namespace else f"module 'dali_lite.{api}'"
+    if name.startswith("_") or found is None or children[found]:
         message = f"{where} has no attribute {name!r}"
         if not name.startswith("_"):  # dunder probes are frequent and want no suggestion
             close = difflib.get_close_matches(name, [*implemented, *children], n=1)
             if close:
                 message += f"; did you mean {close[0]!r}?"
         raise AttributeError(message)
-    if children[name]:
-        if path not in _NAMESPACES:
-            _NAMESPACES[path] = OperatorNamespace(path)
-        return _NAMESPACES[path]
-    raise OperatorNotImplementedError(not_implemented_message(path))
+    path = f"{namespace}.{found}" if namespace else found
+    raise OperatorNotImplementedError(not_implemented_message(path, api, name))

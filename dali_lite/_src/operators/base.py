@@ -1,0 +1,173 @@
+"""`BuiltinOperator`: the graph node every built-in operator derives from.
+
+It does what every operator of the table shares: it reads its `OperatorSchema` (class
+attribute `schema`), checks the inputs (count, device) and arguments (unknown, missing, a
+DataNode where only a constant is allowed) with DALI's errors, turns constant inputs into
+DALI's `Constant` nodes, and makes DataNode arguments ("argument inputs") extra inputs of the
+node, so that the executor runs their producers first. Each iteration it views its input
+batches as `InputBatch`es and its arguments as `ArgumentValues`, and calls the subclass's
+`compute`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from dali_lite._src.graph.nodes import DataNode, IterationContext, Operator
+from dali_lite._src.operators.batches import InputBatch
+from dali_lite._src.operators.schema import OperatorSchema
+from dali_lite._src.ops.constant import constant_array, constant_node
+
+__all__ = ["ArgumentValues", "BuiltinOperator"]
+
+
+class ArgumentValues:
+    """An operator's arguments in one iteration: constants, or one value per sample where the
+    argument was given as a DataNode."""
+
+    __slots__ = ("_constants", "_per_sample", "batch_size")
+
+    def __init__(self, constants: dict[str, Any], per_sample: dict[str, list[Any]],
+                 batch_size: int) -> None:
+        self._constants = constants
+        self._per_sample = per_sample
+        self.batch_size = batch_size
+
+    def __getitem__(self, name: str) -> Any:
+        """A constant argument's value (for a per-sample one, use `per_sample`)."""
+        if name in self._per_sample:
+            raise TypeError(f"argument {name!r} has a value per sample")
+        return self._constants[name]
+
+    def is_per_sample(self, name: str) -> bool:
+        return name in self._per_sample
+
+    def per_sample(self, name: str) -> list[Any]:
+        """The argument's value for each sample of the batch."""
+        if name in self._per_sample:
+            return self._per_sample[name]
+        return [self._constants[name]] * self.batch_size
+
+
+class BuiltinOperator(Operator):
+    """A built-in operator: `schema` describes it, `compute` implements it."""
+
+    schema: ClassVar[OperatorSchema]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        schema = cls.__dict__.get("schema")
+        if schema is not None:
+            cls.schema_name = schema.schema_name
+
+    def __init__(self, inputs: Sequence[Any], arguments: dict[str, Any], *,
+                 device: str | None = None, name: str | None = None,
+                 preserve: bool = False, seed: int | None = None,
+                 bytes_per_sample_hint: Any = None) -> None:
+        schema = self.schema
+        schema.check_input_count(len(inputs))
+        nodes = [self._input_node(value, position) for position, value in enumerate(inputs)]
+        bound = schema.bind(arguments)
+        device = self._device(device, nodes)
+        constants: dict[str, Any] = {}
+        argument_nodes: list[DataNode] = []
+        self.argument_inputs: dict[str, int] = {}
+        for key, value in bound.items():
+            argument = schema.by_name[key]
+            if isinstance(value, DataNode):
+                if not argument.tensor:
+                    raise TypeError(
+                        f"The argument `{key}` for operator `{schema.display_name}` should not "
+                        f"be a 'DataNode' but {argument.type_name}.")
+                if value.device != "cpu":
+                    raise ValueError(
+                        f"The argument `{key}` for operator `{schema.display_name}` is on the "
+                        "GPU; argument inputs must be CPU DataNodes (move it with .cpu())")
+                self.argument_inputs[key] = len(nodes) + len(argument_nodes)
+                argument_nodes.append(value)
+            else:
+                constants[key] = (None if value is None
+                                  else argument.convert(value, self._what(key)))
+        self.constant_arguments = constants
+        self.input_count = len(nodes)
+        self.seed = -1 if seed is None else seed
+        self.bytes_per_sample_hint = bytes_per_sample_hint
+        self.check_arguments(constants)
+        super().__init__([*nodes, *argument_nodes], self.count_outputs(constants), device,
+                         name=name, preserve=preserve)
+
+    # ------------------------------------------------------------ what subclasses provide
+    def count_outputs(self, arguments: dict[str, Any]) -> int:
+        """How many outputs the operator has, given its constant arguments."""
+        return 1
+
+    def check_arguments(self, arguments: dict[str, Any]) -> None:
+        """Check the constant arguments together, when the graph is defined."""
+
+    def compute(self, ctx: IterationContext, inputs: list[InputBatch],
+                arguments: ArgumentValues) -> list[Any]:
+        """The output batches (see `batches.output_batch`) of one iteration."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------------ machinery
+    def _what(self, argument: str) -> str:
+        return f"argument `{argument}` of {self.schema.display_name}"
+
+    def _input_node(self, value: Any, position: int) -> DataNode:
+        if isinstance(value, DataNode):
+            return value
+        array = constant_array(value)
+        if array is None:
+            raise TypeError(
+                f"input {position} of {self.schema.display_name} must be a DataNode (an "
+                f"output of another operator) or a constant (a number, a list of numbers or a "
+                f"NumPy array); got {type(value).__name__}")
+        return constant_node(array)
+
+    def _device(self, device: str | None, nodes: list[DataNode]) -> str:
+        schema = self.schema
+        if device is None:
+            device = "gpu" if any(n.device == "gpu" for n in nodes) else "cpu"
+        if device not in ("cpu", "gpu"):
+            raise ValueError(f'Unsupported device type: "{device}". Expected "cpu" or "gpu".')
+        if device not in schema.devices:
+            raise RuntimeError(
+                f"{schema.display_name} has no {device.upper()} implementation (it runs on "
+                f"{' and '.join(schema.devices)})")
+        for position, node in enumerate(nodes):
+            if node.device != device:
+                raise RuntimeError(
+                    f"The input {position} for {device} operator `{schema.display_name}` is "
+                    f'stored on incompatible device "{node.device}". Valid device is '
+                    f'"{device}". (Move it with .{device}().)')
+        return device
+
+    def run(self, ctx: IterationContext, inputs: list[Any]) -> list[Any]:
+        batches = [InputBatch.of(batch) for batch in inputs[:self.input_count]]
+        batch_size = len(batches[0]) if batches else ctx.batch_size
+        per_sample: dict[str, list[Any]] = {}
+        for key, index in self.argument_inputs.items():
+            argument = self.schema.by_name[key]
+            samples = InputBatch.of(inputs[index]).samples
+            if len(samples) != batch_size:
+                raise ValueError(
+                    f"{self._what(key)}: the argument input has {len(samples)} samples, but "
+                    f"the batch has {batch_size}")
+            per_sample[key] = [argument.convert(np.asarray(s), self._what(key))
+                               for s in samples]
+        return self.compute(ctx, batches, ArgumentValues(self.constant_arguments, per_sample,
+                                                         batch_size))
+
+    def spec(self) -> dict[str, Any]:
+        spec: dict[str, Any] = {"device": self.device}
+        for key, value in self.constant_arguments.items():
+            if isinstance(value, np.ndarray):
+                value = value.tolist()
+            spec[key] = value if isinstance(value, (int, float, str, bool, list, tuple,
+                                                    type(None))) else repr(value)
+        for key in self.argument_inputs:
+            spec[key] = "argument input"
+        return spec

@@ -1,0 +1,133 @@
+"""Type conversion: `fn.cast`, `fn.cast_like`, `fn.copy`, and DALI's saturating conversion.
+
+DALI converts between element types as its `ConvertSat` does, measured on DALI 2.4: floats
+round half away from zero and saturate at the target's limits (±inf too); NaN becomes 0, but
+INT_MIN for int32 and int64 targets and 2**63 for uint64 (the x86 conversion DALI falls through
+to); integers saturate; to bool, anything nonzero (NaN too) is True; float16 overflows to inf.
+`convert` does the same over the array module, vectorised, for every operator that takes a
+`dtype` (cast, normalize, crop_mirror_normalize, ...). `dtype_argument` reads a `dtype`
+argument: DALI's `types.DALIDataType` (and, as an extension, a NumPy dtype).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dali_lite._src.graph.nodes import IterationContext
+from dali_lite._src.operators.base import ArgumentValues, BuiltinOperator
+from dali_lite._src.operators.batches import InputBatch, output_batch
+from dali_lite._src.operators.schema import Argument, OperatorSchema
+from dali_lite._src.types.dtypes import to_dali_type, to_numpy_dtype
+from dali_lite._src.types.enums import DALIDataType
+
+__all__ = ["Cast", "CastLike", "Copy", "convert", "dtype_argument"]
+
+# What a NaN becomes where DALI's conversion falls through to the processor's (x86).
+_NAN_AS = {np.dtype(np.int32): np.iinfo(np.int32).min, np.dtype(np.int64): np.iinfo(np.int64).min,
+           np.dtype(np.uint64): 2**63}
+
+
+def dtype_argument(value: Any, what: str) -> np.dtype[Any]:
+    """A `dtype` argument as a NumPy dtype DALI's tensors can hold."""
+    if isinstance(value, (DALIDataType, int)) and not isinstance(value, bool):
+        try:
+            return to_numpy_dtype(value)
+        except (KeyError, TypeError, ValueError):
+            pass
+    else:
+        try:
+            return to_numpy_dtype(to_dali_type(np.dtype(value)))
+        except (KeyError, TypeError, ValueError):
+            pass
+    raise TypeError(f"{what}: expected a numeric types.DALIDataType (e.g. types.FLOAT, "
+                    f"types.UINT8); got {value!r}")
+
+
+def convert(xp: Any, array: Any, dtype: np.dtype[Any]) -> Any:
+    """`array` converted to `dtype` as DALI converts (see the module docstring)."""
+    dtype = np.dtype(dtype)
+    source = array.dtype
+    if source == dtype:
+        return array
+    if dtype.kind == "b":
+        return array != 0
+    if dtype.kind == "f" or source.kind == "b":
+        with np.errstate(over="ignore", invalid="ignore"):
+            return array.astype(dtype)
+    limits = np.iinfo(dtype)
+    if source.kind == "f":
+        wide = array.astype(np.float64) if source.itemsize < 8 else array
+        with np.errstate(invalid="ignore"):
+            rounded = xp.where(wide < 0, xp.ceil(wide - 0.5), xp.floor(wide + 0.5))
+            high = rounded >= float(limits.max)
+            low = rounded <= float(limits.min)
+            nan = xp.isnan(rounded)
+            safe = xp.where(high | low | nan, 0, rounded).astype(dtype)
+        out = xp.where(high, limits.max, xp.where(low, limits.min, safe)).astype(dtype)
+        if bool(nan.any()):
+            out[nan] = _NAN_AS.get(dtype, 0)
+        return out
+    # Integer to integer: saturate. Comparisons with Python ints are exact in NumPy >= 2.
+    high = array > limits.max
+    low = array < limits.min
+    out = array.astype(dtype)
+    return xp.where(high, dtype.type(limits.max), xp.where(low, dtype.type(limits.min), out))
+
+
+def _same_layout(batch: InputBatch, data: Any) -> Any:
+    return output_batch(data, batch.layout, batch.device)
+
+
+def _converted(batch: InputBatch, dtype: np.dtype[Any]) -> Any:
+    """The batch converted to `dtype`, in one operation when it is dense."""
+    xp = batch.xp
+    dense = batch.dense()
+    if dense is not None:
+        return _same_layout(batch, convert(xp, dense, dtype))
+    return _same_layout(batch, [convert(xp, s, dtype) for s in batch.samples])
+
+
+class Cast(BuiltinOperator):
+    schema = OperatorSchema(
+        name="Cast", fn_name="cast",
+        doc="Cast a tensor to a different type (DALI's saturating conversion: floats round "
+            "half away from zero and clamp to the target's range).",
+        arguments=(Argument("dtype", convert=dtype_argument,
+                            type_name="a ':class:`nvidia.dali.types.DALIDataType`'"),),
+    )
+
+    def compute(self, ctx: IterationContext, inputs: list[InputBatch],
+                arguments: ArgumentValues) -> list[Any]:
+        return [_converted(inputs[0], arguments["dtype"])]
+
+
+class CastLike(BuiltinOperator):
+    schema = OperatorSchema(
+        name="CastLike", fn_name="cast_like", inputs=("input_0", "input_1"),
+        doc="Cast the first tensor to the type of the second tensor.",
+    )
+
+    def compute(self, ctx: IterationContext, inputs: list[InputBatch],
+                arguments: ArgumentValues) -> list[Any]:
+        data, like = inputs
+        dtype = like.dtype if like.dtype is not None else data.dtype
+        if dtype is None:
+            return [_same_layout(data, [])]
+        return [_converted(data, dtype)]
+
+
+class Copy(BuiltinOperator):
+    schema = OperatorSchema(name="Copy", fn_name="copy", doc="Creates a copy of the input tensor.")
+
+    def compute(self, ctx: IterationContext, inputs: list[InputBatch],
+                arguments: ArgumentValues) -> list[Any]:
+        (batch,) = inputs
+        dense = batch.dense()
+        if dense is not None:
+            return [_same_layout(batch, dense.copy())]
+        return [_same_layout(batch, [s.copy() for s in batch.samples])]
+
+
+FAMILY: tuple[type[BuiltinOperator], ...] = (Cast, CastLike, Copy)

@@ -1,0 +1,146 @@
+"""What an operator is, as both APIs see it: its names, inputs, arguments and devices.
+
+One `OperatorSchema` describes one DALI operator: `fn.<fn_path>` and `ops.<class_path>` are both
+generated from it (`fn_builder`, `ops_builder`), its implementation class carries it, and the
+operator table (`table`) lists them all. Argument checks that depend only on the description
+(unknown names, missing required ones, a DataNode where DALI takes only constants) live here,
+with DALI's words.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dali_lite._src.errors import UnknownArgumentError
+
+__all__ = ["REQUIRED", "Argument", "OperatorSchema"]
+
+
+class _Required:
+    """The default of an argument the caller must give."""
+
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED: Any = _Required()
+
+
+def _keep(value: Any, what: str) -> Any:
+    return value
+
+
+@dataclass(frozen=True)
+class Argument:
+    """One keyword argument of an operator.
+
+    `tensor`: DALI accepts a DataNode for it (an "argument input"), giving one value per
+    sample. `convert` checks a value and turns it into what the implementation uses (it is
+    called with the value and a description such as "argument `dtype` of fn.cast"); per-sample
+    values from an argument input are converted one by one.
+    """
+
+    name: str
+    default: Any = REQUIRED
+    tensor: bool = False
+    convert: Callable[[Any, str], Any] = _keep
+    type_name: str = "a constant"
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+
+#: Keyword arguments every DALI operator has, besides its own (the ones in the signature).
+COMMON_ARGUMENTS = ("device", "name", "bytes_per_sample_hint", "preserve")
+#: Accepted by every DALI operator though not in most signatures: without effect where the
+#: operator draws no random numbers.
+HIDDEN_ARGUMENTS = ("seed",)
+
+
+@dataclass(frozen=True)
+class OperatorSchema:
+    """One DALI operator's description.
+
+    `name` is DALI's class name (``Cast``, ``Uniform``) and `module` its submodule (``""``,
+    ``"random"``); `fn_name` the function's (``cast``, ``uniform``). `inputs` names the
+    positional inputs; the last `optional_inputs` of them may be left out; `variadic` lets
+    more follow (``fn.cat(a, b, c)``). `random`: the operator draws random numbers (it shows
+    `seed` in its signature).
+    """
+
+    name: str
+    fn_name: str
+    doc: str
+    inputs: tuple[str, ...] = ("input",)
+    optional_inputs: int = 0
+    variadic: bool = False
+    arguments: tuple[Argument, ...] = ()
+    module: str = ""
+    devices: tuple[str, ...] = ("cpu", "gpu")
+    random: bool = False
+    by_name: Mapping[str, Argument] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "by_name", {a.name: a for a in self.arguments})
+
+    @property
+    def schema_name(self) -> str:
+        """DALI's schema name (``Cast``, ``random__Uniform``)."""
+        return f"{self.module.replace('.', '__')}__{self.name}" if self.module else self.name
+
+    @property
+    def fn_path(self) -> str:
+        return f"{self.module}.{self.fn_name}" if self.module else self.fn_name
+
+    @property
+    def class_path(self) -> str:
+        return f"{self.module}.{self.name}" if self.module else self.name
+
+    @property
+    def display_name(self) -> str:
+        """How DALI's messages name the operator: ``dali_lite.fn.cast``."""
+        return f"dali_lite.fn.{self.fn_path}"
+
+    def input_range(self) -> tuple[int, int | None]:
+        """The fewest and the most positional inputs (None: no limit)."""
+        least = len(self.inputs) - self.optional_inputs
+        return least, None if self.variadic else len(self.inputs)
+
+    def check_input_count(self, count: int) -> None:
+        least, most = self.input_range()
+        if count < least or (most is not None and count > most):
+            shown = "any number of" if most is None else f"from {least} to {most}"
+            if most is None:
+                shown = f"at least {least}"
+            raise ValueError(
+                f"Operator {self.display_name} expects {shown} inputs, but received {count}.")
+
+    def check_names(self, given: Mapping[str, Any]) -> None:
+        """DALI's KeyError for an argument the operator does not have."""
+        for key in given:
+            if key in COMMON_ARGUMENTS or key in HIDDEN_ARGUMENTS or key in self.by_name:
+                continue
+            close = difflib.get_close_matches(key, [*self.by_name, *COMMON_ARGUMENTS], n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise UnknownArgumentError(
+                f'Argument "{key}" is not defined for operator "{self.name}".{hint}')
+
+    def bind(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """The operator's own arguments from `given` (common ones excluded), defaults filled
+        in; DALI's errors for an unknown or a missing one."""
+        self.check_names(given)
+        bound = {key: value for key, value in given.items() if key in self.by_name}
+        missing = [a.name for a in self.arguments if a.required and bound.get(a.name) is None]
+        if missing:
+            names = ", ".join(f'"{n}"' for n in missing)
+            raise RuntimeError(
+                f'Not all required arguments were specified for op "{self.name}". Please '
+                f"specify values for arguments: {names}")
+        for argument in self.arguments:
+            if argument.name not in bound:
+                bound[argument.name] = None if argument.required else argument.default
+        return bound

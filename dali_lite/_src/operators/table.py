@@ -1,0 +1,28 @@
+"""The operator table: every built-in operator dali_lite has, read by `fn` and by `ops`.
+
+Each family module lists its operator classes in `FAMILY`; the table is their union, keyed by
+the `fn` path (``cast``, ``random.uniform``). A DALI operator that is in no family is not
+implemented: `fn` and `ops` answer it with `OperatorNotImplementedError`
+(`ops.missing_operators`).
+"""
+
+from __future__ import annotations
+
+from dali_lite._src.operators import conversion
+from dali_lite._src.operators.base import BuiltinOperator
+
+__all__ = ["OPERATORS", "namespaces"]
+
+_FAMILIES = (conversion,)
+
+OPERATORS: dict[str, type[BuiltinOperator]] = {
+    op.schema.fn_path: op for family in _FAMILIES for op in family.FAMILY
+}
+
+
+def namespaces() -> dict[str, dict[str, type[BuiltinOperator]]]:
+    """The operators by `fn` submodule ("" is `fn` itself): {module: {fn name: class}}."""
+    found: dict[str, dict[str, type[BuiltinOperator]]] = {}
+    for op in OPERATORS.values():
+        found.setdefault(op.schema.module, {})[op.schema.fn_name] = op
+    return found
