@@ -872,3 +872,113 @@ def contiguous_false_dense_views(ctx):
     ctx.expect("as_array", tl.as_array, np.stack(samples))
     ctx.expect("as_reshaped_tensor", lambda: np.array(tl.as_reshaped_tensor([6])),
                np.concatenate(samples))
+
+
+# --------------------------------------------------------------------- get_property, reinterpret
+
+
+@case
+def get_property(ctx):
+    # DALI's TensorCPU.get_property(key): "layout" and "source_info" as a str, None when empty;
+    # None for any other key. The batch classes have no get_property.
+    T, TL = ctx.tensors.TensorCPU, ctx.tensors.TensorListCPU
+    t = T(np.zeros((1, 2, 3), np.uint8), "CHW")
+    for key in ["layout", "source_info", "Layout", "foo", "", "shape", b"layout"]:
+        ctx.attempt(f"get_property({key!r})", t.get_property, key)
+    ctx.record("no layout", T(np.zeros(2)).get_property("layout"))
+    t.squeeze()
+    ctx.record("after squeeze", t.get_property("layout"))
+    t.set_layout("")
+    ctx.record("after set_layout('')", t.get_property("layout"))
+    ctx.record("source_info()", t.source_info())
+    ctx.attempt("key None", t.get_property, None,
+                words=["get_property", "incompatible function arguments"])
+    ctx.attempt("key int", t.get_property, 1,
+                words=["get_property", "incompatible function arguments"])
+    ctx.attempt("by keyword", lambda: t.get_property(key="layout"), words=["get_property"])
+    ctx.record("TensorListCPU has it", hasattr(TL, "get_property"))
+    for layout in ["HW", ""]:
+        out = _run_pipeline(ctx, [np.zeros((2, 3), np.int16)] * 2, layout=layout)
+        ctx.record(f"pipeline sample {layout!r} layout", out[0].get_property("layout"))
+        ctx.record(f"pipeline sample {layout!r} source_info", out[1].get_property("source_info"))
+        ctx.record(f"pipeline as_tensor {layout!r}", out.as_tensor().get_property("layout"))
+
+
+@case
+def reinterpret_tensor(ctx):
+    # In place, returns None; shape, layout and memory stay; the element size must not change.
+    T, types = ctx.tensors.TensorCPU, ctx.types
+    base = np.array([0x3F800000, 0x3FC00000, 0x40000000], np.int32)
+    t = T(base, "W")
+    ctx.attempt("reinterpret(UINT32)", t.reinterpret, types.UINT32)
+    ctx.record("dtype", t.dtype)
+    ctx.record("array", np.array(t))
+    ctx.attempt("reinterpret(FLOAT)", t.reinterpret, types.FLOAT)
+    ctx.record("str", str(t))
+    ctx.record("shape, layout", (t.shape(), t.layout()))
+    ctx.record("same memory", (t.data_ptr() == base.ctypes.data,
+                               np.shares_memory(np.asarray(t), base)))
+    size = ["different element size"]
+    for name in ["UINT16", "FLOAT64", "INT8", "NO_TYPE", "STRING", "TENSOR_LAYOUT", "FEATURE"]:
+        ctx.attempt(f"reinterpret({name})", t.reinterpret, getattr(types, name), words=size)
+    ctx.attempt("reinterpret(PYTHON_OBJECT)", t.reinterpret, types.PYTHON_OBJECT,
+                words=["Type with id 24 was not registered"])
+    refused = ["reinterpret", "incompatible function arguments"]
+    for label, bad in [("np.float32", np.float32), ("np.dtype", np.dtype("float32")),
+                       ("str", "float32"), ("int", 9), ("bool", True), ("None", None)]:
+        ctx.attempt(f"reinterpret({label})", t.reinterpret, bad, words=refused)
+    ctx.record("dtype after refusals", t.dtype)
+    ctx.attempt("new_type= keyword", lambda: t.reinterpret(new_type=types.UINT32))
+    ctx.attempt("another tensor's dtype", t.reinterpret, T(np.zeros(1, np.int32)).dtype)
+    ctx.record("dtype at the end", t.dtype)
+    flags = T(np.array([0, 1, 2], np.uint8))
+    flags.reinterpret(types.BOOL)
+    ctx.record("uint8 as BOOL", (flags.dtype, str(flags), np.array(flags)))
+    scalar = T(np.array(-1, np.int64))
+    scalar.reinterpret(types.UINT64)
+    ctx.record("0-d", (scalar.shape(), np.array(scalar)))
+    empty = T(np.zeros((0, 3), np.int16), "HW")
+    ctx.attempt("empty as FLOAT16", empty.reinterpret, types.FLOAT16)
+    ctx.attempt("empty as UINT8", empty.reinterpret, types.UINT8, words=size)
+    ctx.record("empty", repr(empty))
+
+
+@case
+def reinterpret_tensor_list(ctx):
+    TL, types = ctx.tensors.TensorListCPU, ctx.types
+    size = ["different element size"]
+    base = np.array([[1, 2, 3], [5, 6, 7]], np.int32)
+    tl = TL(base, "X")
+    ptr = tl.data_ptr()
+    sample, other = tl[0], TL(tl)
+    ctx.attempt("reinterpret(UINT32)", tl.reinterpret, types.UINT32)
+    ctx.attempt("reinterpret(FLOAT)", tl.reinterpret, types.FLOAT)
+    ctx.record("str", str(tl))
+    ctx.record("samples", [tl.at(0), np.array(tl[1])])
+    ctx.record("same memory", tl.data_ptr() == ptr)
+    ctx.record("taken before / sharing", (sample.dtype, other.dtype))
+    sample.reinterpret(types.UINT32)
+    ctx.record("a sample alone", (sample.dtype, tl.dtype))
+    for name in ["UINT16", "FLOAT64", "NO_TYPE", "STRING"]:
+        ctx.attempt(f"reinterpret({name})", tl.reinterpret, getattr(types, name), words=size)
+    ctx.attempt("reinterpret(PYTHON_OBJECT)", tl.reinterpret, types.PYTHON_OBJECT,
+                words=["Type with id 24 was not registered"])
+    ctx.attempt("reinterpret(np.float32)", tl.reinterpret, np.float32,
+                words=["reinterpret", "incompatible function arguments"])
+    ragged = TL(_ragged("int16"), "X")
+    ragged.reinterpret(types.FLOAT16)
+    ctx.record("ragged", (str(ragged), [ragged.at(i) for i in range(2)]))
+    untyped = TL([])
+    ctx.attempt("[] as NO_TYPE", untyped.reinterpret, types.NO_TYPE)
+    ctx.attempt("[] as FLOAT", untyped.reinterpret, types.FLOAT, words=size)
+    ctx.attempt("[] as PYTHON_OBJECT", untyped.reinterpret, types.PYTHON_OBJECT,
+                words=["not registered"])
+    ctx.record("[] dtype", untyped.dtype)
+    no_samples = TL(np.zeros((0, 3), np.int32))
+    ctx.attempt("no samples as FLOAT", no_samples.reinterpret, types.FLOAT)
+    ctx.attempt("no samples as UINT8", no_samples.reinterpret, types.UINT8, words=size)
+    ctx.record("no samples dtype", no_samples.dtype)
+    out = _run_pipeline(ctx, [np.full((2, 2), i + 250, np.uint8) for i in range(3)], "HW")
+    out.reinterpret(types.INT8)
+    ctx.record("pipeline output", (str(out), out.at(2), out.layout(), out[0].dtype))
+    ctx.attempt("pipeline output as INT16", out.reinterpret, types.INT16, words=size)

@@ -146,6 +146,16 @@ class BatchStorage(HostBatch):
         self._blocks, self._samples = [joined], None
         return joined
 
+    def _retype(self, dtype: np.dtype[Any]) -> None:
+        """Read the stored bytes as `dtype`, of the same item size (``reinterpret``): every
+        held view is replaced by a view of the same memory, so the shapes, the density and
+        the arrays handed out before (which keep their dtype, as DALI's do) are untouched."""
+        if self._blocks is not None:
+            self._blocks = [block.view(dtype) for block in self._blocks]
+        if self._samples is not None:
+            self._samples = [sample.view(dtype) for sample in self._samples]
+        self._dtype = np.dtype(dtype)
+
     def _not_dense(self, method: str) -> RuntimeValueError:
         """The error for a dense view of a ragged batch (DALI: RuntimeError; its words)."""
         shapes = self.shape()

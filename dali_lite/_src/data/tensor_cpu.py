@@ -23,6 +23,7 @@ import numpy as np
 from dali_lite._src.data import tensor_text
 from dali_lite._src.data.conversions import to_sample_array
 from dali_lite._src.data.host import HostSample
+from dali_lite._src.data.tensor_methods import property_value, reinterpreted_dtype
 from dali_lite._src.errors import RuntimeValueError
 from dali_lite._src.types.dtypes import _FORMAT_STR, _NP_TO_DALI, _DALIDataType, _tensor_dtype_of
 from dali_lite._src.types.enums import _DALIEnum
@@ -257,6 +258,18 @@ class TensorCPU(HostSample):
     def source_info(self) -> str:
         """Where the data came from (a file name in DALI); always ``""`` in dali_lite."""
         return ""
+
+    def get_property(self, key: str, /) -> str | None:
+        """The tensor's property `key`, as DALI: ``"layout"`` (a ``str``) or
+        ``"source_info"``, each None when empty; None for any other key."""
+        return property_value(key, self._layout, self.source_info())
+
+    def reinterpret(self, new_type: Any) -> None:
+        """Reinterpret the contents of the tensor as a new type, in place (a
+        ``DALIDataType``). The element size must not change; shape, layout and memory stay."""
+        dtype = reinterpreted_dtype(new_type, self.dtype)
+        if dtype is not None:
+            self._array = self._array.view(dtype)
 
     def squeeze(self, dim: int | None = None) -> bool:
         """Remove single-dimensional entries from the shape of the Tensor (in place), dropping

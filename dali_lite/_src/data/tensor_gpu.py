@@ -33,6 +33,7 @@ from dali_lite._src.data.tensor_cpu import (
     _checked_layout,
     _squeezed,
 )
+from dali_lite._src.data.tensor_methods import property_value, reinterpreted_dtype
 from dali_lite._src.types.dtypes import _NP_TO_DALI, _DALIDataType, _tensor_dtype_of
 
 __all__ = ["TensorGPU", "to_device_array"]
@@ -111,6 +112,23 @@ class TensorGPU:
     def device_id(self) -> int:
         """The GPU that holds the tensor."""
         return int(self._array.device.id)
+
+    def source_info(self) -> str:
+        """Where the data came from (a file name in DALI); always ``""`` in dali_lite."""
+        return ""
+
+    def get_property(self, key: str, /) -> str | None:
+        """The tensor's property `key`, as DALI: ``"layout"`` (a ``str``) or
+        ``"source_info"``, each None when empty; None for any other key."""
+        return property_value(key, self._layout, self.source_info())
+
+    def reinterpret(self, new_type: Any) -> None:
+        """Reinterpret the contents of the tensor as a new type, in place (a
+        ``DALIDataType``). The element size must not change; shape, layout and memory stay."""
+        dtype = reinterpreted_dtype(new_type, self.dtype)
+        if dtype is not None:
+            # A CuPy view of the same device memory; pending work (`_ready`) still applies.
+            self._array = self._array.view(dtype)
 
     def squeeze(self, dim: int | None = None) -> bool:
         """Remove single-dimensional entries from the shape of the Tensor (in place); returns

@@ -38,6 +38,7 @@ from dali_lite._src.data.tensor_cpu import (
     _refuse_non_array,
     _refuse_strided,
 )
+from dali_lite._src.data.tensor_methods import reinterpreted_dtype
 from dali_lite._src.errors import RuntimeIndexError, RuntimeValueError
 from dali_lite._src.types.dtypes import _NP_TO_DALI, dali_type_name
 from dali_lite._src.types.enums import DALIDataType
@@ -168,6 +169,14 @@ class TensorListCPU(BatchStorage):
     def dtype(self) -> DALIDataType:
         """Data type of the elements (``NO_TYPE`` for an empty list); as in DALI, not callable."""
         return DALIDataType.NO_TYPE if self._dtype is None else _NP_TO_DALI[self._dtype]
+
+    def reinterpret(self, new_type: Any) -> None:
+        """Reinterpret the contents of the tensor list as a new type, in place (a
+        ``DALIDataType``). The element size must not change; shapes, layout and memory stay.
+        Samples and arrays taken from the batch before keep their type, as in DALI."""
+        dtype = reinterpreted_dtype(new_type, self.dtype)
+        if dtype is not None:
+            self._retype(dtype)
 
     def as_array(self) -> np.ndarray:
         """Returns TensorList as a numpy array. TensorList must be dense.

@@ -26,6 +26,7 @@ from dali_lite._src.data import tensor_text
 from dali_lite._src.data.tensor_cpu import _batch_layout, _checked_layout
 from dali_lite._src.data.tensor_gpu import TensorGPU, _copy_to_external, to_device_array
 from dali_lite._src.data.tensor_list_cpu import TensorListCPU
+from dali_lite._src.data.tensor_methods import reinterpreted_dtype
 from dali_lite._src.errors import RuntimeIndexError, RuntimeValueError
 from dali_lite._src.types.dtypes import _NP_TO_DALI
 from dali_lite._src.types.enums import DALIDataType
@@ -188,6 +189,20 @@ class TensorListGPU:
         """Data type of the elements (``NO_TYPE`` for an empty list); not callable, as in
         DALI."""
         return DALIDataType.NO_TYPE if self._dtype is None else _NP_TO_DALI[np.dtype(self._dtype)]
+
+    def reinterpret(self, new_type: Any) -> None:
+        """Reinterpret the contents of the tensor list as a new type, in place (a
+        ``DALIDataType``). The element size must not change; shapes, layout and memory stay.
+        Samples taken from the batch before keep their type, as in DALI."""
+        dtype = reinterpreted_dtype(new_type, self.dtype)
+        if dtype is None:
+            return
+        # Views of the same device memory; `_flat` is the raw bytes and stays as it is.
+        if self._block is not None:
+            self._block = self._block.view(dtype)
+        if self._samples is not None:
+            self._samples = [sample.view(dtype) for sample in self._samples]
+        self._dtype = dtype
 
     def shape(self) -> list[tuple[int, ...]]:
         """Shape of the tensor list: one tuple per sample."""
