@@ -87,7 +87,7 @@ def test_every_dali_operator_dali_lite_lacks_says_so(path: str) -> None:
 @pytest.mark.parametrize(("path", "hint"), [
     ("readers.file", "read the data in the callback you give fn.external_source"),
     ("decoders.image", "decode in the callback you give fn.external_source"),
-    ("random.uniform", "np.random.default_rng"),
+    ("random.beta", "np.random.default_rng"),
     ("resize", "fn.python_function(node, function=f)"),
 ])
 def test_the_advice_fits_the_operators_family(path: str, hint: str) -> None:

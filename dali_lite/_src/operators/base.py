@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from dali_lite._src.cuda_arguments import require_device
 from dali_lite._src.graph.nodes import DataNode, IterationContext, Operator
 from dali_lite._src.operators.batches import InputBatch
 from dali_lite._src.operators.schema import OperatorSchema
@@ -112,6 +113,11 @@ class BuiltinOperator(Operator):
         """The output batches (see `batches.output_batch`) of one iteration."""
         raise NotImplementedError
 
+    def setup(self, pipeline: Any) -> None:
+        super().setup(pipeline)
+        if self.device == "gpu":
+            require_device(pipeline, f"{self.schema.display_name} (device='gpu')")
+
     # ------------------------------------------------------------------------ machinery
     def _what(self, argument: str) -> str:
         return f"argument `{argument}` of {self.schema.display_name}"
@@ -147,7 +153,14 @@ class BuiltinOperator(Operator):
 
     def run(self, ctx: IterationContext, inputs: list[Any]) -> list[Any]:
         batches = [InputBatch.of(batch) for batch in inputs[:self.input_count]]
-        batch_size = len(batches[0]) if batches else ctx.batch_size
+        if batches:
+            batch_size = len(batches[0])
+        elif self.argument_inputs:
+            # As DALI: an operator without inputs (fn.random.uniform(range=node)) makes as
+            # many samples as its argument inputs have, which may be fewer than the maximum.
+            batch_size = len(inputs[next(iter(self.argument_inputs.values()))])
+        else:
+            batch_size = ctx.batch_size
         per_sample: dict[str, list[Any]] = {}
         for key, index in self.argument_inputs.items():
             argument = self.schema.by_name[key]

@@ -127,7 +127,7 @@ class OperatorSchema:
             close = difflib.get_close_matches(key, [*self.by_name, *COMMON_ARGUMENTS], n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
             raise UnknownArgumentError(
-                f'Argument "{key}" is not defined for operator "{self.name}".{hint}')
+                f'Argument "{key}" is not defined for operator "{self.schema_name}".{hint}')
 
     def bind(self, given: Mapping[str, Any]) -> dict[str, Any]:
         """The operator's own arguments from `given` (common ones excluded), defaults filled
