@@ -1,159 +1,165 @@
 """Python's operators on DataNodes (`images / 255`, `labels + 1`, `x < 3`, `-x`, `x[1:]`):
-every operator DALI overloads on its DataNode, in one place.
+every operator DALI overloads on its DataNode, each building an operator of the graph.
 
-dali_lite does not implement DALI's arithmetic operators yet, so each of them raises
-`ArithmeticNotImplementedError`, saying so and where to do the arithmetic instead (the source
-callback, or an `fn.python_function`). `DataNode` takes them from `DataNodeOperators`; the
-arithmetic operators (issue 22) replace this mixin, and nothing else needs to change.
+The graph stands below the operators, so it does not build them itself: the operator room
+registers the builders at import (`register_expression_builders`; `dali_lite._src.operators`
+does it when `dali_lite.fn` is imported), as the transfer operators register `.gpu()`. DALI's
+names for the operations are used throughout (`fdiv` for `/`, `div` for `//`, `bitand`...),
+and as DALI's, `+x` is `x` itself and `abs(x)` is `dali.math.abs(x)`.
 """
 
 from __future__ import annotations
 
-from typing import NoReturn
+from collections.abc import Callable
+from typing import Any
 
-from dali_lite._src.errors import ArithmeticNotImplementedError
+__all__ = ["DataNodeOperators", "register_expression_builders"]
 
-__all__ = ["DataNodeOperators"]
+#: Builds the node of an arithmetic expression: (DALI's operation name, operands) -> DataNode.
+ExpressionBuilder = Callable[..., Any]
+#: Builds the node of a subscript: (node, key) -> DataNode.
+SubscriptBuilder = Callable[[Any, Any], Any]
 
-
-def _shown(value: object) -> str:
-    name = getattr(value, "name", None)
-    if isinstance(value, DataNodeOperators) and isinstance(name, str):
-        return f"DataNode {name!r}"
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+_builders: dict[str, Callable[..., Any]] = {}
 
 
-def _refuse(expression: str) -> NoReturn:
-    raise ArithmeticNotImplementedError(
-        f"{expression}: arithmetic on DataNodes (DALI's arithmetic operators: + - * / // % ** "
-        "& | ^ << >>, comparisons, unary - + ~ abs(), and indexing) is not implemented yet in "
-        "dali_lite. Do it on the arrays instead: in the callback you give fn.external_source "
-        "(e.g. return image / 255), or in an fn.python_function(node, function=f) whose f "
-        "takes and returns NumPy arrays.")
+def register_expression_builders(expression: ExpressionBuilder,
+                                 subscript: SubscriptBuilder) -> None:
+    """Make DataNode's operators call `expression(name, *operands)` and `subscript(node, key)`."""
+    _builders["expression"] = expression
+    _builders["subscript"] = subscript
 
 
-def _binary(left: object, symbol: str, right: object) -> NoReturn:
-    _refuse(f"{_shown(left)} {symbol} {_shown(right)}")
+def _builder(kind: str) -> Callable[..., Any]:
+    try:
+        return _builders[kind]
+    except KeyError:
+        raise RuntimeError(
+            "no arithmetic operators are registered: import dali_lite.fn (which loads the "
+            "operators) before defining a graph") from None
+
+
+def _expression(name: str, *operands: object) -> Any:
+    return _builder("expression")(name, *operands)
 
 
 class DataNodeOperators:
-    """The operators DALI's DataNode overloads; all refuse, see the module docstring."""
+    """The operators DALI overloads on its DataNode; see the module docstring."""
 
     __slots__ = ()
-    # NumPy would otherwise make `np.float32(2) * node` an object array of refusals; with
+    # NumPy would otherwise make `np.float32(2) * node` an object array of expressions; with
     # None it returns NotImplemented and Python calls our reflected method.
     __array_ufunc__ = None
     # Defining __eq__ drops the inherited hash; DataNodes are dict keys and set members.
     __hash__ = object.__hash__
 
-    def __add__(self, other: object) -> NoReturn:
-        _binary(self, "+", other)
+    def __add__(self, other: object) -> Any:
+        return _expression("add", self, other)
 
-    def __radd__(self, other: object) -> NoReturn:
-        _binary(other, "+", self)
+    def __radd__(self, other: object) -> Any:
+        return _expression("add", other, self)
 
-    def __sub__(self, other: object) -> NoReturn:
-        _binary(self, "-", other)
+    def __sub__(self, other: object) -> Any:
+        return _expression("sub", self, other)
 
-    def __rsub__(self, other: object) -> NoReturn:
-        _binary(other, "-", self)
+    def __rsub__(self, other: object) -> Any:
+        return _expression("sub", other, self)
 
-    def __mul__(self, other: object) -> NoReturn:
-        _binary(self, "*", other)
+    def __mul__(self, other: object) -> Any:
+        return _expression("mul", self, other)
 
-    def __rmul__(self, other: object) -> NoReturn:
-        _binary(other, "*", self)
+    def __rmul__(self, other: object) -> Any:
+        return _expression("mul", other, self)
 
-    def __pow__(self, other: object) -> NoReturn:
-        _binary(self, "**", other)
+    def __pow__(self, other: object) -> Any:
+        return _expression("pow", self, other)
 
-    def __rpow__(self, other: object) -> NoReturn:
-        _binary(other, "**", self)
+    def __rpow__(self, other: object) -> Any:
+        return _expression("pow", other, self)
 
-    def __truediv__(self, other: object) -> NoReturn:
-        _binary(self, "/", other)
+    def __truediv__(self, other: object) -> Any:
+        return _expression("fdiv", self, other)
 
-    def __rtruediv__(self, other: object) -> NoReturn:
-        _binary(other, "/", self)
+    def __rtruediv__(self, other: object) -> Any:
+        return _expression("fdiv", other, self)
 
-    def __floordiv__(self, other: object) -> NoReturn:
-        _binary(self, "//", other)
+    def __floordiv__(self, other: object) -> Any:
+        return _expression("div", self, other)
 
-    def __rfloordiv__(self, other: object) -> NoReturn:
-        _binary(other, "//", self)
+    def __rfloordiv__(self, other: object) -> Any:
+        return _expression("div", other, self)
 
-    def __mod__(self, other: object) -> NoReturn:
-        _binary(self, "%", other)
+    def __mod__(self, other: object) -> Any:
+        return _expression("mod", self, other)
 
-    def __rmod__(self, other: object) -> NoReturn:
-        _binary(other, "%", self)
+    def __rmod__(self, other: object) -> Any:
+        return _expression("mod", other, self)
 
-    def __and__(self, other: object) -> NoReturn:
-        _binary(self, "&", other)
+    def __and__(self, other: object) -> Any:
+        return _expression("bitand", self, other)
 
-    def __rand__(self, other: object) -> NoReturn:
-        _binary(other, "&", self)
+    def __rand__(self, other: object) -> Any:
+        return _expression("bitand", other, self)
 
-    def __or__(self, other: object) -> NoReturn:
-        _binary(self, "|", other)
+    def __or__(self, other: object) -> Any:
+        return _expression("bitor", self, other)
 
-    def __ror__(self, other: object) -> NoReturn:
-        _binary(other, "|", self)
+    def __ror__(self, other: object) -> Any:
+        return _expression("bitor", other, self)
 
-    def __xor__(self, other: object) -> NoReturn:
-        _binary(self, "^", other)
+    def __xor__(self, other: object) -> Any:
+        return _expression("bitxor", self, other)
 
-    def __rxor__(self, other: object) -> NoReturn:
-        _binary(other, "^", self)
+    def __rxor__(self, other: object) -> Any:
+        return _expression("bitxor", other, self)
 
-    def __lshift__(self, other: object) -> NoReturn:
-        _binary(self, "<<", other)
+    def __lshift__(self, other: object) -> Any:
+        return _expression("lshift", self, other)
 
-    def __rlshift__(self, other: object) -> NoReturn:
-        _binary(other, "<<", self)
+    def __rlshift__(self, other: object) -> Any:
+        return _expression("lshift", other, self)
 
-    def __rshift__(self, other: object) -> NoReturn:
-        _binary(self, ">>", other)
+    def __rshift__(self, other: object) -> Any:
+        return _expression("rshift", self, other)
 
-    def __rrshift__(self, other: object) -> NoReturn:
-        _binary(other, ">>", self)
+    def __rrshift__(self, other: object) -> Any:
+        return _expression("rshift", other, self)
 
     # Comparisons: DALI's give a DataNode of booleans, so `==` is no identity test either.
-    def __eq__(self, other: object) -> NoReturn:  # type: ignore[override]
-        _binary(self, "==", other)
+    def __eq__(self, other: object) -> Any:  # type: ignore[override]
+        return _expression("eq", self, other)
 
-    def __ne__(self, other: object) -> NoReturn:  # type: ignore[override]
-        _binary(self, "!=", other)
+    def __ne__(self, other: object) -> Any:  # type: ignore[override]
+        return _expression("neq", self, other)
 
-    def __lt__(self, other: object) -> NoReturn:
-        _binary(self, "<", other)
+    def __lt__(self, other: object) -> Any:
+        return _expression("lt", self, other)
 
-    def __le__(self, other: object) -> NoReturn:
-        _binary(self, "<=", other)
+    def __le__(self, other: object) -> Any:
+        return _expression("leq", self, other)
 
-    def __gt__(self, other: object) -> NoReturn:
-        _binary(self, ">", other)
+    def __gt__(self, other: object) -> Any:
+        return _expression("gt", self, other)
 
-    def __ge__(self, other: object) -> NoReturn:
-        _binary(self, ">=", other)
+    def __ge__(self, other: object) -> Any:
+        return _expression("geq", self, other)
 
-    def __neg__(self) -> NoReturn:
-        _refuse(f"-{_shown(self)}")
+    def __neg__(self) -> Any:
+        return _expression("minus", self)
 
-    def __pos__(self) -> NoReturn:
-        _refuse(f"+{_shown(self)}")
+    def __pos__(self) -> Any:
+        return self  # as DALI: unary + is the node itself
 
-    def __abs__(self) -> NoReturn:
-        _refuse(f"abs({_shown(self)})")
+    def __abs__(self) -> Any:
+        return _expression("abs", self)
 
-    def __invert__(self) -> NoReturn:
-        _refuse(f"~{_shown(self)}")
+    def __invert__(self) -> Any:
+        return _expression("bitnot", self)
 
-    def __getitem__(self, index: object) -> NoReturn:
-        _refuse(f"{_shown(self)}[{index!r}]")
+    def __getitem__(self, key: object) -> Any:
+        return _builder("subscript")(self, key)
 
-    def __iter__(self) -> NoReturn:
+    def __iter__(self) -> Any:
         # As DALI: without this, __getitem__ would make a DataNode look iterable.
         # DALI's words, naming the class without its module (ours is an internal one).
         raise TypeError(f"The objects of type `{type(self).__name__}` are not iterable.")

@@ -17,6 +17,7 @@ in `Pipeline.__init__` (`_api_type`, `_first_iter`, `_last_iter`, `_end_reached`
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -85,8 +86,20 @@ class IterationGraph:
         if ended:
             self.ended_epoch = ticket.epoch_idx
             raise StopIteration
+        # The sources fed by feed_input next: they have no inputs, so they may run first.
+        # As DALI, the iteration's batch size is the sources' (it may be below the maximum):
+        # operators without inputs (constants, random numbers) make that many samples.
+        fed = [op for op in self.operators
+               if isinstance(op, ExternalSource) and op not in polled]
+        for op in fed:
+            for index, batch in enumerate(op.run(ctx, [])):
+                values[(op.id, index)] = batch
+        sizes = [len(values[(op.id, 0)]) for op in (*polled, *fed) if op.outputs]
+        if sizes and sizes[0] != ctx.batch_size:
+            ctx = dataclasses.replace(ctx, batch_size=sizes[0])
+        done = {*polled, *fed}
         for op in self.operators:
-            if op in polled:
+            if op in done:
                 continue
             inputs = [values[(node.source.id, node.index)] for node in op.inputs]
             for index, batch in enumerate(op.run(ctx, inputs)):
