@@ -8,12 +8,12 @@ implemented: `fn` and `ops` answer it with `OperatorNotImplementedError`
 
 from __future__ import annotations
 
-from dali_lite._src.operators import conversion
+from dali_lite._src.operators import conversion, dimensions, joining, metadata, reshaping
 from dali_lite._src.operators.base import BuiltinOperator
 
 __all__ = ["OPERATORS", "namespaces"]
 
-_FAMILIES = (conversion,)
+_FAMILIES = (conversion, reshaping, dimensions, joining, metadata)
 
 OPERATORS: dict[str, type[BuiltinOperator]] = {
     op.schema.fn_path: op for family in _FAMILIES for op in family.FAMILY
