@@ -93,7 +93,13 @@ def output_batch(data: Any, layout: str, device: str) -> Any:
         return TensorListGPU(data if not isinstance(data, list) else list(data), layout or None)
     if isinstance(data, np.ndarray):
         return assemble_blocks([np.ascontiguousarray(data)], layout)
-    return assemble([np.ascontiguousarray(s) for s in data], layout)
+    return assemble([_contiguous(s) for s in data], layout)
+
+
+def _contiguous(sample: Any) -> np.ndarray:
+    # Not np.ascontiguousarray alone: it makes a 0-d sample (or a NumPy scalar) 1-d.
+    sample = np.asarray(sample)
+    return sample if sample.flags.c_contiguous else np.ascontiguousarray(sample)
 
 
 def split(data: Any) -> list[Any]:

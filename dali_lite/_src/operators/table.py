@@ -8,12 +8,19 @@ implemented: `fn` and `ops` answer it with `OperatorNotImplementedError`
 
 from __future__ import annotations
 
-from dali_lite._src.operators import conversion, random
+from dali_lite._src.operators import (
+    conversion,
+    dimensions,
+    joining,
+    metadata,
+    random,
+    reshaping,
+)
 from dali_lite._src.operators.base import BuiltinOperator
 
 __all__ = ["OPERATORS", "namespaces"]
 
-_FAMILIES = (conversion, random)
+_FAMILIES = (conversion, reshaping, dimensions, joining, metadata, random)
 
 OPERATORS: dict[str, type[BuiltinOperator]] = {
     op.schema.fn_path: op for family in _FAMILIES for op in family.FAMILY
