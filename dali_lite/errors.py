@@ -16,6 +16,11 @@ raises (so `except RuntimeError` keeps working) that also say what failed:
 - `CheckpointError`: a checkpoint that cannot be restored into this pipeline.
 - `RuntimeValueError`, `RuntimeTypeError`, `RuntimeIndexError`: bad values where DALI raises
   `RuntimeError`; each is also the matching built-in error.
+- `ArithmeticTypeError` (a `RuntimeError` and a `TypeError`): an arithmetic operator given
+  operand types DALI refuses (`bool + bool`, `float & int`, float16 on the CPU);
+  `IntegerDivisionByZeroError` (a `ValueError` and a `ZeroDivisionError`): integer `//` or
+  `%` by zero; `ArithmeticConstantError` (an `OverflowError` and a `RuntimeError`): an integer
+  constant outside its type or int64.
 - `OperatorNotImplementedError` (an `AttributeError`): `fn.<name>` of a DALI operator dali_lite
   does not implement yet; `ArithmeticNotImplementedError` (a `TypeError`): arithmetic on
   DataNodes (`images / 255`). Both are `NotImplementedError`s too.
@@ -34,7 +39,10 @@ from dali_lite._src.cuda import CudaUnavailableError
 from dali_lite._src.data.conversions import BatchIndexError, MixedBatchError
 from dali_lite._src.data.tensor_list_cpu import MixedSamplesError
 from dali_lite._src.errors import (
+    ArithmeticConstantError,
     ArithmeticNotImplementedError,
+    ArithmeticTypeError,
+    IntegerDivisionByZeroError,
     OperatorNotImplementedError,
     RuntimeIndexError,
     RuntimeTypeError,
@@ -63,13 +71,16 @@ from dali_lite_workers.errors import (
 )
 
 __all__ = [
+    "ArithmeticConstantError",
     "ArithmeticNotImplementedError",
+    "ArithmeticTypeError",
     "BatchIndexError",
     "CallbackPicklingError",
     "CheckpointError",
     "CorruptSlotError",
     "CudaUnavailableError",
     "FunctionError",
+    "IntegerDivisionByZeroError",
     "MixedBatchError",
     "MixedSamplesError",
     "NoDataFedError",

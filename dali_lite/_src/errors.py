@@ -91,3 +91,27 @@ class ArithmeticNotImplementedError(TypeError, NotImplementedError):
     support; a `NotImplementedError` too, since DALI has these operators."""
 
     __module__ = "dali_lite.errors"  # where users import it from (and see it named)
+
+
+class ArithmeticTypeError(RuntimeTypeError):
+    """An arithmetic operator (`a + b`, `x < 3`, `dali.math.sqrt(x)`) given operand types that
+    DALI refuses: two booleans to `+`, a float to `&`, float16 on the CPU. DALI raises
+    `RuntimeError` (from its first `run()`); this is one, and a `TypeError` too. The message
+    starts with DALI's own words."""
+
+    __module__ = "dali_lite.errors"  # where users import it from (and see it named)
+
+
+class IntegerDivisionByZeroError(ValueError, ZeroDivisionError):
+    """Integer `//` or `%` by zero. DALI raises `ValueError` ("Integer division by zero.");
+    this is one, and the `ZeroDivisionError` Python raises for `1 // 0` too."""
+
+    __module__ = "dali_lite.errors"  # where users import it from (and see it named)
+
+
+class ArithmeticConstantError(OverflowError, RuntimeError):
+    """An integer constant of an arithmetic expression (`x + 2**31`) that does not fit its
+    type (DALI raises `OverflowError`) or int64, the type DALI passes integer constants in
+    (DALI raises `RuntimeError`): both, so either `except` works."""
+
+    __module__ = "dali_lite.errors"  # where users import it from (and see it named)
