@@ -21,9 +21,8 @@ raises (so `except RuntimeError` keeps working) that also say what failed:
   `IntegerDivisionByZeroError` (a `ValueError` and a `ZeroDivisionError`): integer `//` or
   `%` by zero; `ArithmeticConstantError` (an `OverflowError` and a `RuntimeError`): an integer
   constant outside its type or int64.
-- `OperatorNotImplementedError` (an `AttributeError`): `fn.<name>` of a DALI operator dali_lite
-  does not implement yet; `ArithmeticNotImplementedError` (a `TypeError`): arithmetic on
-  DataNodes (`images / 255`). Both are `NotImplementedError`s too.
+- `OperatorNotImplementedError` (an `AttributeError` and a `NotImplementedError`):
+  `fn.<name>` or `ops.<Name>` of a DALI operator dali_lite does not implement yet.
 - `RemoteTraceback`: the `__cause__` of an error a callback raised in a worker, carrying the
   worker's traceback.
 
@@ -40,7 +39,6 @@ from dali_lite._src.data.conversions import BatchIndexError, MixedBatchError
 from dali_lite._src.data.tensor_list_cpu import MixedSamplesError
 from dali_lite._src.errors import (
     ArithmeticConstantError,
-    ArithmeticNotImplementedError,
     ArithmeticTypeError,
     IntegerDivisionByZeroError,
     OperatorNotImplementedError,
@@ -72,7 +70,6 @@ from dali_lite_workers.errors import (
 
 __all__ = [
     "ArithmeticConstantError",
-    "ArithmeticNotImplementedError",
     "ArithmeticTypeError",
     "BatchIndexError",
     "CallbackPicklingError",

@@ -4,6 +4,7 @@ implementation lives in the rooms of `dali_lite._src.types`."""
 
 from __future__ import annotations
 
+from dali_lite._src.operators.typed_constants import Constant
 from dali_lite._src.types.dtypes import to_dali_type, to_numpy_dtype, to_numpy_type
 from dali_lite._src.types.enums import (
     ANY_DATA,
@@ -42,6 +43,7 @@ from dali_lite._src.types.enums import (
     YCbCr,
 )
 from dali_lite._src.types.layout import TensorLayout
+from dali_lite._src.types.scalar_constant import ScalarConstant
 from dali_lite._src.types.source_info import BatchInfo, SampleInfo
 
 __all__ = [
@@ -76,10 +78,12 @@ __all__ = [
     "UINT32",
     "UINT64",
     "BatchInfo",
+    "Constant",
     "DALIDataType",
     "DALIImageType",
     "DALIInterpType",
     "SampleInfo",
+    "ScalarConstant",
     "TensorLayout",
     "YCbCr",
     "to_dali_type",

@@ -85,14 +85,6 @@ class OperatorNotImplementedError(AttributeError, NotImplementedError):
     __module__ = "dali_lite.errors"  # where users import it from (and see it named)
 
 
-class ArithmeticNotImplementedError(TypeError, NotImplementedError):
-    """Arithmetic, comparison or indexing on a `DataNode` (`images / 255`), which dali_lite
-    does not implement yet. A `TypeError`, what Python raises for operands a type does not
-    support; a `NotImplementedError` too, since DALI has these operators."""
-
-    __module__ = "dali_lite.errors"  # where users import it from (and see it named)
-
-
 class ArithmeticTypeError(RuntimeTypeError):
     """An arithmetic operator (`a + b`, `x < 3`, `dali.math.sqrt(x)`) given operand types that
     DALI refuses: two booleans to `+`, a float to `&`, float16 on the CPU. DALI raises

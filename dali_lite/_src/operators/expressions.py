@@ -9,9 +9,9 @@ constant nodes). `expression` builds that operator; `DataNode`'s overloads call 
 Each iteration the output type comes from DALI's promotion rules (`arithmetic_types`) and the
 values from DALI's kernels (`arithmetic_kernels`). Sample shapes broadcast as NumPy's do
 (DALI's rule); a dense batch (every sample one shape) is computed in one array operation over
-the whole ``(N, ...)`` block, a ragged one sample by sample. The output's layout is that of
-the operand with the most dimensions; the layouts of two operands must be equal or one a
-suffix of the other, as DALI requires.
+the whole ``(N, ...)`` block, a ragged one sample by sample. The output's layout is the first
+layout among the operands with the most dimensions; the layouts of two operands must be equal
+or one a suffix of the other, as DALI requires.
 """
 
 from __future__ import annotations
@@ -32,24 +32,18 @@ from dali_lite._src.types.scalar_constant import ScalarConstant
 
 __all__ = ["ArithmeticExpression", "expression"]
 
-#: What a DataNode's operators show in messages, by DALI's operation name.
-SYMBOLS = {
-    "add": "+", "sub": "-", "mul": "*", "pow": "**", "div": "//", "fdiv": "/", "mod": "%",
-    "bitand": "&", "bitor": "|", "bitxor": "^", "bitnot": "~", "lshift": "<<", "rshift": ">>",
-    "eq": "==", "neq": "!=", "lt": "<", "leq": "<=", "gt": ">", "geq": ">=",
-    "minus": "(unary) -", "plus": "(unary) +",
-}
-
-
-def _scalar(value: Any) -> ScalarConstant | None:
-    """`value` as a scalar constant, if it is one (Python number, NumPy scalar, 0-d array)."""
-    if isinstance(value, ScalarConstant):
-        return value
-    if isinstance(value, (bool, int, float)):
-        return ScalarConstant(value)
-    if (isinstance(value, (np.generic, np.ndarray)) and np.ndim(value) == 0
-            and np.dtype(value.dtype).kind in "biuf"):
-        return ScalarConstant(value)
+def _scalar(value: Any) -> tuple[arithmetic_types.ScalarConstant, np.generic] | None:
+    """A scalar constant operand's type (for the type rules) and the value DALI computes with,
+    or None if `value` is not a scalar (a DataNode, or a tensor constant)."""
+    if isinstance(value, ScalarConstant):  # types.Constant(3, dtype=types.UINT8)
+        dtype = value.numpy_dtype
+        return (arithmetic_types.ScalarConstant(dtype),
+                arithmetic_kernels.constant_value(value.value, dtype))
+    if isinstance(value, (bool, int, float, np.generic)) or (
+            isinstance(value, np.ndarray) and value.ndim == 0):
+        kind = arithmetic_types.constant_operand(value)  # DALI's TypeError for np.float64
+        raw = value.item() if isinstance(value, (np.generic, np.ndarray)) else value
+        return kind, arithmetic_kernels.constant_value(raw, kind.dtype)
     return None
 
 
@@ -61,9 +55,12 @@ class ArithmeticExpression(BuiltinOperator):
         variadic=True, doc="An arithmetic expression over DataNodes and constants.")
 
     def __init__(self, operation: str, operands: Sequence[Any]) -> None:
-        symbol = SYMBOLS.get(operation, operation)
+        info = arithmetic_types.OPERATORS[operation]
+        if len(operands) != info.arity:
+            raise TypeError(f"dali_lite.math.{operation} takes {info.arity} operand(s), "
+                            f"{len(operands)} given")
         nodes: list[DataNode] = []
-        #: Per operand: ("node", input index) or ("scalar", ScalarConstant).
+        #: Per operand: ("node", input index) or ("scalar", (type, value)).
         self.plan: list[tuple[str, Any]] = []
         for position, value in enumerate(operands):
             scalar = None if isinstance(value, DataNode) else _scalar(value)
@@ -73,11 +70,14 @@ class ArithmeticExpression(BuiltinOperator):
             elif scalar is not None:
                 self.plan.append(("scalar", scalar))
             else:
-                array = self._tensor_constant(value, symbol, position)
+                array = self._tensor_constant(value, info.symbol, position)
                 self.plan.append(("node", len(nodes)))
                 nodes.append(constant_node(array))
+        if not nodes:
+            raise ValueError(f"Operator dali_lite.math.{operation} expects from 1 to 64 "
+                             "inputs, but received 0. (An expression needs at least one "
+                             "DataNode: compute an expression of constants in Python.)")
         self.operation = operation
-        arithmetic_types.check_arity(operation, len(operands))
         device = "gpu" if any(node.device == "gpu" for node in nodes) else "cpu"
         if device == "gpu":  # as DALI: CPU operands of a GPU expression are moved
             nodes = [node.gpu() for node in nodes]
@@ -103,7 +103,7 @@ class ArithmeticExpression(BuiltinOperator):
 
     def spec(self) -> dict[str, Any]:
         return {"device": self.device, "expression": self.operation,
-                "constants": [str(c) for kind, c in self.plan if kind == "scalar"]}
+                "constants": [c[1].item() for kind, c in self.plan if kind == "scalar"]}
 
     # ------------------------------------------------------------------ one iteration
     def compute(self, ctx: IterationContext, inputs: list[InputBatch],
@@ -115,23 +115,22 @@ class ArithmeticExpression(BuiltinOperator):
                 f"{self._where()}: the operands' batch sizes differ: "
                 f"{[len(b) for b in inputs]}")
         count = sizes.pop()
-        kinds = [inputs[c].dtype if kind == "node" else c for kind, c in self.plan]
+        kinds = [inputs[c].dtype if kind == "node" else c[0] for kind, c in self.plan]
         if count == 0 or any(k is None for k in kinds):
             return [output_batch([], "", self.device)]
-        out_dtype = arithmetic_types.result_type(
-            self.operation, [k if isinstance(k, ScalarConstant) else np.dtype(k)
-                             for k in kinds])
+        out_dtype = arithmetic_types.result_type(self.operation, kinds,
+                                                 device="gpu" if self.device == "gpu" else "cpu")
         layout = self._layout(inputs)
         ndim = max((b.sample_ndim or 0) for b in inputs)
         if all(b.dense() is not None for b in inputs):
-            operands = [self._dense_operand(xp, inputs[c], ndim) if kind == "node"
-                        else self._scalar_operand(c, kinds) for kind, c in self.plan]
+            operands = [self._dense_operand(xp, inputs[c], ndim) if kind == "node" else c[1]
+                        for kind, c in self.plan]
             result = self._apply(xp, operands, out_dtype, count, inputs)
             return [output_batch(result, layout, self.device)]
         samples = []
         for index in range(count):
-            operands = [inputs[c].samples[index] if kind == "node"
-                        else self._scalar_operand(c, kinds) for kind, c in self.plan]
+            operands = [inputs[c].samples[index] if kind == "node" else c[1]
+                        for kind, c in self.plan]
             samples.append(self._apply(xp, operands, out_dtype, index, inputs))
         return [output_batch(samples, layout, self.device)]
 
@@ -147,9 +146,6 @@ class ArithmeticExpression(BuiltinOperator):
         if missing:
             dense = dense.reshape((dense.shape[0],) + (1,) * missing + dense.shape[1:])
         return dense
-
-    def _scalar_operand(self, constant: ScalarConstant, kinds: list[Any]) -> Any:
-        return arithmetic_types.scalar_operand(self.operation, constant, kinds)
 
     def _apply(self, xp: Any, operands: list[Any], out_dtype: np.dtype[Any], where: int,
                inputs: list[InputBatch]) -> Any:
@@ -176,11 +172,9 @@ class ArithmeticExpression(BuiltinOperator):
                         f"{self._where()}: Layouts of subexpressions for arithmetic operation "
                         f"{self.operation} do not match. They must be equal or one must be a "
                         f"suffix of the other. Got {first} and {second}.")
+        # The first layout among the operands of the most dimensions (DALI's choice).
         most = max(ndim for ndim, _ in layouts)
-        for ndim, layout in layouts:
-            if ndim == most:
-                return layout
-        return ""
+        return next((layout for ndim, layout in layouts if ndim == most and layout), "")
 
 
 def expression(operation: str, *operands: Any) -> DataNode:

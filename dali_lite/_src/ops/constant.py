@@ -42,19 +42,20 @@ class ConstantOutput(Operator):
 
     schema_name: ClassVar[str] = "Constant"
 
-    def __init__(self, value: np.ndarray, name: str | None = None) -> None:
+    def __init__(self, value: np.ndarray, name: str | None = None, layout: str = "") -> None:
         self.value = value
+        self.layout = layout
         super().__init__([], 1, "cpu", name=name)
 
     def run(self, ctx: IterationContext, inputs: list[Any]) -> list[Any]:
         block = np.ascontiguousarray(np.broadcast_to(self.value, (ctx.batch_size,
                                                                   *self.value.shape)))
-        return [assemble_blocks([block], "")]
+        return [assemble_blocks([block], self.layout)]
 
     def spec(self) -> dict[str, Any]:
         return {"value": self.value.tolist(), "dtype": str(self.value.dtype)}
 
 
-def constant_node(value: np.ndarray, name: str | None = None) -> DataNode:
+def constant_node(value: np.ndarray, name: str | None = None, layout: str = "") -> DataNode:
     """A node whose every sample is `value` (named by the pipeline when `name` is None)."""
-    return ConstantOutput(value, name).outputs[0]
+    return ConstantOutput(value, name, layout).outputs[0]
