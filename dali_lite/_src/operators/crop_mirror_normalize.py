@@ -41,6 +41,7 @@ from dali_lite._src.operators.padding import flip_samples
 from dali_lite._src.operators.schema import Argument, OperatorSchema
 from dali_lite._src.operators.slicing import DEPRECATED
 from dali_lite._src.operators.windows import apply_bounds, parse_policy, static_cast
+from dali_lite._src.types.enums import DALIDataType
 
 __all__ = ["CropMirrorNormalize"]
 
@@ -60,7 +61,7 @@ class CropMirrorNormalize(ArgumentChecks):
             "desired, and type casting: output = scale * (input - mean) / std + shift.",
         arguments=(
             *CROP_ARGUMENTS,
-            Argument("dtype", np.dtype(np.float32), convert=dtype_argument,
+            Argument("dtype", DALIDataType.FLOAT, convert=dtype_argument,
                      type_name="a ':class:`nvidia.dali.types.DALIDataType`'"),
             Argument("mean", [0.0], tensor=True, convert=float_vector),
             Argument("mirror", 0, tensor=True, convert=int_scalar),

@@ -32,6 +32,7 @@ from dali_lite._src.operators.batches import InputBatch, output_batch
 from dali_lite._src.operators.conversion import convert, dtype_argument
 from dali_lite._src.operators.layouts import dim_indices
 from dali_lite._src.operators.schema import Argument, OperatorSchema
+from dali_lite._src.types.enums import DALIDataType
 
 __all__ = ["Normalize"]
 
@@ -57,7 +58,7 @@ class Normalize(ArgumentChecks):
             Argument("axis_names", None, convert=layout_string),
             Argument("batch", False, convert=lambda v, w: bool(v)),
             Argument("ddof", 0, convert=lambda v, w: int(v)),
-            Argument("dtype", np.dtype(np.float32), convert=dtype_argument,
+            Argument("dtype", DALIDataType.FLOAT, convert=dtype_argument,
                      type_name="a ':class:`nvidia.dali.types.DALIDataType`'"),
             Argument("epsilon", 0.0, convert=_float),
             Argument("mean", None, tensor=True, convert=float_scalar),
