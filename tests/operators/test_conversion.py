@@ -83,3 +83,15 @@ def test_the_class_api_is_dalis() -> None:
                                         fromlist=["Cast"]).Cast(dtype=types.INT32)(
             n[0], dtype=types.UINT8), [samples])
     assert_same(dali, lite, words=["The argument `dtype` was already specified in __init__."])
+
+
+@pytest.mark.parametrize("source", ["float32", "float64", "int32", "int64", "uint16"])
+def test_float16_ties_round_away_from_zero_as_in_dali(source: str) -> None:
+    # Halfway between two float16 numbers DALI rounds away from zero; NumPy's astype to even.
+    ties = np.array([2049, 2051, 2053, 4097, 65519, 65520, -2049, 2.0**-25, 3 * 2.0**-26,
+                     1 + 2.0**-11, 1 + 3 * 2.0**-11], np.float64)
+    if source[0] in "iu":
+        ties = ties[ties == np.round(ties)]
+        ties = ties[ties >= 0] if source[0] == "u" else ties
+    assert_same(*run_both(lambda fn, types, n: fn.cast(n[0], dtype=types.FLOAT16),
+                          [[ties.astype(source)]]))

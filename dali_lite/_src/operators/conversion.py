@@ -3,7 +3,8 @@
 DALI converts between element types as its `ConvertSat` does, measured on DALI 2.4: floats
 round half away from zero and saturate at the target's limits (±inf too); NaN becomes 0, but
 INT_MIN for int32 and int64 targets and 2**63 for uint64 (the x86 conversion DALI falls through
-to); integers saturate; to bool, anything nonzero (NaN too) is True; float16 overflows to inf.
+to); integers saturate; to bool, anything nonzero (NaN too) is True; float16 overflows to inf,
+and a value halfway between two float16 numbers rounds away from zero (NumPy rounds it to even).
 `convert` does the same over the array module, vectorised, for every operator that takes a
 `dtype` (cast, normalize, crop_mirror_normalize, ...). `dtype_argument` reads a `dtype`
 argument: DALI's `types.DALIDataType` (and, as an extension, a NumPy dtype).
@@ -22,7 +23,7 @@ from dali_lite._src.operators.schema import Argument, OperatorSchema
 from dali_lite._src.types.dtypes import to_dali_type, to_numpy_dtype
 from dali_lite._src.types.enums import DALIDataType
 
-__all__ = ["Cast", "CastLike", "Copy", "convert", "dtype_argument"]
+__all__ = ["Cast", "CastLike", "Copy", "convert", "dtype_argument", "to_float16"]
 
 # What a NaN becomes where DALI's conversion falls through to the processor's (x86).
 _NAN_AS = {np.dtype(np.int32): np.iinfo(np.int32).min, np.dtype(np.int64): np.iinfo(np.int64).min,
@@ -45,6 +46,40 @@ def dtype_argument(value: Any, what: str) -> np.dtype[Any]:
                     f"types.UINT8); got {value!r}")
 
 
+def to_float16(xp: Any, array: Any) -> Any:
+    """`array` as float16, the nearest value, ties away from zero (DALI's conversion, from any
+    type; NumPy's `astype` rounds ties to even)."""
+    if array.dtype != np.float32:
+        return _float16_ties_away(xp, array)
+    with np.errstate(over="ignore"):
+        nearest = array.astype(np.float16)
+    # A float32 is halfway between two normal float16 numbers only when its 13 dropped
+    # mantissa bits are exactly 1000000000000; those and the float16 subnormals (few) go the
+    # careful way.
+    bits = array.view(np.uint32)
+    suspects = ((bits & 0x1FFF) == 0x1000) | (xp.abs(array) < 2.0 ** -14)
+    if bool(suspects.any()):
+        nearest[suspects] = _float16_ties_away(xp, array[suspects])
+    return nearest
+
+
+def _float16_ties_away(xp: Any, array: Any) -> Any:
+    source = array.dtype
+    # Ints are exact in float64 up to 2**53, far beyond float16's range.
+    exact = array if source.kind == "f" else array.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        nearest = exact.astype(np.float16)
+        back = nearest.astype(exact.dtype)
+        below = exact - back  # exact: both are close floats of the same type
+        away = xp.nextafter(nearest, xp.copysign(xp.float16(xp.inf), below).astype(np.float16))
+        tie = (below != 0) & xp.isfinite(back) & (away.astype(exact.dtype) - exact == below)
+    # On a tie NumPy chose the even neighbour; DALI the one further from zero.
+    tie &= xp.abs(away) > xp.abs(nearest)
+    if bool(tie.any()):
+        nearest = xp.where(tie, away, nearest)
+    return nearest
+
+
 def convert(xp: Any, array: Any, dtype: np.dtype[Any]) -> Any:
     """`array` converted to `dtype` as DALI converts (see the module docstring)."""
     dtype = np.dtype(dtype)
@@ -53,10 +88,23 @@ def convert(xp: Any, array: Any, dtype: np.dtype[Any]) -> Any:
         return array
     if dtype.kind == "b":
         return array != 0
+    if dtype == np.float16 and source.kind != "b":
+        return to_float16(xp, array)
     if dtype.kind == "f" or source.kind == "b":
         with np.errstate(over="ignore", invalid="ignore"):
             return array.astype(dtype)
     limits = np.iinfo(dtype)
+    if source.kind == "f" and source.itemsize <= 4 and dtype.itemsize <= 2:
+        # Clamped to a 16-bit range first, x + 0.5 is exact in float32: this rounds half away
+        # from zero in float32, at half the float64 path's cost (normalized images to uint8).
+        with np.errstate(invalid="ignore"):
+            work = xp.clip(array.astype(np.float32), limits.min, limits.max)
+            xp.add(work, xp.copysign(np.float32(0.5), work), out=work)
+            xp.trunc(work, out=work)
+            nan = xp.isnan(work)
+            if bool(nan.any()):
+                work[nan] = 0
+        return work.astype(dtype)
     if source.kind == "f":
         wide = array.astype(np.float64) if source.itemsize < 8 else array
         with np.errstate(invalid="ignore"):

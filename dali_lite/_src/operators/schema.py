@@ -10,6 +10,7 @@ with DALI's words.
 from __future__ import annotations
 
 import difflib
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,7 +70,8 @@ class OperatorSchema:
     ``"random"``); `fn_name` the function's (``cast``, ``uniform``). `inputs` names the
     positional inputs; the last `optional_inputs` of them may be left out; `variadic` lets
     more follow (``fn.cat(a, b, c)``). `random`: the operator draws random numbers (it shows
-    `seed` in its signature).
+    `seed` in its signature). `deprecated`: DALI's deprecated argument names, each with the
+    argument it stands for (None: accepted and ignored); they warn and are not in the signature.
     """
 
     name: str
@@ -82,6 +84,7 @@ class OperatorSchema:
     module: str = ""
     devices: tuple[str, ...] = ("cpu", "gpu")
     random: bool = False
+    deprecated: Mapping[str, str | None] = field(default_factory=dict)
     by_name: Mapping[str, Argument] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -122,7 +125,8 @@ class OperatorSchema:
     def check_names(self, given: Mapping[str, Any]) -> None:
         """DALI's KeyError for an argument the operator does not have."""
         for key in given:
-            if key in COMMON_ARGUMENTS or key in HIDDEN_ARGUMENTS or key in self.by_name:
+            if (key in COMMON_ARGUMENTS or key in HIDDEN_ARGUMENTS or key in self.by_name
+                    or key in self.deprecated):
                 continue
             close = difflib.get_close_matches(key, [*self.by_name, *COMMON_ARGUMENTS], n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
@@ -134,6 +138,20 @@ class OperatorSchema:
         in; DALI's errors for an unknown or a missing one."""
         self.check_names(given)
         bound = {key: value for key, value in given.items() if key in self.by_name}
+        for old, new in self.deprecated.items():
+            if old not in given:
+                continue
+            if new is None:
+                warnings.warn(f"The argument `{old}` is no longer used and will be removed in a "
+                              "future release.", DeprecationWarning, stacklevel=4)
+                continue
+            if given.get(new) is not None:
+                raise TypeError(
+                    f"Operator `{self.display_name}` got an unexpected '{old}' deprecated "
+                    f"argument when '{new}' was already provided")
+            warnings.warn(f"The argument `{old}` is a deprecated alias for `{new}`. Use `{new}` "
+                          "instead.", DeprecationWarning, stacklevel=4)
+            bound[new] = given[old]
         missing = [a.name for a in self.arguments if a.required and bound.get(a.name) is None]
         if missing:
             names = ", ".join(f'"{n}"' for n in missing)

@@ -9,18 +9,25 @@ implemented: `fn` and `ops` answer it with `OperatorNotImplementedError`
 from __future__ import annotations
 
 from dali_lite._src.operators import (
+    constants,
     conversion,
+    crop_mirror_normalize,
+    cropping,
     dimensions,
     joining,
     metadata,
+    normalization,
+    padding,
     random,
     reshaping,
+    slicing,
 )
 from dali_lite._src.operators.base import BuiltinOperator
 
 __all__ = ["OPERATORS", "namespaces"]
 
-_FAMILIES = (conversion, reshaping, dimensions, joining, metadata, random)
+_FAMILIES = (conversion, reshaping, dimensions, joining, metadata, random, slicing, cropping,
+             crop_mirror_normalize, padding, normalization, constants)
 
 OPERATORS: dict[str, type[BuiltinOperator]] = {
     op.schema.fn_path: op for family in _FAMILIES for op in family.FAMILY

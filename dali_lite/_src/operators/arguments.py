@@ -1,0 +1,171 @@
+"""Reading operator arguments as DALI does: constants, per-sample values and their checks.
+
+DALI reads a constant argument with Python's own conversions (``float(value)``,
+``int(value)``), so a bad constant fails with Python's ValueError or TypeError when the graph is
+defined; the converters here do the same and give the implementations NumPy arrays (float32 or
+int32, DALI's argument types), so that a constant and a per-sample value look alike.
+
+An argument given as a DataNode ("argument input") must hold DALI's exact type (int32 for an
+int argument, float32 for a float one: DALI does not convert) and, per sample, one value for a
+scalar argument or as many as expected (or none) for a vector one; `ArgumentChecks` checks
+the types before the values are converted, and `scalar_values` / `vector_values` the shapes, each
+with DALI's words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from dali_lite._src.errors import RuntimeTypeError, RuntimeValueError
+from dali_lite._src.graph.nodes import IterationContext
+from dali_lite._src.operators.base import ArgumentValues, BuiltinOperator
+from dali_lite._src.operators.batches import InputBatch
+
+__all__ = ["ArgumentChecks", "cpp_type_name", "float_scalar", "float_vector",
+           "int_scalar", "int_vector", "layout_string", "scalar_values", "shape_list",
+           "text", "vector_values"]
+
+
+def cpp_type_name(dtype: Any) -> str:
+    """How DALI 2.4's messages name an element type (``float`` for float32, ``double``)."""
+    name = np.dtype(dtype).name
+    return {"float32": "float", "float64": "double"}.get(name, name)
+
+
+def _values(value: Any) -> list[Any]:
+    if isinstance(value, np.ndarray):
+        return value.reshape(-1).tolist()
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return [value]
+
+
+def float_vector(value: Any, what: str) -> np.ndarray:
+    """A float or list of floats (DALI: ``float or list of float``), as float32."""
+    if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
+        return value.astype(np.float32).reshape(-1)
+    return np.array([float(v) for v in _values(value)], np.float32)
+
+
+def int_vector(value: Any, what: str) -> np.ndarray:
+    """An int or list of ints, as int32 (``int(1.7)`` is 1, as in DALI's Python layer)."""
+    if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
+        return value.astype(np.int64).astype(np.int32).reshape(-1)
+    return np.array([int(v) for v in _values(value)], np.int64).astype(np.int32)
+
+
+def float_scalar(value: Any, what: str) -> np.ndarray:
+    """One float (a per-sample value keeps its shape until `scalar_values` checks it)."""
+    if isinstance(value, np.ndarray):
+        return value.astype(np.float32)
+    return np.array(float(value), np.float32)
+
+
+def int_scalar(value: Any, what: str) -> np.ndarray:
+    if isinstance(value, np.ndarray):
+        return value.astype(np.int64).astype(np.int32)
+    return np.array(int(value), np.int32)
+
+
+def text(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{what}: expected a string; got {type(value).__name__} {value!r}")
+    return value
+
+
+def layout_string(value: Any, what: str) -> str:
+    """A layout (a str or a TensorLayout) as its letters."""
+    return str(value)
+
+
+def scalar_values(arguments: ArgumentValues, name: str) -> list[Any]:
+    """One Python number per sample; a per-sample value must hold exactly one element."""
+    values = arguments.per_sample(name)
+    if any(value.size != 1 for value in values):
+        raise RuntimeValueError(
+            f'Unexpected shape of argument "{name}". Expected batch of {len(values)} scalars or '
+            "a batch of tensors containing one element per sample. Got:\n"
+            f"{shape_list([v.shape for v in values])}\n(each sample of the DataNode given as "
+            f"`{name}` must be one number)")
+    return [value.reshape(()).item() for value in values]
+
+
+def vector_values(arguments: ArgumentValues, name: str, length: int,
+                  allow_empty: bool = True) -> list[np.ndarray | None]:
+    """Each sample's `length` values of a vector argument (DALI's ``ArgValue<T, 1>``); None
+    where a per-sample value is empty (the argument is then not given for that sample). A
+    constant of one value serves every position."""
+    if not arguments.is_per_sample(name):
+        constant = arguments[name]
+        if constant.size == 1 and length != 1:
+            constant = np.repeat(constant, length)
+        elif constant.size != length and not (allow_empty and constant.size == 0):
+            raise RuntimeValueError(
+                f'Argument "{name}" expected shape {length} but got {constant.size} values, '
+                f"which can't be interpreted as the expected shape. (`{name}` needs one value "
+                f"per axis, {length} here, or a single value for all of them)")
+        return [None if constant.size == 0 else constant] * arguments.batch_size
+    values = arguments.per_sample(name)
+    out: list[np.ndarray | None] = []
+    for value in values:
+        if value.ndim != 1 and value.size != 0:
+            raise RuntimeValueError(
+                f"Input with dimension ({value.ndim}) cannot be converted to dimension (1). "
+                f"(each sample of the DataNode given as `{name}` must be a 1D array)")
+        if value.size == 0 and allow_empty:
+            out.append(None)
+        elif value.size != length:
+            raise RuntimeValueError(
+                f'Unexpected shape for argument "{name}". Expected '
+                f"{shape_list([(length,)] * len(values))} or empty, but got "
+                f"{shape_list([v.shape for v in values])} (one value per axis, {length} here)")
+        else:
+            out.append(value)
+    return out
+
+
+def shape_list(shapes: Sequence[tuple[int, ...]]) -> str:
+    """A batch's sample shapes as DALI prints a TensorListShape: ``{2,\n 3}``."""
+    return "{" + ",\n ".join(" x ".join(map(str, shape)) for shape in shapes) + "}"
+
+
+class ArgumentChecks(BuiltinOperator):
+    """An operator that knows which arguments the caller gave (`given`: DALI's behaviour
+    often depends on it, defaults aside) and checks the element type of argument inputs before
+    they are converted, as DALI does.
+
+    `argument_types` maps an argument to the NumPy type DALI requires of a DataNode given for
+    it; `vector_arguments` names those DALI reads as whole tensors (its message differs).
+    """
+
+    argument_types: ClassVar[dict[str, type[np.generic]]] = {}
+    vector_arguments: ClassVar[Sequence[str]] = ()
+
+    def __init__(self, inputs: Sequence[Any], arguments: dict[str, Any], **common: Any) -> None:
+        aliases = self.schema.deprecated
+        self.given = frozenset(aliases.get(key) or key for key, value in arguments.items()
+                               if value is not None)
+        super().__init__(inputs, arguments, **common)
+
+    def run(self, ctx: IterationContext, inputs: list[Any]) -> list[Any]:
+        for key, index in self.argument_inputs.items():
+            expected = self.argument_types.get(key)
+            if expected is None:
+                continue
+            samples = InputBatch.of(inputs[index]).samples
+            wrong = next((s.dtype for s in samples if s.dtype != expected), None)
+            if wrong is None:
+                continue
+            want, got = cpp_type_name(expected), cpp_type_name(wrong)
+            if key in self.vector_arguments:
+                lead = (f"Calling type does not match buffer data type, requested type: {want} "
+                        f"current buffer type: {got}.")
+            else:
+                lead = f'Unexpected type of argument "{key}". Expected {want} and got {got}'
+            raise RuntimeTypeError(
+                f"{lead} (the DataNode given as `{key}` of {self.schema.display_name} must "
+                f"hold {np.dtype(expected).name} values; convert it with fn.cast)")
+        return super().run(ctx, inputs)
