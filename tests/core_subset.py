@@ -4,7 +4,8 @@ needs, marked `core` (tests/conftest.py) and run with `python -m pytest -m core`
 CI runs it on every Python the project claims besides the one that runs the whole suite
 (.ci/run), with only the `test` extra installed: no NVIDIA DALI, torch, Ray, Numba or JAX, so
 what needs them skips. It covers the types and tensors, the pipeline, serial and parallel
-external_source (fork and spawn), checkpoints, the worker pool, shared memory, what an install
+external_source (fork and spawn), checkpoints, DALI's arithmetic (against its recorded
+behaviour), the README's operator table, the worker pool, shared memory, what an install
 puts in a user's namespace, and the wheel and sdist. This list is the one place that says so.
 """
 
@@ -20,6 +21,7 @@ CORE_TESTS: tuple[str, ...] = (
     "tests/dali_lite/test_parallel_epochs.py",
     "tests/dali_lite/test_parallel_shm.py",
     "tests/dali_lite/test_checkpoint.py",
+    "tests/operators/test_arithmetic_facts.py",
     "tests/workers/test_pool_basic.py",
     "tests/shm/test_segment.py",
     "tests/shm/test_codec.py",
@@ -28,6 +30,7 @@ CORE_TESTS: tuple[str, ...] = (
     "tests/test_install_hints.py",
     "tests/test_ci_setup.py",
     "tests/test_packaging.py",
+    "tests/test_readme_api.py",
 )
 
 #: Left to the whole suite: hypothesis searches that take most of their file's time and
