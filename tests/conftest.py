@@ -33,6 +33,17 @@ os.environ.update(RAY_ENV)
 if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL):
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
+
+def _terminated(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"the test session got signal {signum} (SIGTERM)")
+
+
+# A session stopped with SIGTERM (a CI runner's timeout, `kill`) ends as if interrupted:
+# pytest then tears the fixtures down, so workers, pools and the Ray cluster go with it (the
+# cluster's watchdog covers even SIGKILL; tests/ray_cluster.py).
+if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+    signal.signal(signal.SIGTERM, _terminated)
+
 _DEV_SHM = "/dev/shm"
 _CHILD_EXIT_GRACE_S = 2.0
 _RUNNER = pytest.StashKey["isolation.IsolatedRunner"]()

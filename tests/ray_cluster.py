@@ -5,6 +5,11 @@ watches children, keeps its meaning), never listen beyond the loopback address, 
 killed at the end, with every process they started (actors, agents). Token authentication is
 off for this private, loopback-only cluster. Starting one takes several seconds, so the
 tests share one per session.
+
+However the test session ends (its fixtures' teardown, SIGTERM, even SIGKILL), the cluster
+goes with it: a watchdog process, detached from the session (so the per-test check of child
+processes does not see it), waits for the session's process to end and then kills what is
+left of the cluster (`python tests/ray_cluster.py --watch PID DIR`).
 """
 
 from __future__ import annotations
@@ -63,6 +68,7 @@ class LocalRayCluster:
         self.address = f"{LOOPBACK}:{self.port}"
 
     def start(self) -> str:
+        self._start_watchdog()
         command = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head",
                    f"--port={self.port}", f"--node-ip-address={LOOPBACK}",
                    f"--num-cpus={self.num_cpus}", "--include-dashboard=false",
@@ -74,6 +80,16 @@ class LocalRayCluster:
             raise RuntimeError(f"ray start failed:\n{result.stdout[-2000:]}"
                                f"{result.stderr[-2000:]}")
         return self.address
+
+    def _start_watchdog(self) -> None:
+        # Through a short-lived intermediate process (started and waited for here), so that
+        # the watchdog is nobody's child once it runs: its parent exits at once.
+        watcher = [sys.executable, os.path.abspath(__file__), "--watch", str(os.getpid()),
+                   self.temp_dir]
+        launcher = ("import subprocess, sys; subprocess.Popen(sys.argv[1:], "
+                    "start_new_session=True, stdin=subprocess.DEVNULL, "
+                    "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)")
+        subprocess.run([sys.executable, "-c", launcher, *watcher], check=True, timeout=60)
 
     def processes(self) -> list[psutil.Process]:
         """Every process of the cluster: those naming its directory, and their descendants."""
@@ -105,3 +121,19 @@ def wait_gone(pids: list[int], timeout_s: float = 15.0) -> list[int]:
         if not alive or time.monotonic() > deadline:
             return alive
         time.sleep(0.1)
+
+
+def _watch(session_pid: int, temp_dir: str) -> None:
+    """Wait for the test session's process to end; then kill the cluster it left."""
+    with contextlib.suppress(psutil.Error):
+        psutil.Process(session_pid).wait()
+    procs = [proc for proc in processes_naming(temp_dir) if proc.pid != os.getpid()]
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(procs, timeout=_STOP_TIMEOUT_S)
+    shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--watch"]:
+    _watch(int(sys.argv[2]), sys.argv[3])

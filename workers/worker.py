@@ -121,6 +121,9 @@ def _prepare_process(setup: WorkerSetup) -> None:
     # before this point is held pending; ignoring before unblocking discards it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    # A forked worker inherits the program's Python SIGTERM handler (a training script's
+    # "checkpoint and exit"); the pool's SIGTERM means "end now", and must not run it.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if setup.set_pdeathsig:
         _set_pdeathsig()
     keep_freed_memory()  # fresh arrays reuse the last task's pages (workers/heap.py)

@@ -318,3 +318,32 @@ def test_ctrl_c_in_the_main_process_ends_the_workers(tmp_path: Path, start_metho
     assert stderr.count("KeyboardInterrupt") == 1, stderr
     assert not wait_gone(workers, GONE_WITHIN_S)
     assert dev_shm() <= before
+
+
+def sigterm_is_default(sample_info: Any) -> np.ndarray:
+    """A worker's SIGTERM disposition: 1 if it is the default (the signal ends the process)."""
+    return np.array([signal.getsignal(signal.SIGTERM) is signal.SIG_DFL], np.uint8)
+
+
+def _checkpoint_and_exit(signum: int, frame: Any) -> None:
+    raise SystemExit("a training script's SIGTERM handler")
+
+
+def test_forked_workers_do_not_run_the_programs_sigterm_handler() -> None:
+    """A training script's SIGTERM handler ("checkpoint and exit") is the main process's: a
+    forked worker inherits it, but the pool's SIGTERM must end the worker, not run it."""
+    import dali_lite as dali
+
+    previous = signal.signal(signal.SIGTERM, _checkpoint_and_exit)
+    try:
+        pipe = dali.Pipeline(batch_size=2, num_threads=1, device_id=None, py_num_workers=2,
+                             py_start_method="fork")
+        with pipe:
+            pipe.set_outputs(dali.fn.external_source(sigterm_is_default, batch=False,
+                                                     parallel=True))
+        with pipe:
+            pipe.build()
+            (out,) = pipe.run()
+            assert out.as_array().ravel().tolist() == [1, 1]
+    finally:
+        signal.signal(signal.SIGTERM, previous)
