@@ -42,7 +42,7 @@ from dali_lite._src.options import check_timeout
 from dali_lite._src.types.source_info import BatchInfo
 
 if TYPE_CHECKING:
-    from dali_lite._src.pipeline.pipeline import Pipeline
+    from dali_lite._src.options import PipelineView
 
 
 class ParallelBatches(Protocol):
@@ -243,7 +243,7 @@ class ExternalSource(Operator):
         """Take this source's batches from the parallel engine (the pipeline wires it)."""
         self.parallel_source = batches
 
-    def setup(self, pipeline: Pipeline) -> None:
+    def setup(self, pipeline: PipelineView) -> None:
         super().setup(pipeline)
         if self.source is not None:
             self._callback = self.callback_for(pipeline.max_batch_size)

@@ -42,7 +42,7 @@ from dali_lite._src.ops.source_callbacks import (
 from dali_lite._src.ops.transfer import Uploader
 
 if TYPE_CHECKING:
-    from dali_lite._src.pipeline.pipeline import Pipeline
+    from dali_lite._src.options import PipelineView
 
 _copy_kernel: Any = None
 
@@ -215,7 +215,7 @@ class GPUExternalSource(ExternalSource):
         if self.cuda_stream.kind == "user":  # a stream pointer means nothing elsewhere
             self.cuda_stream = cuda_arguments.AUTO_STREAM
 
-    def setup(self, pipeline: Pipeline) -> None:
+    def setup(self, pipeline: PipelineView) -> None:
         super().setup(pipeline)
         cuda_arguments.require_device(pipeline,
                                       f"external_source {self.display_name!r} (device='gpu')")
