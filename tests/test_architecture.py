@@ -276,6 +276,76 @@ def test_late_imports_say_why() -> None:
         unexplained)
 
 
+#: Underscored names that are DALI's own, spelled as DALI's modules expose them: they may be
+#: imported across modules (a face re-exports them under DALI's name).
+DALI_UNDERSCORED_NAMES = {
+    "_DaliBaseIterator": "nvidia.dali.plugin.base_iterator's base of the framework iterators",
+    "_DALIDataType": "nvidia.dali.backend_impl.types': the type of TensorCPU.dtype",
+}
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def private_names_imported(path: Path, known: set[str], source: str | None = None) -> list[str]:
+    """The private names `path` (or `source`, as if it were that file) takes from another
+    project module: `from m import _x`, and `m._x` where `m` names a project module it
+    imported (a private submodule, such as `_src`, is a module, not a name)."""
+    module = module_name(path)
+    tree = ast.parse(path.read_text() if source is None else source, filename=str(path))
+    where = path.relative_to(ROOT)
+    found = []
+    modules_by_alias: dict[str, str] = {}
+    for node in _all_imports(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in known:
+                    bound = alias.asname or alias.name.partition(".")[0]
+                    modules_by_alias[bound] = alias.name if alias.asname else bound
+            continue
+        base = _resolve(module, path.name == "__init__.py", node)
+        for alias in node.names:
+            if f"{base}.{alias.name}" in known:
+                modules_by_alias[alias.asname or alias.name] = f"{base}.{alias.name}"
+            elif (_is_private(alias.name) and alias.name not in DALI_UNDERSCORED_NAMES
+                  and _deepest_known(base, known)):
+                found.append(f"{where}:{node.lineno}: from {base} import {alias.name}")
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and _is_private(node.attr)):
+            continue
+        dotted, value = [], node.value
+        while isinstance(value, ast.Attribute):
+            dotted.insert(0, value.attr)
+            value = value.value
+        if isinstance(value, ast.Name) and value.id in modules_by_alias:
+            owner = ".".join([modules_by_alias[value.id], *dotted])
+            if owner in known and owner != module and f"{owner}.{node.attr}" not in known:
+                found.append(f"{where}:{node.lineno}: {owner}.{node.attr}")
+    return found
+
+
+def test_the_private_name_finder_sees_both_forms() -> None:
+    known = {"dali_lite_shm", "dali_lite_shm.codec", "dali_lite_shm.stream"}
+    path = ROOT / "shm" / "stream.py"
+    source = ("from dali_lite_shm.codec import _plan, write\nfrom dali_lite_shm import codec\n"
+              "import dali_lite_shm.codec as c\nfrom dali_lite_shm import _DaliBaseIterator\n"
+              "codec._GROW(c._x, codec.write, _local)\n")
+    found = private_names_imported(path, known, source)
+    assert [line.partition(": ")[2] for line in found] == [
+        "from dali_lite_shm.codec import _plan", "dali_lite_shm.codec._GROW",
+        "dali_lite_shm.codec._x"]
+
+
+def test_no_private_name_crosses_a_module() -> None:
+    """What one module offers another is public in it: no `_name` is imported across
+    modules (DALI's own underscored names aside)."""
+    files = _package_files()
+    known = {module_name(p) for p in files}
+    crossing = [line for p in files for line in private_names_imported(p, known)]
+    assert not crossing, "private names imported from another module:\n" + "\n".join(crossing)
+
+
 #: The modules at NVIDIA DALI's import paths: they re-export and hold no logic.
 FACES = ("dali_lite/__init__.py", "dali_lite/pipeline.py", "dali_lite/fn.py", "dali_lite/ops.py",
          "dali_lite/types.py", "dali_lite/backend.py", "dali_lite/tensors.py",
