@@ -1,8 +1,8 @@
 """Placed writes: a task's samples written where the main process asked, so that the tasks
 of one batch lay them back to back in one segment and the batch is one zero-copy array.
 
-A batch split over several workers used to come back as one block per task, each in the
-task's own segment, joined with a copy when the program asked for the batch as one array.
+Unplaced, a batch split over several workers comes back as one block per task, each in the
+task's own segment, joined with a copy when the program asks for the batch as one array.
 Once the main process knows a source's *dense layout* (every output one dtype and one sample
 shape: it learns it from a batch it read) it gives each task of the next batches a
 :class:`Placement`: where, in the batch's data segment, the task's samples of each output
@@ -10,7 +10,7 @@ start (the sample's final offset in the batch), and where, in the task's own seg
 metadata goes. A task whose samples match the layout writes them there
 (:func:`write_result` then returns a layout with ``placed``). One whose samples do not match
 (another shape or dtype: the layout changed) writes its usual layout into its own segment,
-from ``fallback_base`` on, and the batch is joined with a copy, as before.
+from ``fallback_base`` on, and the batch is joined with a copy.
 
 The data segment is the main process's to size: it grows it before it hands out the
 placements, while no task writes it. A placed write never grows it.

@@ -29,7 +29,8 @@ from dali_lite._src.ops.assembly import assemble, assemble_blocks
 from dali_lite._src.ops.sample_range import SampleRange
 from dali_lite._src.ops.source_callbacks import IteratorCall, PerBatchCall, PerSampleCall
 
-# OutputCheck is also looked up here by pipelines serialized before it moved to source_checks.
+# OutputCheck is imported here too: pickles (serialized pipelines) that name it at this
+# module load through it.
 from dali_lite._src.ops.source_checks import OutputCheck, check_blocks, per_output
 from dali_lite._src.ops.source_feed import FeedQueue
 from dali_lite._src.ops.source_kinds import (

@@ -246,7 +246,7 @@ class ParallelSource:
         try:
             placements = plan_placements(data_slot, self.dense_layout, self.batch_size, ranges)
         except ShmError:
-            return [None] * len(ranges)  # the memory budget: copy this batch, as before
+            return [None] * len(ranges)  # the memory budget: unplaced, joined with a copy
         batch.data_slot = data_slot
         return placements
 
