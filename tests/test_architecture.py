@@ -8,7 +8,9 @@ functions (a circle closed at run time is still a circle) and imports under
 circle closed through one is still a circle) included. So a type-only circle or a type-only
 upward import fails these tests, and a newcomer can trust that a module never depends on one
 that depends on it. The one exception is declared in `MIXINS_NAMING_PIPELINE`: the mixins that
-`Pipeline` is made of name the class they are mixed into, for their `self` annotations only.
+`Pipeline` is made of (and serialization, which reads and fills its state) name the class, for
+annotations only. What one module offers another is public in it: no private name crosses a
+module (`test_no_private_name_crosses_a_module`).
 """
 
 from __future__ import annotations
