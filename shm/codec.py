@@ -5,7 +5,9 @@ byte layout is described): planning where each run of equal samples goes, encodi
 metadata records, and copying the samples in (:func:`write`, in a worker). It is also the
 codec's public face: the format's constants and the reader's functions
 (:mod:`shm.slot_reader`, in the main process) are re-exported here, so that
-``shm.codec.read`` reads what ``shm.codec.write`` wrote.
+``shm.codec.read`` reads what ``shm.codec.write`` wrote. A write knows the samples streamed
+in before it (:mod:`shm.stream`) only as :class:`StreamedSamples`, so that the codec does not
+depend on the stream, which stands on it.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -35,15 +37,14 @@ from dali_lite_shm.slot_format import (
 )
 from dali_lite_shm.slot_reader import read, read_runs
 
-if TYPE_CHECKING:
-    from dali_lite_shm.stream import SampleStream
-
 __all__ = [
     "MAGIC",
     "MAX_NDIM",
     "SUPPORTED_DTYPES",
     "VERSION",
+    "Run",
     "SlotLayout",
+    "StreamedSamples",
     "encoded_size",
     "read",
     "read_runs",
@@ -88,6 +89,19 @@ class Run:
     dtype: np.dtype[Any]  # storage dtype (native byte order)
     shape: tuple[int, ...]
     arrays: list[np.ndarray]
+
+
+class StreamedSamples(Protocol):
+    """The samples copied into a slot as they were made, before the write that completes it
+    (:class:`shm.stream.SampleStream`)."""
+
+    @property
+    def streamed(self) -> bool:
+        """Whether some sample was put into the slot (and its views handed out)."""
+
+    def to_copy(self, segment: SharedSegment, runs: Sequence[Sequence[Run]]) -> list[Run]:
+        """The runs of ``runs`` (outputs x runs, to be written into ``segment``) whose bytes
+        are not in place yet, for the writer to copy."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +240,7 @@ def samples_and_largest(outputs: Sequence[Sequence[Any]]) -> tuple[int, int]:
 
 
 def write(segment: SharedSegment, outputs: Sequence[Sequence[np.ndarray]],
-          base: int = 0, stream: SampleStream | None = None) -> SlotLayout:
+          base: int = 0, stream: StreamedSamples | None = None) -> SlotLayout:
     """Lay ``outputs`` (outputs x samples of arrays) into ``segment``, growing it if needed.
 
     The data starts at ``base`` (0 unless the bytes before it belong to someone else), at
@@ -236,7 +250,7 @@ def write(segment: SharedSegment, outputs: Sequence[Sequence[np.ndarray]],
     so a segment created without reserving its pages is safe to write into.
 
     ``stream`` (:mod:`shm.stream`) holds the samples copied in as they were made: runs it
-    put where this write puts them are not copied again (:meth:`SampleStream.to_copy`).
+    put where this write puts them are not copied again (:meth:`StreamedSamples.to_copy`).
 
     Raises ``TypeError`` for a dtype that cannot live in shared memory, ``ValueError`` for too
     many dimensions, and :class:`~shm.errors.ShmAllocationError` if the segment cannot grow

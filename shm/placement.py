@@ -1,8 +1,8 @@
 """Placed writes: a task's samples written where the main process asked, so that the tasks
 of one batch lay them back to back in one segment and the batch is one zero-copy array.
 
-A batch split over several workers used to come back as one block per task, each in the
-task's own segment, joined with a copy when the program asked for the batch as one array.
+Unplaced, a batch split over several workers comes back as one block per task, each in the
+task's own segment, joined with a copy when the program asks for the batch as one array.
 Once the main process knows a source's *dense layout* (every output one dtype and one sample
 shape: it learns it from a batch it read) it gives each task of the next batches a
 :class:`Placement`: where, in the batch's data segment, the task's samples of each output
@@ -10,7 +10,7 @@ start (the sample's final offset in the batch), and where, in the task's own seg
 metadata goes. A task whose samples match the layout writes them there
 (:func:`write_result` then returns a layout with ``placed``). One whose samples do not match
 (another shape or dtype: the layout changed) writes its usual layout into its own segment,
-from ``fallback_base`` on, and the batch is joined with a copy, as before.
+from ``fallback_base`` on, and the batch is joined with a copy.
 
 The data segment is the main process's to size: it grows it before it hands out the
 placements, while no task writes it. A placed write never grows it.
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -29,6 +29,7 @@ from dali_lite_shm.codec import (
     NDARRAY_ONLY,
     Run,
     SlotLayout,
+    StreamedSamples,
     encode_meta,
     samples_and_largest,
     storage_dtype,
@@ -36,9 +37,6 @@ from dali_lite_shm.codec import (
 )
 from dali_lite_shm.errors import ShmAllocationError
 from dali_lite_shm.segment import SharedSegment
-
-if TYPE_CHECKING:
-    from dali_lite_shm.stream import SampleStream
 
 __all__ = ["Placement", "write_placed", "write_result"]
 
@@ -78,7 +76,7 @@ def _matching_run(samples: Sequence[Any], expected: tuple[str, tuple[int, ...]],
 
 def write_placed(data: SharedSegment, own: SharedSegment,
                  outputs: Sequence[Sequence[np.ndarray]],
-                 placement: Placement, stream: SampleStream | None = None) -> SlotLayout | None:
+                 placement: Placement, stream: StreamedSamples | None = None) -> SlotLayout | None:
     """Write ``outputs`` as ``placement`` asks; None (nothing written) if they do not match
     it or do not fit where it says. Samples that ``stream`` put in place already, every one
     of them, are not copied again (see :func:`shm.codec.write`)."""
@@ -117,7 +115,7 @@ def write_placed(data: SharedSegment, own: SharedSegment,
 def write_result(own: SharedSegment, outputs: Sequence[Sequence[np.ndarray]],
                  placement: Placement | None = None,
                  data: SharedSegment | None = None,
-                 stream: SampleStream | None = None) -> SlotLayout:
+                 stream: StreamedSamples | None = None) -> SlotLayout:
     """A task's result into shared memory: placed if it can be, else the codec's layout in
     its own segment (from the placement's ``fallback_base``). ``stream``: the samples
     already copied in as they were made (:mod:`shm.stream`)."""

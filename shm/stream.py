@@ -1,12 +1,12 @@
 """Streamed writes: each sample copied into its final place in the slot as it is made.
 
-A worker used to call a task's callback for every sample, holding all the fresh arrays (16
-fresh 2 MiB images are 33 MB), and only then copy them into the slot: every image was read
-back from memory after the others had pushed it out of the caches, and every new image was
-made in memory the caches had not seen since the last task. Measured on a 16-core machine
-(fresh 2 MiB images, 14 processes at once) that costs 1.09 ms per sample against 0.65 ms when
-each sample is copied as soon as it is made and then let go (benchmarks/RESULTS.md,
-"Streamed writes"). A :class:`SampleStream` does that: the caller offers each sample
+A worker that calls a task's callback for every sample, holding all the fresh arrays (16
+fresh 2 MiB images are 33 MB), and only then copies them into the slot reads every image back
+from memory after the others pushed it out of the caches, and makes every new image in
+memory the caches have not seen since the last task. Measured on a 16-core machine (fresh
+2 MiB images, 14 processes at once) that costs 1.09 ms per sample against 0.65 ms when each
+sample is copied as soon as it is made and then let go (benchmarks/RESULTS.md, "Streamed
+writes"). A :class:`SampleStream` does that: the caller offers each sample
 (:meth:`SampleStream.put`, one array per output) as it comes and gets back views of where it
 now lies in the slot, which it keeps instead of the array, so the array is freed at once and
 the next one reuses its warm memory.
@@ -15,16 +15,16 @@ Where a sample goes is known from the first one: its dtypes and shapes and the t
 count give the layout :func:`shm.codec.write` will choose (or, for a placed task, the offsets
 its :class:`~shm.placement.Placement` names). A sample that breaks that layout, one too small
 to be worth it, an unsupported dtype, a slot too small: the stream stops and takes nothing
-more; the writer then copies what is not in place as before (:meth:`SampleStream.to_copy`:
+more; the writer then copies what is not in place (:meth:`SampleStream.to_copy`:
 streamed samples that must move are copied out of the slot first, so no copy ever reads
 bytes that the same write overwrites). :meth:`SampleStream.put` never raises:
-errors are the writer's to report, in the same words as before.
+errors are the writer's to report, in the words of a write without a stream.
 
 The one difference a callback can see: a streamed sample's bytes are taken when it is
 returned, not after the task's last call. A callback that overwrites an array it returned
-earlier in the same task (one buffer reused for every sample) delivered every sample with
-the buffer's last contents; streamed, each sample is what was returned. The same unchanged
-array returned again (a cache of prepared samples) streams like any other.
+earlier in the same task (one buffer reused for every sample) delivers, unstreamed, every
+sample with the buffer's last contents; streamed, each sample is what was returned. The
+same unchanged array returned again (a cache of prepared samples) streams like any other.
 """
 
 from __future__ import annotations

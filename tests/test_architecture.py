@@ -1,9 +1,16 @@
 """The packages' layers, read from their source: no import circles, no upward imports.
 
-`shm` stands at the bottom, `workers` on it, `dali_lite` on top (DESIGN.md). The graph is
-built from every import statement in the three packages' files (late imports inside functions
-included, since a circle closed at run time is still a circle), so a newcomer can trust that a
-module never depends on one that depends on it.
+`shm` stands at the bottom, `workers` on it, `dali_lite` on top (DESIGN.md), and inside
+`dali_lite/_src` the rooms stand in the order of `ROOM_ORDER` (docs/architecture.md). The graph
+is built from every import statement in the three packages' files: late imports inside
+functions (a circle closed at run time is still a circle) and imports under
+`if TYPE_CHECKING:` (an annotation that names a module above is still an arrow up, and a
+circle closed through one is still a circle) included. So a type-only circle or a type-only
+upward import fails these tests, and a newcomer can trust that a module never depends on one
+that depends on it. The one exception is declared in `MIXINS_NAMING_PIPELINE`: the mixins that
+`Pipeline` is made of (and serialization, which reads and fills its state) name the class, for
+annotations only. What one module offers another is public in it: no private name crosses a
+module (`test_no_private_name_crosses_a_module`).
 """
 
 from __future__ import annotations
@@ -57,19 +64,27 @@ def _runtime_imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
         yield from _runtime_imports(node)
 
 
+def _all_imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement, those under `if TYPE_CHECKING:` included."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+
+
 def _deepest_known(target: str, known: set[str]) -> str:
     while target and target not in known:
         target = target.rpartition(".")[0]
     return target
 
 
-def imports_of(path: Path, known: set[str]) -> dict[str, int]:
-    """The project modules `path` imports at run time, each with the line of one import
-    (`from pkg import mod` is an edge to pkg.mod, not to pkg)."""
+def imports_of(path: Path, known: set[str], *, type_only_too: bool = True) -> dict[str, int]:
+    """The project modules `path` imports, each with the line of one import (`from pkg import
+    mod` is an edge to pkg.mod, not to pkg): all of them, or with `type_only_too=False` only
+    those imported at run time (not under `if TYPE_CHECKING:`)."""
     module = module_name(path)
     tree = ast.parse(path.read_text(), filename=str(path))
     found: dict[str, int] = {}
-    for node in _runtime_imports(tree):
+    for node in (_all_imports if type_only_too else _runtime_imports)(tree):
         if isinstance(node, ast.Import):
             targets = [_deepest_known(alias.name, known) for alias in node.names]
         else:
@@ -104,12 +119,41 @@ def late_imports_without_reason(path: Path, known: set[str]) -> list[str]:
     return found
 
 
-def build_graph() -> dict[str, set[str]]:
+def build_graph(*, type_only_too: bool = True) -> dict[str, set[str]]:
+    """Each module of the three packages and the project modules it imports: all of them
+    (`if TYPE_CHECKING:` included), or with `type_only_too=False` those imported at run time."""
     files = [p for pkg in INSTALLED_AS for p in (ROOT / pkg).rglob("*.py")]
     known = {module_name(p) for p in files}
     # Importing pkg.sub runs pkg/__init__ first, but that is Python's doing, not a
     # dependency of sub: only the import statements written in a file are its edges.
-    return {module_name(p): set(imports_of(p, known)) for p in files}
+    return {module_name(p): set(imports_of(p, known, type_only_too=type_only_too))
+            for p in files}
+
+
+PIPELINE_CLASS = "dali_lite._src.pipeline.pipeline"
+#: The modules that may name `Pipeline` (in `PIPELINE_CLASS`, which imports them) under
+#: `if TYPE_CHECKING:`, and why: the mixins the class is made of annotate `self: Pipeline`,
+#: and serialization reads and fills the pipeline's own state for its extras mixin. Nothing
+#: below the pipeline room names `Pipeline`: operators and the GPU context know it as
+#: `options.PipelineView`.
+MIXINS_NAMING_PIPELINE = {
+    "dali_lite._src.pipeline.checkpointing": "mixin: checkpoint(), restore, the hooks",
+    "dali_lite._src.pipeline.extras": "mixin: serialize, DOT, shm statistics",
+    "dali_lite._src.pipeline.graph_definition": "mixin: define_graph, set_outputs, with pipe:",
+    "dali_lite._src.pipeline.properties": "mixin: the read-only properties",
+    "dali_lite._src.pipeline.run_protocol": "mixin: the run protocol",
+    "dali_lite._src.pipeline.serialization": "the pipeline's state as bytes and back",
+}
+
+
+def graph_without_declared_mixin_edges() -> dict[str, set[str]]:
+    """The whole import graph, less the type-only edges `MIXINS_NAMING_PIPELINE` declares
+    (such an import at run time stays: it closes a circle)."""
+    graph, runtime = build_graph(), build_graph(type_only_too=False)
+    for module in MIXINS_NAMING_PIPELINE:
+        if PIPELINE_CLASS not in runtime[module]:
+            graph[module].discard(PIPELINE_CLASS)
+    return graph
 
 
 def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -155,6 +199,25 @@ def test_finder_sees_a_circle() -> None:
     assert find_cycles({"a": {"b"}, "b": set()}) == []
 
 
+def test_the_graph_counts_type_only_imports() -> None:
+    """An import under `if TYPE_CHECKING:` is an edge of the graph (and a late one too)."""
+    source = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import a.b\n"
+              "def f():\n    if TYPE_CHECKING:\n        from a import c\n")
+    tree = ast.parse(source)
+    assert {ast.unparse(node) for node in _all_imports(tree)} == {
+        "from typing import TYPE_CHECKING", "import a.b", "from a import c"}
+    assert [ast.unparse(node) for node in _runtime_imports(tree)] == [
+        "from typing import TYPE_CHECKING"]
+
+
+def test_declared_mixin_edges_are_type_only() -> None:
+    """The mixins name `Pipeline` for annotations only: at run time that would be a circle."""
+    runtime = build_graph(type_only_too=False)
+    at_run_time = [module for module in MIXINS_NAMING_PIPELINE
+                   if PIPELINE_CLASS in runtime[module]]
+    assert not at_run_time, f"import {PIPELINE_CLASS} at run time: {at_run_time}"
+
+
 def test_no_upward_imports() -> None:
     upward = [
         f"{module} imports {target}"
@@ -168,9 +231,43 @@ def test_no_upward_imports() -> None:
 
 @pytest.mark.parametrize("package", PACKAGES)
 def test_no_import_circles(package: str) -> None:
-    graph = build_graph()
+    graph = graph_without_declared_mixin_edges()
     cycles = [c for c in find_cycles(graph) if c[0].split(".")[0] == package]
     assert not cycles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+#: The rooms of `dali_lite/_src` from the bottom up, as docs/architecture.md lists them: a room
+#: imports only its own modules and rooms of earlier rows (a row's rooms may import each other).
+ROOM_ORDER: tuple[tuple[str, ...], ...] = (
+    ("errors",), ("types",), ("options",), ("cuda",),
+    ("cuda_arguments", "cuda_context", "cuda_memory"), ("data",), ("graph",), ("ops",),
+    ("operators",), ("parallel",), ("execution",), ("pipeline",), ("frameworks",),
+    ("cli", "doctor", "doctor_probe"),
+)
+_SRC = "dali_lite._src"
+
+
+def _room_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if module.startswith(_SRC + ".") else None
+
+
+def test_every_room_has_a_row() -> None:
+    rows = {room for row in ROOM_ORDER for room in row}
+    rooms = {room for module in build_graph() if (room := _room_of(module))}
+    assert rooms <= rows, f"rooms of dali_lite/_src missing from ROOM_ORDER: {rooms - rows}"
+
+
+def test_rooms_import_only_rooms_below() -> None:
+    row_of = {room: index for index, row in enumerate(ROOM_ORDER) for room in row}
+    upward = [
+        f"{module} imports {target}"
+        for module, targets in graph_without_declared_mixin_edges().items()
+        for target in targets
+        if (room := _room_of(module)) and (target_room := _room_of(target))
+        and row_of.get(target_room, -1) > row_of.get(room, -1)
+    ]
+    assert not upward, "imports of a room above:\n" + "\n".join(upward)
 
 
 def test_late_imports_say_why() -> None:
@@ -179,6 +276,76 @@ def test_late_imports_say_why() -> None:
     unexplained = [line for p in files for line in late_imports_without_reason(p, known)]
     assert not unexplained, "late imports without a comment saying why:\n" + "\n".join(
         unexplained)
+
+
+#: Underscored names that are DALI's own, spelled as DALI's modules expose them: they may be
+#: imported across modules (a face re-exports them under DALI's name).
+DALI_UNDERSCORED_NAMES = {
+    "_DaliBaseIterator": "nvidia.dali.plugin.base_iterator's base of the framework iterators",
+    "_DALIDataType": "nvidia.dali.backend_impl.types': the type of TensorCPU.dtype",
+}
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def private_names_imported(path: Path, known: set[str], source: str | None = None) -> list[str]:
+    """The private names `path` (or `source`, as if it were that file) takes from another
+    project module: `from m import _x`, and `m._x` where `m` names a project module it
+    imported (a private submodule, such as `_src`, is a module, not a name)."""
+    module = module_name(path)
+    tree = ast.parse(path.read_text() if source is None else source, filename=str(path))
+    where = path.relative_to(ROOT)
+    found = []
+    modules_by_alias: dict[str, str] = {}
+    for node in _all_imports(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in known:
+                    bound = alias.asname or alias.name.partition(".")[0]
+                    modules_by_alias[bound] = alias.name if alias.asname else bound
+            continue
+        base = _resolve(module, path.name == "__init__.py", node)
+        for alias in node.names:
+            if f"{base}.{alias.name}" in known:
+                modules_by_alias[alias.asname or alias.name] = f"{base}.{alias.name}"
+            elif (_is_private(alias.name) and alias.name not in DALI_UNDERSCORED_NAMES
+                  and _deepest_known(base, known)):
+                found.append(f"{where}:{node.lineno}: from {base} import {alias.name}")
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and _is_private(node.attr)):
+            continue
+        dotted, value = [], node.value
+        while isinstance(value, ast.Attribute):
+            dotted.insert(0, value.attr)
+            value = value.value
+        if isinstance(value, ast.Name) and value.id in modules_by_alias:
+            owner = ".".join([modules_by_alias[value.id], *dotted])
+            if owner in known and owner != module and f"{owner}.{node.attr}" not in known:
+                found.append(f"{where}:{node.lineno}: {owner}.{node.attr}")
+    return found
+
+
+def test_the_private_name_finder_sees_both_forms() -> None:
+    known = {"dali_lite_shm", "dali_lite_shm.codec", "dali_lite_shm.stream"}
+    path = ROOT / "shm" / "stream.py"
+    source = ("from dali_lite_shm.codec import _plan, write\nfrom dali_lite_shm import codec\n"
+              "import dali_lite_shm.codec as c\nfrom dali_lite_shm import _DaliBaseIterator\n"
+              "codec._GROW(c._x, codec.write, _local)\n")
+    found = private_names_imported(path, known, source)
+    assert [line.partition(": ")[2] for line in found] == [
+        "from dali_lite_shm.codec import _plan", "dali_lite_shm.codec._GROW",
+        "dali_lite_shm.codec._x"]
+
+
+def test_no_private_name_crosses_a_module() -> None:
+    """What one module offers another is public in it: no `_name` is imported across
+    modules (DALI's own underscored names aside)."""
+    files = _package_files()
+    known = {module_name(p) for p in files}
+    crossing = [line for p in files for line in private_names_imported(p, known)]
+    assert not crossing, "private names imported from another module:\n" + "\n".join(crossing)
 
 
 #: The modules at NVIDIA DALI's import paths: they re-export and hold no logic.

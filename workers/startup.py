@@ -2,10 +2,10 @@
 
 Under ``spawn``, multiprocessing's child first imports the program's main module again (as
 ``__mp_main__``, running its top level) and unpickles the worker's setup; only then does it
-call :func:`workers.worker.worker_main`. An exception there (the main module's top level
-calling ``pipe.build()`` without ``if __name__ == "__main__":``, or raising in the child) ended
-the worker with its traceback printed far above a ``WorkerDiedError`` that blamed a crash
-or the OOM killer. This module brings it to the pool instead:
+call :func:`workers.worker.worker_main`. Left to multiprocessing, an exception there (the main
+module's top level calling ``pipe.build()`` without ``if __name__ == "__main__":``, or raising
+in the child) ends the worker with its traceback printed far above a ``WorkerDiedError`` that
+blames a crash or the OOM killer. This module brings it to the pool instead:
 
 * The pool names a spawned worker's process with a :class:`ReportingName` (a ``str``).
   multiprocessing pickles that name into the data the child reads *before* it imports the
@@ -18,8 +18,8 @@ or the OOM killer. This module brings it to the pool instead:
 * The pool turns the message into :class:`~workers.errors.WorkerStartupError`, worded by
   :func:`describe`.
 
-Should a Python version stop pickling the name there, nothing is reported, and a death is the
-``WorkerDiedError`` it was before.
+Should a Python version stop pickling the name there, nothing is reported, and such a death is
+a plain ``WorkerDiedError``.
 """
 
 from __future__ import annotations

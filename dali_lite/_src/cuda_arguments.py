@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from dali_lite._src.pipeline.pipeline import Pipeline
+    from dali_lite._src.options import PipelineView
 
 #: `cuda_stream` special values (external_source, feed_input).
 DEFAULT_STREAM = 0
@@ -103,7 +103,7 @@ def staging_slots(prefetch_queue_depth: int | dict[str, int], exec_pipelined: bo
     return gpu_queue_depth(prefetch_queue_depth, exec_pipelined) + 1
 
 
-def require_device(pipeline: Pipeline, what: str) -> None:
+def require_device(pipeline: PipelineView, what: str) -> None:
     """Refuse GPU operators in a CPU-only pipeline (device_id=None); no CUDA is touched."""
     if pipeline.device_id is None:
         raise ValueError(

@@ -20,7 +20,7 @@ from dali_lite._src.cuda import cupy, mark_cuda_initialized
 from dali_lite._src.cuda_arguments import require_device
 
 if TYPE_CHECKING:
-    from dali_lite._src.pipeline.pipeline import Pipeline
+    from dali_lite._src.options import PipelineView
 
 
 class _RawStream:
@@ -101,15 +101,14 @@ _contexts_lock = threading.Lock()
 _consumer_streams: dict[int, Any] = {}
 
 
-def context_for(pipeline: Pipeline) -> GPUContext:
+def context_for(pipeline: PipelineView) -> GPUContext:
     """The pipeline's GPUContext, created on first use (this is where CUDA starts)."""
     with _contexts_lock:
         context = _contexts.get(pipeline)
         if context is None:
             require_device(pipeline, "a GPU stage")
-            options = pipeline._options
             context = GPUContext(int(pipeline.device_id or 0),
-                                 int(options.default_cuda_stream_priority))
+                                 int(pipeline.default_cuda_stream_priority))
             _contexts[pipeline] = context
         return context
 

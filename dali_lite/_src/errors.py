@@ -39,11 +39,6 @@ def describe_callable(obj: object) -> str:
     return f"a {name} object"
 
 
-def notes_of(exc: BaseException) -> list[str]:
-    """The notes attached to `exc`, oldest first."""
-    return list(getattr(exc, "__notes__", ()))
-
-
 class RuntimeValueError(ValueError, RuntimeError):
     """A bad value where DALI raises `RuntimeError` (its C++ errors all surface as that):
     deriving from both keeps `except ValueError` and DALI users' `except RuntimeError`

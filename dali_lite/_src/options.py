@@ -7,6 +7,10 @@ only to be serialized never builds): the constructor refuses what is malformed i
 one thread, an empty prefetch queue). `PipelineOptions.from_arguments` does the first part and
 `PipelineOptions.check_buildable` the second, each with DALI's exception class and words, plus
 the argument's name, what was given and what is expected.
+
+`PipelineView` is what the rooms below the pipeline (operators, the GPU context, the staging
+ring) may read of the pipeline that set them up: DALI's public, read-only `Pipeline` properties,
+declared here so that those rooms never name the `Pipeline` class standing above them.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 import os
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from dali_lite._src.errors import RuntimeTypeError
 
@@ -65,6 +69,45 @@ def _check_ray_options(ray_options: Any, method: str) -> None:
     if method != "ray":
         raise ValueError("py_ray_options is used only with py_start_method='ray'; "
                          f"got py_start_method={method!r}")
+
+
+def resolved_num_threads(num_threads: Any) -> int:
+    """The threads a pipeline's `num_threads` gives its stages: the number if it is a positive
+    int, else one per CPU."""
+    return num_threads if _is_int(num_threads) and num_threads > 0 else (os.cpu_count() or 1)
+
+
+class PipelineView(Protocol):
+    """What an operator (and the GPU context and staging ring it makes) may ask of the
+    pipeline it was set up in: read-only properties DALI's `Pipeline` offers publicly.
+
+    The object is also a weakly referenced, hashable key (operators hold it weakly; a GPU
+    context is kept per pipeline).
+    """
+
+    @property
+    def max_batch_size(self) -> int | None: ...
+
+    @property
+    def num_threads(self) -> int | None: ...
+
+    @property
+    def device_id(self) -> int | None: ...
+
+    @property
+    def seed(self) -> int | None: ...
+
+    @property
+    def exec_pipelined(self) -> bool: ...
+
+    @property
+    def exec_async(self) -> bool: ...
+
+    @property
+    def prefetch_queue_depth(self) -> int | dict[str, int]: ...
+
+    @property
+    def default_cuda_stream_priority(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,8 +230,3 @@ class PipelineOptions:
     def default_cuda_stream_priority(self) -> int:
         """Deprecated in DALI and without effect; always 0."""
         return 0
-
-    @property
-    def resolved_num_threads(self) -> int:
-        threads = self.num_threads
-        return threads if _is_int(threads) and threads > 0 else (os.cpu_count() or 1)

@@ -1,4 +1,4 @@
-"""A dense batch split over several workers is one zero-copy array (ops/parallel_placement).
+"""A dense batch split over several workers is one zero-copy array (parallel/placement.py).
 
 With more workers than batches in flight (`py_num_workers > prefetch_queue_depth`, DALI's
 default depth is 1) a per-sample batch is split into one task per worker. Once a batch has

@@ -91,7 +91,7 @@ def test_numpy_round_trip(dali_type: DALIDataType, scalar: type[np.generic]) -> 
     assert to_dali_type(np.dtype(scalar).name) is dali_type
     assert to_dali_type(to_numpy_type(dali_type)) is dali_type
     # What TensorCPU.dtype returns: equal to the member, and called, DALI's format string.
-    tensor_dtype = _dtypes_impl._tensor_dtype_of(dali_type)
+    tensor_dtype = _dtypes_impl.tensor_dtype_of(dali_type)
     assert tensor_dtype == dali_type and isinstance(tensor_dtype, DALIDataType)
     with pytest.warns(Warning, match="deprecated"):
         assert np.dtype(tensor_dtype()) == np.dtype(scalar)

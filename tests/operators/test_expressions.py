@@ -1,9 +1,9 @@
 """Arithmetic on DataNodes and dali.math, through real pipelines, against NVIDIA DALI.
 
-The type rules and the element kernels are pinned op by op in test_arithmetic_types.py; here
-is what a user writes: `images / 255`, `a + b` over batches of different sample shapes
-(broadcasting), ragged batches, constants of every kind, reflected operators, layouts, the
-dali.math functions on nodes, and the refusals.
+The type rules and the element kernels are pinned op by op in test_arithmetic_facts.py and
+test_arithmetic_vs_dali.py; here is what a user writes: `images / 255`, `a + b` over batches
+of different sample shapes (broadcasting), ragged batches, constants of every kind, reflected
+operators, layouts, the dali.math functions on nodes, and the refusals.
 """
 
 from __future__ import annotations

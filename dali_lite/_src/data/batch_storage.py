@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from dali_lite._src.data.host import HostBatch, split_block
-from dali_lite._src.data.tensor_cpu import _checked_layout
+from dali_lite._src.data.tensor_cpu import checked_layout
 from dali_lite._src.errors import RuntimeValueError
 
 __all__ = ["BatchStorage"]
@@ -52,7 +52,7 @@ class BatchStorage(HostBatch):
         tl = cls.__new__(cls)
         tl._blocks, tl._samples, tl._count, tl._dense = None, samples, len(samples), None
         tl._dtype = samples[0].dtype if samples else (None if dtype is None else np.dtype(dtype))
-        tl._layout = _checked_layout(layout, samples[0].ndim if samples else None, "TensorList")
+        tl._layout = checked_layout(layout, samples[0].ndim if samples else None, "TensorList")
         return tl
 
     @classmethod
@@ -103,7 +103,7 @@ class BatchStorage(HostBatch):
         tl._blocks, tl._samples, tl._dense = dense, None, None
         tl._count = sum(block.shape[0] for block in dense)
         tl._dtype = dense[0].dtype if dense else (None if dtype is None else np.dtype(dtype))
-        tl._layout = _checked_layout(layout, dense[0].ndim - 1 if dense else None, "TensorList")
+        tl._layout = checked_layout(layout, dense[0].ndim - 1 if dense else None, "TensorList")
         return tl
 
     # --- internal views of the storage -------------------------------------------------

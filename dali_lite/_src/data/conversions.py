@@ -26,7 +26,7 @@ import numpy as np
 
 from dali_lite._src.data.host import HostBatch, HostSample, split_block
 from dali_lite._src.errors import RuntimeTypeError, RuntimeValueError
-from dali_lite._src.types.dtypes import _NP_TO_DALI, _describe_dtype, dali_type_name
+from dali_lite._src.types.dtypes import NP_TO_DALI, dali_type_name, describe_dtype
 
 __all__ = ["BatchIndexError", "SampleList", "to_batch_block", "to_batch_samples",
            "to_sample_array"]
@@ -118,12 +118,12 @@ def _gpu_refusal(obj: object, device: str) -> _Refusal:
 def _checked(arr: np.ndarray) -> np.ndarray:
     """``arr`` if DALI tensors can hold its dtype; byte-swapped to native order if needed."""
     dtype = arr.dtype
-    if dtype in _NP_TO_DALI:
+    if dtype in NP_TO_DALI:
         return arr
-    if dtype.byteorder not in "=|" and dtype.newbyteorder("=") in _NP_TO_DALI:
+    if dtype.byteorder not in "=|" and dtype.newbyteorder("=") in NP_TO_DALI:
         return arr.astype(dtype.newbyteorder("="))  # the one copy this module ever makes
     raise _Refusal(
-        f"got an array of {_describe_dtype(dtype)}, which DALI tensors cannot hold; "
+        f"got an array of {describe_dtype(dtype)}, which DALI tensors cannot hold; "
         f"expected {_SUPPORTED} (convert with .astype(...))"
     )
 
@@ -370,7 +370,7 @@ def to_batch_block(obj: object) -> np.ndarray | None:
     that :func:`to_batch_samples` will refuse; call it next for the samples or the error.
     """
     if type(obj) is np.ndarray:
-        return obj if obj.ndim and obj.dtype in _NP_TO_DALI else None
+        return obj if obj.ndim and obj.dtype in NP_TO_DALI else None
     if isinstance(obj, HostBatch):
         return obj._single_block()
     if obj is None or isinstance(obj, (list, tuple, str, bytes, bytearray, Mapping)):
@@ -379,4 +379,4 @@ def to_batch_block(obj: object) -> np.ndarray | None:
         arr = _to_array(obj, True)
     except _Refusal:
         return None
-    return arr if arr.ndim and arr.dtype in _NP_TO_DALI else None
+    return arr if arr.ndim and arr.dtype in NP_TO_DALI else None

@@ -25,16 +25,16 @@ from dali_lite._src.data.conversions import to_sample_array
 from dali_lite._src.data.host import HostSample
 from dali_lite._src.data.tensor_methods import property_value, reinterpreted_dtype
 from dali_lite._src.errors import RuntimeValueError
-from dali_lite._src.types.dtypes import _FORMAT_STR, _NP_TO_DALI, _DALIDataType, _tensor_dtype_of
-from dali_lite._src.types.enums import _DALIEnum
+from dali_lite._src.types.dtypes import FORMAT_STRINGS, NP_TO_DALI, _DALIDataType, tensor_dtype_of
+from dali_lite._src.types.enums import DALIEnum
 
 __all__ = ["DLDeviceType", "TensorCPU"]
 
-_NO_LAYOUT = ""
+NO_LAYOUT = ""
 _CDATA = ctypes.c_int.__mro__[-2]  # ctypes' common base class of all C data instances
 
 
-class DLDeviceType(_DALIEnum):
+class DLDeviceType(DALIEnum):
     """DLPack's device types, as DALI's ``__dlpack_device__`` names them."""
 
     kDLCPU = 1
@@ -54,16 +54,16 @@ class DLDeviceType(_DALIEnum):
     kDLMAIA = 17
 
 
-_CPU_DEVICE = (DLDeviceType.kDLCPU, 0)
+DLPACK_CPU_DEVICE = (DLDeviceType.kDLCPU, 0)
 
 
-def _checked_layout(layout: str | None, ndim: int | None, what: str = "Tensor") -> str:
+def checked_layout(layout: str | None, ndim: int | None, what: str = "Tensor") -> str:
     """``layout`` as a plain ``str`` that fits ``ndim`` dimensions (None: no layout).
 
     DALI 2.4 hands layouts back as plain strings, so that is what is stored.
     """
     if layout is None:
-        return _NO_LAYOUT
+        return NO_LAYOUT
     if not isinstance(layout, str):
         raise TypeError(
             f"layout: expected a str such as 'HWC', got {type(layout).__name__} {layout!r}"
@@ -77,17 +77,17 @@ def _checked_layout(layout: str | None, ndim: int | None, what: str = "Tensor") 
     return result
 
 
-def _batch_layout(sample_layout: str, ndim: int) -> str:
+def batch_layout(sample_layout: str, ndim: int) -> str:
     """The layout of a batch seen as one tensor of `ndim` dimensions: "N" + the samples'
     layout when that has `ndim` letters, else none (as DALI)."""
     layout = "N" + sample_layout
-    return layout if len(layout) == ndim else _NO_LAYOUT
+    return layout if len(layout) == ndim else NO_LAYOUT
 
 
-def _dense_interface(array: np.ndarray) -> dict[str, Any]:
+def dense_array_interface(array: np.ndarray) -> dict[str, Any]:
     """The ``__array_interface__`` DALI gives: DALI's format string, writable, no strides."""
     return {
-        "typestr": _FORMAT_STR[_NP_TO_DALI[array.dtype]],
+        "typestr": FORMAT_STRINGS[NP_TO_DALI[array.dtype]],
         "shape": array.shape,
         "data": (int(array.ctypes.data), False),
         "version": 3,
@@ -95,7 +95,7 @@ def _dense_interface(array: np.ndarray) -> dict[str, Any]:
     }
 
 
-def _address(ptr: object) -> int:
+def pointer_address(ptr: object) -> int:
     """The address held by ``ptr``: an int, ``ctypes.c_void_p`` or another ctypes pointer."""
     if isinstance(ptr, int) and not isinstance(ptr, bool):
         if ptr < 0:
@@ -118,12 +118,12 @@ def _address(ptr: object) -> int:
     return address
 
 
-def _copy_to_address(ptr: object, arrays: Iterable[np.ndarray]) -> None:
+def copy_arrays_to_address(ptr: object, arrays: Iterable[np.ndarray]) -> None:
     """Copy ``arrays`` back to back, C order, to host memory at ``ptr``."""
     parts = [a for a in arrays if a.nbytes]
     if not parts:
         return
-    address = _address(ptr)
+    address = pointer_address(ptr)
     offset = 0
     for arr in parts:
         nbytes = arr.nbytes
@@ -136,7 +136,7 @@ def _copy_to_address(ptr: object, arrays: Iterable[np.ndarray]) -> None:
         offset += nbytes
 
 
-def _array_for_numpy(arr: np.ndarray, dtype: Any, copy: bool | None) -> np.ndarray:
+def array_for_numpy(arr: np.ndarray, dtype: Any, copy: bool | None) -> np.ndarray:
     """The ``__array__`` protocol (NumPy 2 passes ``copy``; NumPy 1 does not)."""
     if dtype is not None and np.dtype(dtype) != arr.dtype:
         if copy is False:
@@ -145,7 +145,7 @@ def _array_for_numpy(arr: np.ndarray, dtype: Any, copy: bool | None) -> np.ndarr
     return arr.copy() if copy else arr
 
 
-def _dlpack_kwargs(**kwargs: Any) -> dict[str, Any]:
+def dlpack_kwargs(**kwargs: Any) -> dict[str, Any]:
     # NumPy 1.x's ndarray.__dlpack__ knows only ``stream``: pass on only what was given.
     return {k: v for k, v in kwargs.items() if v is not None}
 
@@ -154,7 +154,7 @@ def _dlpack_kwargs(**kwargs: Any) -> dict[str, Any]:
 _NOT_ARRAYS = (bool, int, float, complex, str, list, tuple, dict, type(None))
 
 
-def _refuse_non_array(b: object, cls_name: str) -> None:
+def refuse_non_array(b: object, cls_name: str) -> None:
     if isinstance(b, _NOT_ARRAYS):
         raise TypeError(
             f"{cls_name}: b must be array data (a NumPy array or scalar, a DLPack capsule or an "
@@ -165,7 +165,7 @@ def _refuse_non_array(b: object, cls_name: str) -> None:
         )
 
 
-def _refuse_strided(array: np.ndarray, what: str) -> None:
+def refuse_strided(array: np.ndarray, what: str) -> None:
     """DALI's tensors are dense: a strided view is refused (as DALI does) rather than copied."""
     if array.flags.c_contiguous:
         return
@@ -181,7 +181,7 @@ def _refuse_strided(array: np.ndarray, what: str) -> None:
 
 
 
-def _squeezed(array: Any, layout: str, dim: int | None) -> tuple[Any, str] | None:
+def squeeze_array(array: Any, layout: str, dim: int | None) -> tuple[Any, str] | None:
     """`array` (NumPy or CuPy) and `layout` with the axes `squeeze(dim)` removes (every axis
     of extent 1, or `dim` alone if its extent is 1), or None when none goes; DALI's error for
     a `dim` out of range. TensorCPU and TensorGPU squeeze through it."""
@@ -216,14 +216,14 @@ class TensorCPU(HostSample):
     __module__ = "dali_lite.tensors"  # where users meet it, as DALI shows nvidia.dali.tensors
 
     def __init__(self, b: Any, layout: str | None = None, is_pinned: bool = False) -> None:
-        _refuse_non_array(b, "TensorCPU")
+        refuse_non_array(b, "TensorCPU")
         array = to_sample_array(b, what="b (the data of TensorCPU)")
-        _refuse_strided(array, "TensorCPU")
+        refuse_strided(array, "TensorCPU")
         self._array: np.ndarray = array
-        self._layout: str = _checked_layout(layout, array.ndim)
+        self._layout: str = checked_layout(layout, array.ndim)
 
     @classmethod
-    def _wrap(cls, array: np.ndarray, layout: str = _NO_LAYOUT) -> TensorCPU:
+    def _wrap(cls, array: np.ndarray, layout: str = NO_LAYOUT) -> TensorCPU:
         """Internal: wrap an already validated array (a sample view, a joined batch)."""
         tensor = cls.__new__(cls)
         tensor._array = array
@@ -245,7 +245,7 @@ class TensorCPU(HostSample):
         As in DALI, calling it (``t.dtype()``, deprecated) gives the NumPy format string,
         e.g. ``"=B"``.
         """
-        return _tensor_dtype_of(_NP_TO_DALI[self._array.dtype])
+        return tensor_dtype_of(NP_TO_DALI[self._array.dtype])
 
     def layout(self) -> str:
         """Layout of the tensor (``""`` if none), a plain ``str`` as in DALI 2.4."""
@@ -253,7 +253,7 @@ class TensorCPU(HostSample):
 
     def set_layout(self, layout: str | None) -> None:
         """Set the layout (one letter per dimension, or ``""`` / None for none)."""
-        self._layout = _checked_layout(layout, self._array.ndim)
+        self._layout = checked_layout(layout, self._array.ndim)
 
     def source_info(self) -> str:
         """Where the data came from (a file name in DALI); always ``""`` in dali_lite."""
@@ -278,7 +278,7 @@ class TensorCPU(HostSample):
         ``dim``: if given, the one axis to squeeze (negative counts from the end); as in DALI,
         nothing changes (and False is returned) when its extent is not 1.
         """
-        squeezed = _squeezed(self._array, self._layout, dim)
+        squeezed = squeeze_array(self._array, self._layout, dim)
         if squeezed is None:
             return False
         self._array, self._layout = squeezed
@@ -290,7 +290,7 @@ class TensorCPU(HostSample):
         ``ptr`` (``ctypes.c_void_p``, a ctypes pointer or an int): destination of the copy,
         with room for the tensor's bytes.
         """
-        _copy_to_address(ptr, (self._array,))
+        copy_arrays_to_address(ptr, (self._array,))
 
     def data_ptr(self) -> int:
         """Returns the address of the first element of tensor."""
@@ -301,12 +301,12 @@ class TensorCPU(HostSample):
         return self
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        return _array_for_numpy(self._array, dtype, copy)
+        return array_for_numpy(self._array, dtype, copy)
 
     @property
     def __array_interface__(self) -> dict[str, Any]:
         """Returns Array Interface representation of TensorCPU."""
-        return _dense_interface(self._array)
+        return dense_array_interface(self._array)
 
     def __buffer__(self, flags: int) -> memoryview:
         # The buffer protocol from Python code exists from Python 3.12 on (PEP 688).
@@ -329,7 +329,7 @@ class TensorCPU(HostSample):
         return array.__dlpack__()
 
     def __dlpack_device__(self) -> tuple[DLDeviceType, int]:
-        return _CPU_DEVICE
+        return DLPACK_CPU_DEVICE
 
     def __str__(self) -> str:
         return self._describe(with_data=True)

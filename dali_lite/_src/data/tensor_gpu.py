@@ -3,7 +3,7 @@
 A ``TensorGPU`` wraps one CuPy array on its device, viewing the caller's memory (a CuPy array,
 a PyTorch CUDA tensor, anything with ``__cuda_array_interface__`` or CUDA ``__dlpack__``;
 `to_device_array` reads those). The batch class, ``TensorListGPU``, lives in
-``tensor_list_gpu``; both share the copy out to an external pointer (`_copy_to_external`).
+``tensor_list_gpu``; both share the copy out to an external pointer (`copy_arrays_to_external`).
 
 GPU work is asynchronous. A tensor or batch carries the CUDA event recorded after the work that
 produced it (``_ready``; None when nothing is pending). Everything that reads it waits on that
@@ -26,15 +26,15 @@ import numpy as np
 from dali_lite._src import cuda, cuda_arguments, cuda_memory
 from dali_lite._src.data import tensor_text
 from dali_lite._src.data.tensor_cpu import (
-    _NO_LAYOUT,
+    NO_LAYOUT,
     DLDeviceType,
     TensorCPU,
-    _address,
-    _checked_layout,
-    _squeezed,
+    checked_layout,
+    pointer_address,
+    squeeze_array,
 )
 from dali_lite._src.data.tensor_methods import property_value, reinterpreted_dtype
-from dali_lite._src.types.dtypes import _NP_TO_DALI, _DALIDataType, _tensor_dtype_of
+from dali_lite._src.types.dtypes import NP_TO_DALI, _DALIDataType, tensor_dtype_of
 
 __all__ = ["TensorGPU", "to_device_array"]
 
@@ -52,7 +52,7 @@ def to_device_array(obj: object, what: str) -> Any:
         array = obj._array
     else:
         array = cuda_memory.as_cupy_array(obj, what)
-    if array.dtype not in _NP_TO_DALI:
+    if array.dtype not in NP_TO_DALI:
         raise TypeError(f"{what}: DALI tensors cannot hold {array.dtype}")
     return array
 
@@ -73,10 +73,10 @@ class TensorGPU:
             raise ValueError(f"device_id: the data is on device {array.device.id}, not "
                              f"{device_id}")
         self._array, self._ready = array, None
-        self._layout = _checked_layout(layout, array.ndim)
+        self._layout = checked_layout(layout, array.ndim)
 
     @classmethod
-    def _wrap(cls, array: Any, layout: str = _NO_LAYOUT, ready: Any = None) -> TensorGPU:
+    def _wrap(cls, array: Any, layout: str = NO_LAYOUT, ready: Any = None) -> TensorGPU:
         tensor = cls.__new__(cls)
         tensor._array, tensor._layout, tensor._ready = array, layout, ready
         return tensor
@@ -98,7 +98,7 @@ class TensorGPU:
     def dtype(self) -> _DALIDataType:
         """Data type of the tensor's elements (equal to a ``DALIDataType`` member); calling it
         (deprecated, as in DALI) gives the NumPy format string."""
-        return _tensor_dtype_of(_NP_TO_DALI[self._array.dtype])
+        return tensor_dtype_of(NP_TO_DALI[self._array.dtype])
 
     def layout(self) -> str:
         """Layout of the tensor (``""`` if none), a plain ``str`` as in DALI 2.4."""
@@ -106,7 +106,7 @@ class TensorGPU:
 
     def set_layout(self, layout: str | None) -> None:
         """Set the layout (one letter per dimension, or ``""`` / None for none)."""
-        self._layout = _checked_layout(layout, self._array.ndim)
+        self._layout = checked_layout(layout, self._array.ndim)
 
     @property
     def device_id(self) -> int:
@@ -134,7 +134,7 @@ class TensorGPU:
         """Remove single-dimensional entries from the shape of the Tensor (in place); returns
         whether the shape changed. ``dim``: the one axis to squeeze; as in DALI (and
         ``TensorCPU``), nothing changes and False is returned when its extent is not 1."""
-        squeezed = _squeezed(self._array, self._layout, dim)
+        squeezed = squeeze_array(self._array, self._layout, dim)
         if squeezed is None:
             return False
         self._array, self._layout = squeezed
@@ -149,7 +149,7 @@ class TensorGPU:
     def copy_to_external(self, ptr: Any, cuda_stream: Any = 0, non_blocking: bool = False) -> None:
         """Copy to external pointer in the GPU memory, on `cuda_stream` (the default stream if
         not provided); with ``non_blocking`` the copy is left running on that stream."""
-        _copy_to_external([self._array], self._ready, self.device_id, ptr, cuda_stream,
+        copy_arrays_to_external([self._array], self._ready, self.device_id, ptr, cuda_stream,
                           non_blocking)
 
     def data_ptr(self) -> int:
@@ -193,9 +193,9 @@ class TensorGPU:
                                          self._array.shape, None)
 
 
-def _copy_to_external(arrays: Sequence[Any], ready: Any, device_id: int, ptr: Any,
+def copy_arrays_to_external(arrays: Sequence[Any], ready: Any, device_id: int, ptr: Any,
                       cuda_stream: Any, non_blocking: bool) -> None:
-    address = _address(ptr)
+    address = pointer_address(ptr)
     stream_ptr = cuda_arguments.stream_pointer(0 if cuda_stream is None else cuda_stream)
     cp = cuda.cupy()
     with cp.cuda.Device(device_id):

@@ -26,21 +26,21 @@ import dali_lite._src.data.conversions as _data
 from dali_lite._src.data import tensor_text
 from dali_lite._src.data.batch_storage import BatchStorage
 from dali_lite._src.data.tensor_cpu import (
-    _CPU_DEVICE,
+    DLPACK_CPU_DEVICE,
     DLDeviceType,
     TensorCPU,
-    _array_for_numpy,
-    _batch_layout,
-    _checked_layout,
-    _copy_to_address,
-    _dense_interface,
-    _dlpack_kwargs,
-    _refuse_non_array,
-    _refuse_strided,
+    array_for_numpy,
+    batch_layout,
+    checked_layout,
+    copy_arrays_to_address,
+    dense_array_interface,
+    dlpack_kwargs,
+    refuse_non_array,
+    refuse_strided,
 )
 from dali_lite._src.data.tensor_methods import reinterpreted_dtype
 from dali_lite._src.errors import RuntimeIndexError, RuntimeValueError
-from dali_lite._src.types.dtypes import _NP_TO_DALI, dali_type_name
+from dali_lite._src.types.dtypes import NP_TO_DALI, dali_type_name
 from dali_lite._src.types.enums import DALIDataType
 
 __all__ = ["TensorListCPU"]
@@ -100,10 +100,10 @@ class TensorListCPU(BatchStorage):
                 raise ValueError("TensorListCPU: b must not be None (the source object must not "
                                  "be null); expected an array or a list of arrays")
             if not isinstance(b, (list, tuple)):
-                _refuse_non_array(b, "TensorListCPU")
+                refuse_non_array(b, "TensorListCPU")
             block = _data.to_batch_block(b)
             if block is not None:
-                _refuse_strided(block, "TensorListCPU")
+                refuse_strided(block, "TensorListCPU")
                 self._share(TensorListCPU._from_blocks([block]))
             else:
                 if isinstance(b, (np.ndarray, np.generic)) and np.ndim(b) == 0:
@@ -119,7 +119,7 @@ class TensorListCPU(BatchStorage):
                 except ValueError as exc:
                     raise MixedSamplesError(str(exc)) from None
                 self._share(TensorListCPU._from_samples(samples))
-        self._layout = _checked_layout(layout, self._sample_ndim(), "TensorList")
+        self._layout = checked_layout(layout, self._sample_ndim(), "TensorList")
         if contiguous:
             # DALI copies a list of samples into one buffer by default; dali_lite keeps views
             # (no copy) unless asked.
@@ -158,7 +158,7 @@ class TensorListCPU(BatchStorage):
 
     def set_layout(self, layout: str | None) -> None:
         """Set the layout of the samples (one letter per sample dimension, or ``""``)."""
-        self._layout = _checked_layout(layout, self._sample_ndim(), "TensorList")
+        self._layout = checked_layout(layout, self._sample_ndim(), "TensorList")
 
     def ndim(self) -> int:
         """Number of dimensions of the samples."""
@@ -168,7 +168,7 @@ class TensorListCPU(BatchStorage):
     @property
     def dtype(self) -> DALIDataType:
         """Data type of the elements (``NO_TYPE`` for an empty list); as in DALI, not callable."""
-        return DALIDataType.NO_TYPE if self._dtype is None else _NP_TO_DALI[self._dtype]
+        return DALIDataType.NO_TYPE if self._dtype is None else NP_TO_DALI[self._dtype]
 
     def reinterpret(self, new_type: Any) -> None:
         """Reinterpret the contents of the tensor list as a new type, in place (a
@@ -190,7 +190,7 @@ class TensorListCPU(BatchStorage):
         """Returns a tensor that is a view of this TensorList (``is_dense_tensor()`` must be
         True); its layout is ``"N"`` + the samples' layout when that names every dimension."""
         joined = self._joined("as_tensor")
-        return TensorCPU._wrap(joined, _batch_layout(self._layout, joined.ndim))
+        return TensorCPU._wrap(joined, batch_layout(self._layout, joined.ndim))
 
     def as_reshaped_tensor(self, shape: Sequence[int]) -> TensorCPU:
         """Returns a tensor that is a view of this TensorList cast to the given shape.
@@ -215,7 +215,7 @@ class TensorListCPU(BatchStorage):
                 f"volume as the batch: requested {math.prod(new_shape)}, expected {total}"
             )
         flat = self._pack()
-        return TensorCPU._wrap(flat.reshape(new_shape), _batch_layout(self._layout,
+        return TensorCPU._wrap(flat.reshape(new_shape), batch_layout(self._layout,
                                                                      len(new_shape)))
 
     def at(self, i: int) -> np.ndarray:
@@ -243,7 +243,8 @@ class TensorListCPU(BatchStorage):
         """Copy the contents of this TensorList to an external pointer (of type
         ``ctypes.c_void_p``, another ctypes pointer or an int) residing in CPU memory:
         the samples back to back, each in C order."""
-        _copy_to_address(ptr, self._blocks if self._blocks is not None else self._samples or ())
+        copy_arrays_to_address(
+            ptr, self._blocks if self._blocks is not None else self._samples or ())
 
     def data_ptr(self) -> int:
         """Returns the address of the first element of TensorList; the samples are first laid
@@ -258,7 +259,7 @@ class TensorListCPU(BatchStorage):
         if not self.is_dense_tensor():
             # ValueError, as NumPy raises for the ragged sequence DALI's batch presents.
             raise ValueError(str(self._not_dense("__array__")))
-        return _array_for_numpy(self._joined("__array__"), dtype, copy)
+        return array_for_numpy(self._joined("__array__"), dtype, copy)
 
     @property
     def __array_interface__(self) -> dict[str, Any]:
@@ -266,7 +267,7 @@ class TensorListCPU(BatchStorage):
             # AttributeError, so probes (getattr with a default) fall back to __array__,
             # which raises the ValueError that explains the problem.
             raise AttributeError(str(self._not_dense("__array_interface__")))
-        return _dense_interface(self._joined("__array_interface__"))
+        return dense_array_interface(self._joined("__array_interface__"))
 
     def __dlpack__(
         self,
@@ -279,13 +280,13 @@ class TensorListCPU(BatchStorage):
         """Exposes a dense batch as one DLPack tensor of shape ``(N, *sample_shape)``."""
         if not self.is_dense_tensor():
             raise BufferError(str(self._not_dense("__dlpack__")))
-        kwargs = _dlpack_kwargs(
+        kwargs = dlpack_kwargs(
             stream=stream, max_version=max_version, dl_device=dl_device, copy=copy
         )
         return self._joined("__dlpack__").__dlpack__(**kwargs)
 
     def __dlpack_device__(self) -> tuple[DLDeviceType, int]:
-        return _CPU_DEVICE
+        return DLPACK_CPU_DEVICE
 
     def __str__(self) -> str:
         return self._describe(with_data=True)

@@ -23,12 +23,12 @@ import numpy as np
 
 from dali_lite._src import cuda, cuda_context, cuda_memory
 from dali_lite._src.data import tensor_text
-from dali_lite._src.data.tensor_cpu import _batch_layout, _checked_layout
-from dali_lite._src.data.tensor_gpu import TensorGPU, _copy_to_external, to_device_array
+from dali_lite._src.data.tensor_cpu import batch_layout, checked_layout
+from dali_lite._src.data.tensor_gpu import TensorGPU, copy_arrays_to_external, to_device_array
 from dali_lite._src.data.tensor_list_cpu import TensorListCPU
 from dali_lite._src.data.tensor_methods import reinterpreted_dtype
 from dali_lite._src.errors import RuntimeIndexError, RuntimeValueError
-from dali_lite._src.types.dtypes import _NP_TO_DALI
+from dali_lite._src.types.dtypes import NP_TO_DALI
 from dali_lite._src.types.enums import DALIDataType
 
 __all__ = ["TensorListGPU", "is_device_data"]
@@ -71,7 +71,7 @@ class TensorListGPU:
             if block.ndim == 0:
                 raise ValueError("b: a 0-d array has no batch dimension")
             self._share(TensorListGPU._from_block(block))
-        self._layout = _checked_layout(layout, self._sample_ndim(), "TensorList")
+        self._layout = checked_layout(layout, self._sample_ndim(), "TensorList")
 
     def _share(self, other: TensorListGPU) -> None:
         for name in TensorListGPU.__slots__[1:]:
@@ -83,7 +83,7 @@ class TensorListGPU:
         tl = cls.__new__(cls)
         tl._block, tl._samples, tl._flat, tl._ready = block, samples, flat, ready
         tl._dtype, tl._count, tl._device_id = dtype, count, device_id
-        tl._layout = _checked_layout(layout, tl._sample_ndim(), "TensorList")
+        tl._layout = checked_layout(layout, tl._sample_ndim(), "TensorList")
         return tl
 
     @classmethod
@@ -177,7 +177,7 @@ class TensorListGPU:
 
     def set_layout(self, layout: str | None) -> None:
         """Set the layout of the samples (one letter per sample dimension, or ``""``)."""
-        self._layout = _checked_layout(layout, self._sample_ndim(), "TensorList")
+        self._layout = checked_layout(layout, self._sample_ndim(), "TensorList")
 
     def ndim(self) -> int:
         """Number of dimensions of the samples."""
@@ -188,7 +188,7 @@ class TensorListGPU:
     def dtype(self) -> DALIDataType:
         """Data type of the elements (``NO_TYPE`` for an empty list); not callable, as in
         DALI."""
-        return DALIDataType.NO_TYPE if self._dtype is None else _NP_TO_DALI[np.dtype(self._dtype)]
+        return DALIDataType.NO_TYPE if self._dtype is None else NP_TO_DALI[np.dtype(self._dtype)]
 
     def reinterpret(self, new_type: Any) -> None:
         """Reinterpret the contents of the tensor list as a new type, in place (a
@@ -250,7 +250,7 @@ class TensorListGPU:
         """Returns a tensor that is a view of this TensorList (``is_dense_tensor()`` must be
         True); its layout is ``"N"`` + the samples' layout when they have one."""
         block = self._joined("as_tensor")
-        return TensorGPU._wrap(block, _batch_layout(self._layout, block.ndim), self._ready)
+        return TensorGPU._wrap(block, batch_layout(self._layout, block.ndim), self._ready)
 
     def as_reshaped_tensor(self, shape: Sequence[int]) -> TensorGPU:
         """Returns a tensor that is a view of this TensorList cast to the given shape (the
@@ -264,12 +264,12 @@ class TensorListGPU:
         if self._flat is None:
             self._repack()
         array = self._flat.view(np.dtype(self._dtype)).reshape(new_shape)
-        return TensorGPU._wrap(array, _batch_layout(self._layout, len(new_shape)), self._ready)
+        return TensorGPU._wrap(array, batch_layout(self._layout, len(new_shape)), self._ready)
 
     def copy_to_external(self, ptr: Any, cuda_stream: Any = 0, non_blocking: bool = False) -> None:
         """Copy the contents of this TensorList (the samples back to back) to an external
         pointer (GPU memory, or host memory the GPU can address) on `cuda_stream`."""
-        _copy_to_external(self._parts(), self._ready, self._device_id, ptr, cuda_stream,
+        copy_arrays_to_external(self._parts(), self._ready, self._device_id, ptr, cuda_stream,
                           non_blocking)
 
     def data_ptr(self) -> int:

@@ -22,7 +22,7 @@ from dali_lite._src.graph.arithmetic import DataNodeOperators
 from dali_lite._src.graph.scope import PipelineScope
 
 if TYPE_CHECKING:  # annotations only: the pipeline stands above the graph
-    from dali_lite._src.pipeline.pipeline import Pipeline
+    from dali_lite._src.options import PipelineView
 
 _operator_ids = itertools.count()
 
@@ -170,17 +170,17 @@ class Operator:
     _runtime_attributes: ClassVar[tuple[str, ...]] = ("pipeline",)
 
     def _init_runtime(self) -> None:
-        self._pipeline_ref: weakref.ref[Pipeline] | None = None
+        self._pipeline_ref: weakref.ref[PipelineView] | None = None
 
     # The pipeline owns its operators, not the other way round: a strong reference here would
     # keep a deleted pipeline (and its worker processes) alive through its own finalizer.
     @property
-    def pipeline(self) -> Pipeline | None:
+    def pipeline(self) -> PipelineView | None:
         ref = self.__dict__.get("_pipeline_ref")
         return ref() if ref is not None else None
 
     @pipeline.setter
-    def pipeline(self, pipeline: Pipeline | None) -> None:
+    def pipeline(self, pipeline: PipelineView | None) -> None:
         self._pipeline_ref = weakref.ref(pipeline) if pipeline is not None else None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -194,7 +194,7 @@ class Operator:
         self._init_runtime()
 
     # Life cycle hooks, called by the pipeline. The defaults do nothing.
-    def setup(self, pipeline: Pipeline) -> None:
+    def setup(self, pipeline: PipelineView) -> None:
         """Called once by `Pipeline.build()` before the first iteration."""
         self.pipeline = pipeline
 

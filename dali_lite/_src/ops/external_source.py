@@ -29,7 +29,8 @@ from dali_lite._src.ops.assembly import assemble, assemble_blocks
 from dali_lite._src.ops.sample_range import SampleRange
 from dali_lite._src.ops.source_callbacks import IteratorCall, PerBatchCall, PerSampleCall
 
-# OutputCheck is also looked up here by pipelines serialized before it moved to source_checks.
+# OutputCheck is imported here too: pickles (serialized pipelines) that name it at this
+# module load through it.
 from dali_lite._src.ops.source_checks import OutputCheck, check_blocks, per_output
 from dali_lite._src.ops.source_feed import FeedQueue
 from dali_lite._src.ops.source_kinds import (
@@ -42,7 +43,7 @@ from dali_lite._src.options import check_timeout
 from dali_lite._src.types.source_info import BatchInfo
 
 if TYPE_CHECKING:
-    from dali_lite._src.pipeline.pipeline import Pipeline
+    from dali_lite._src.options import PipelineView
 
 
 class ParallelBatches(Protocol):
@@ -243,7 +244,7 @@ class ExternalSource(Operator):
         """Take this source's batches from the parallel engine (the pipeline wires it)."""
         self.parallel_source = batches
 
-    def setup(self, pipeline: Pipeline) -> None:
+    def setup(self, pipeline: PipelineView) -> None:
         super().setup(pipeline)
         if self.source is not None:
             self._callback = self.callback_for(pipeline.max_batch_size)

@@ -30,7 +30,7 @@ from dali_lite._src.ops.gpu_source import contiguous_block
 from dali_lite._src.ops.python_function import DLTensorPythonFunction, PythonFunction
 
 if TYPE_CHECKING:
-    from dali_lite._src.pipeline.pipeline import Pipeline
+    from dali_lite._src.options import PipelineView
 
 __all__ = ["GPUDLTensorPythonFunction", "GPUPythonFunction", "current_dali_stream",
            "gpu_variant"]
@@ -68,7 +68,7 @@ class GPUFunctionMixin:
     batch_processing: bool
     synchronize_stream: bool
     output_layouts: list[str]
-    pipeline: Pipeline | None
+    pipeline: PipelineView | None
     num_outputs: int
 
     def __init__(self, inputs: Sequence[DataNode], *args: Any, **kwargs: Any) -> None:
@@ -80,7 +80,7 @@ class GPUFunctionMixin:
                 )
         super().__init__(inputs, *args, **kwargs)  # type: ignore[call-arg]
 
-    def setup(self, pipeline: Pipeline) -> None:
+    def setup(self, pipeline: PipelineView) -> None:
         super().setup(pipeline)  # type: ignore[misc]
         cuda_arguments.require_device(pipeline, f"{self.schema_name} {self.name!r} (device='gpu')")
 

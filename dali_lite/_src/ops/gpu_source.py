@@ -37,12 +37,12 @@ from dali_lite._src.ops.source_callbacks import (
     IteratorCall,
     PerBatchCall,
     PerSampleCall,
-    _split_outputs,
+    split_outputs,
 )
 from dali_lite._src.ops.transfer import Uploader
 
 if TYPE_CHECKING:
-    from dali_lite._src.pipeline.pipeline import Pipeline
+    from dali_lite._src.options import PipelineView
 
 _copy_kernel: Any = None
 
@@ -143,11 +143,11 @@ class _DeviceConversion:
     num_outputs: int | None
 
     def _samples(self, result: Any, what: str) -> list[list[Any]]:
-        return [[self._one(item, what)] for item in _split_outputs(result, self.num_outputs, what)]
+        return [[self._one(item, what)] for item in split_outputs(result, self.num_outputs, what)]
 
     def _batch(self, result: Any, batch_size: int, what: str) -> list[list[Any]]:
         outputs = []
-        for item in _split_outputs(result, self.num_outputs, what):
+        for item in split_outputs(result, self.num_outputs, what):
             if _is_gpu_batch(item):
                 given = device_input(item, batch_size, what)
                 for event in given.events:
@@ -215,7 +215,7 @@ class GPUExternalSource(ExternalSource):
         if self.cuda_stream.kind == "user":  # a stream pointer means nothing elsewhere
             self.cuda_stream = cuda_arguments.AUTO_STREAM
 
-    def setup(self, pipeline: Pipeline) -> None:
+    def setup(self, pipeline: PipelineView) -> None:
         super().setup(pipeline)
         cuda_arguments.require_device(pipeline,
                                       f"external_source {self.display_name!r} (device='gpu')")

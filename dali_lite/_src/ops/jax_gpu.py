@@ -18,7 +18,7 @@ from dali_lite._src.graph.nodes import IterationContext
 from dali_lite._src.ops.jax_function import JaxFunction
 
 if TYPE_CHECKING:
-    from dali_lite._src.pipeline.pipeline import Pipeline
+    from dali_lite._src.options import PipelineView
 
 
 class JaxFunctionGPU(JaxFunction):
@@ -30,7 +30,7 @@ class JaxFunctionGPU(JaxFunction):
         super()._init_runtime()
         self._gpu: Any = None
 
-    def setup(self, pipeline: Pipeline) -> None:
+    def setup(self, pipeline: PipelineView) -> None:
         super().setup(pipeline)
         cuda_arguments.require_device(pipeline, f"{self.where} (device='gpu')")
 

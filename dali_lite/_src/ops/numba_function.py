@@ -52,7 +52,7 @@ from dali_lite._src.ops.numba_arguments import (
 from dali_lite._src.types.dtypes import dali_type_name, to_numpy_dtype
 
 if TYPE_CHECKING:
-    from dali_lite._src.pipeline.pipeline import Pipeline
+    from dali_lite._src.options import PipelineView
 
 # dali_lite is not on PyPI: the hint names the package itself, and the extra for a clone.
 INSTALL_HINT = ("numba_function needs Numba (numba>=0.58): pip install numba, or in a clone of "
@@ -122,7 +122,7 @@ class NumbaFunction(Operator):
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
-    def setup(self, pipeline: Pipeline) -> None:
+    def setup(self, pipeline: PipelineView) -> None:
         super().setup(pipeline)
         threads = pipeline.num_threads
         self._num_threads = threads if threads > 0 else (os.cpu_count() or 1)

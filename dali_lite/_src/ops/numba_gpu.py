@@ -28,7 +28,7 @@ from dali_lite._src.ops.numba_function import NumbaFunction
 from dali_lite._src.types.dtypes import to_numpy_dtype
 
 if TYPE_CHECKING:
-    from dali_lite._src.pipeline.pipeline import Pipeline
+    from dali_lite._src.options import PipelineView
 
 
 @functools.lru_cache(maxsize=128)
@@ -59,7 +59,7 @@ class NumbaFunctionGPU(NumbaFunction):
                     "the CUDA launch configuration (grid of blocks, threads per block)"
                 )
 
-    def setup(self, pipeline: Pipeline) -> None:
+    def setup(self, pipeline: PipelineView) -> None:
         super().setup(pipeline)
         cuda_arguments.require_device(pipeline, f"numba_function {self.name!r} (device='gpu')")
 

@@ -16,7 +16,7 @@ Lifetimes:
   taken for a registered one; when the mmap object goes away the registration is dropped
   (`cudaHostUnregister`). A registration that CUDA refuses (no support, the address still
   registered by a mapping that was unmapped but not yet collected) sends that batch through
-  the staging ring, as before.
+  the staging ring instead.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from dali_lite._src.data.tensor_cpu import TensorCPU
 from dali_lite._src.errors import describe_callable
 from dali_lite._src.ops.source_kinds import SourceKind
 from dali_lite._src.ops.source_state import IteratorPosition
-from dali_lite._src.types.dtypes import _NP_TO_DALI
+from dali_lite._src.types.dtypes import NP_TO_DALI
 from dali_lite._src.types.source_info import BatchInfo, SampleInfo
 
 Outputs = list[list[np.ndarray]]
@@ -52,7 +52,7 @@ class _ItemFailed(Exception):
         self.cause = cause
 
 
-def _split_outputs(result: Any, num_outputs: int | None, what: str) -> list[Any]:
+def split_outputs(result: Any, num_outputs: int | None, what: str) -> list[Any]:
     """The item of each output. As DALI does, output i takes ``result[i]``: a tuple, a list or
     an array (its rows) all work, and items past num_outputs are ignored."""
     if num_outputs is None:
@@ -89,11 +89,11 @@ class _SourceCall:
                 f"{describe_callable(self.source)}")
 
     def _samples(self, result: Any, what: str) -> Outputs:
-        return [_one_sample(item, what) for item in _split_outputs(result, self.num_outputs, what)]
+        return [_one_sample(item, what) for item in split_outputs(result, self.num_outputs, what)]
 
     def _batch(self, result: Any, batch_size: int, what: str) -> Outputs:
         return [to_batch_samples(item, batch_size=batch_size, what=what, numbers=False)
-                for item in _split_outputs(result, self.num_outputs, what)]
+                for item in split_outputs(result, self.num_outputs, what)]
 
 
 def _one_sample(item: Any, what: str) -> SampleList:
@@ -177,7 +177,7 @@ class PerSampleCall(_SourceCall):
         k = self.num_outputs
         items = [result] if k is None else result[:k] if type(result) in (tuple, list) else ()
         views = stream.put(index, items) if len(items) == (k or 1) and all(
-            type(a) is np.ndarray and a.dtype in _NP_TO_DALI for a in items) else None
+            type(a) is np.ndarray and a.dtype in NP_TO_DALI for a in items) else None
         if views is None:
             stream.stop()
             return result
@@ -189,12 +189,12 @@ class PerSampleCall(_SourceCall):
     def _convert(self, results: list[Any], items: list[SampleInfo]) -> Outputs:
         if self.num_outputs is None:
             if set(map(type, results)) <= _NDARRAY_ONLY and all(
-                dtype in _NP_TO_DALI for dtype in set(map(_DTYPE_OF, results))
+                dtype in NP_TO_DALI for dtype in set(map(_DTYPE_OF, results))
             ):
                 return [results]  # every result is already a valid sample, as is
             layout = ""
             for index, result in enumerate(results):
-                if type(result) is not np.ndarray or result.dtype not in _NP_TO_DALI:
+                if type(result) is not np.ndarray or result.dtype not in NP_TO_DALI:
                     (converted,) = self._converted(index, result, items[index])
                     results[index] = converted[0]
                     if index == 0:

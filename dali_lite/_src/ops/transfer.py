@@ -37,12 +37,12 @@ import numpy as np
 from dali_lite._src import cuda, cuda_arguments, cuda_context, cuda_memory
 from dali_lite._src.data.tensor_list_gpu import TensorListGPU
 from dali_lite._src.graph.nodes import DataNode, IterationContext, Operator, register_transfer
+from dali_lite._src.options import PipelineView, resolved_num_threads
 from dali_lite._src.types.dtypes import to_numpy_dtype
 from dali_lite._src.types.enums import DALIDataType
 
 if TYPE_CHECKING:
     from dali_lite._src.data.tensor_list_cpu import TensorListCPU
-    from dali_lite._src.pipeline.pipeline import Pipeline
 
 _MAX_STAGING_THREADS = 8
 _PARALLEL_MIN_BYTES = 4 << 20  # smaller batches are staged by the executor's thread alone
@@ -177,14 +177,13 @@ def stage(parts: Sequence[np.ndarray], address: int,
 class Uploader:
     """Copies CPU batches to the pipeline's GPU through a ring of pinned staging buffers."""
 
-    def __init__(self, pipeline: Pipeline) -> None:
-        options = pipeline._options
+    def __init__(self, pipeline: PipelineView) -> None:
         self.gpu = cuda_context.context_for(pipeline)
         self.ring = StagingRing(
-            cuda_arguments.staging_slots(options.prefetch_queue_depth, options.exec_pipelined),
+            cuda_arguments.staging_slots(pipeline.prefetch_queue_depth, pipeline.exec_pipelined),
             self._allocate,
         )
-        self.workers = max(1, min(_MAX_STAGING_THREADS, options.resolved_num_threads))
+        self.workers = max(1, min(_MAX_STAGING_THREADS, resolved_num_threads(pipeline.num_threads)))
         self._pool: ThreadPoolExecutor | None = None
         # Here, not at the top: `import dali_lite` must not import shm (pinned_slots does).
         from dali_lite._src.ops.pinned_slots import PinnedSlots
@@ -267,7 +266,7 @@ class HostToDevice(Operator):
         super()._init_runtime()
         self._uploader: Uploader | None = None
 
-    def setup(self, pipeline: Pipeline) -> None:
+    def setup(self, pipeline: PipelineView) -> None:
         super().setup(pipeline)
         cuda_arguments.require_device(pipeline, f"{self.inputs[0].name!r}.gpu()")
 
@@ -294,7 +293,7 @@ class DeviceToHost(Operator):
         super().__init__([node], 1, "gpu", name=name)
         self.outputs[0].device = "cpu"
 
-    def setup(self, pipeline: Pipeline) -> None:
+    def setup(self, pipeline: PipelineView) -> None:
         super().setup(pipeline)
         cuda_arguments.require_device(pipeline, f"{self.inputs[0].name!r}.cpu()")
 

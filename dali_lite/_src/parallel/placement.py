@@ -1,15 +1,15 @@
 """Placed batches: how a dense batch split over several workers comes back as one array.
 
 A per-sample parallel source whose batch is split into several tasks (more workers than
-batches in flight: `py_num_workers > prefetch_queue_depth`) got one block per task, each in
-the task's own slot, and `as_array()` joined them with a copy. Once a batch has shown the
+batches in flight: `py_num_workers > prefetch_queue_depth`) gets, unplaced, one block per
+task, each in the task's own slot, which `as_array()` joins with a copy. Once a batch has shown the
 source's *dense layout* (every output one dtype and one sample shape), the next batches are
 *placed*: the first task's slot becomes the batch's data slot, grown here (while no task
 writes it) to hold every output of the whole batch, and each task gets a `shm.Placement`
 saying where its samples start in it (their final offsets in the batch) and where its
 metadata goes. Tasks whose samples match write there; `join_placed` then sees one contiguous
 run per output and returns it as one view, with no copy. A task whose samples do not match
-(the shapes changed) writes its own layout as before and the batch is joined with a copy;
+(the shapes changed) writes its own layout in its own slot and the batch is joined with a copy;
 that batch teaches the new layout (or none) to the next ones.
 
 Layout of a data slot (the first task's own slot)::

@@ -66,7 +66,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -78,14 +78,11 @@ from dali_lite._src.parallel.description import SourceDescription
 from dali_lite._src.parallel.placement import DenseLayout, dense_layout_of, plan_placements
 from dali_lite._src.parallel.read import read_batch
 from dali_lite._src.parallel.slots import Slot, SlotRing, SlotState, tasks_per_batch
-from dali_lite._src.parallel.tasks import IterationCancelled, ScheduledBatch, Task
+from dali_lite._src.parallel.tasks import IterationCancelled, ScheduledBatch, Task, TaskRouter
 from dali_lite._src.types.source_info import BatchInfo
 from dali_lite_shm import ShmError
 from dali_lite_shm.placement import Placement
 from dali_lite_workers import TaskDone, TaskFailed
-
-if TYPE_CHECKING:
-    from dali_lite._src.parallel.group import ParallelSourceGroup
 
 __all__ = ["COLLECT_INTERVAL_S", "ParallelSource"]
 
@@ -96,7 +93,7 @@ COLLECT_INTERVAL_S = 0.1
 class ParallelSource:
     """The parallel side of one external_source: its slots, tasks, batches and epochs."""
 
-    def __init__(self, group: ParallelSourceGroup, description: SourceDescription,
+    def __init__(self, group: TaskRouter, description: SourceDescription,
                  callback_index: int, batch_size: int, num_workers: int,
                  dedicated_worker: int | None, keep_alive: int) -> None:
         self.group = group
@@ -249,7 +246,7 @@ class ParallelSource:
         try:
             placements = plan_placements(data_slot, self.dense_layout, self.batch_size, ranges)
         except ShmError:
-            return [None] * len(ranges)  # the memory budget: copy this batch, as before
+            return [None] * len(ranges)  # the memory budget: unplaced, joined with a copy
         batch.data_slot = data_slot
         return placements
 

@@ -5,10 +5,14 @@ writes) or several (a per-sample batch split over the workers). A task is given 
 when its batch is placed (`placement`), a `Placement` in the batch's data slot.
 The flags here are what `source.ParallelSource` needs to give every slot back exactly once, and a
 data slot only when no task of its batch can still write into it.
+`TaskOwner` is a source as the replies reach it, and `TaskRouter` the group as a source uses it
+(`group.ParallelSourceGroup`), so that `source` and `group` each know the other by its protocol
+alone.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -17,7 +21,7 @@ from dali_lite._src.parallel.slots import Slot
 from dali_lite_shm.placement import Placement
 from dali_lite_workers import TaskDone, TaskFailed
 
-__all__ = ["IterationCancelled", "ScheduledBatch", "Task", "TaskOwner"]
+__all__ = ["IterationCancelled", "ScheduledBatch", "Task", "TaskOwner", "TaskRouter"]
 
 
 class TaskOwner(Protocol):
@@ -33,6 +37,29 @@ class TaskOwner(Protocol):
     def replay(self, task: Task) -> bool:
         """Send again `task`, which its (replaced) worker never started; False if it cannot
         be (an iterator's position died with the worker)."""
+
+
+class TaskRouter(Protocol):
+    """The group a source sends its tasks through and that routes the pool's replies back."""
+
+    #: The tasks in flight, by the pool's task id.
+    tasks: dict[int, Task]
+
+    @property
+    def lock(self) -> threading.Lock:
+        """Guards the sources' scheduling state."""
+
+    def new_segment_id(self) -> int:
+        """An id for a new shared-memory segment, unique in the group."""
+
+    def send(self, task: Task, data_segment: Any = None) -> None:
+        """Submit `task` to the pool (a placed task with its batch's data slot's segment)."""
+
+    def pump(self, timeout: float) -> None:
+        """Collect finished tasks and hand them to their sources."""
+
+    def schedule_deferred(self) -> None:
+        """Let every source schedule the prefetches that waited for a released slot."""
 
 
 class IterationCancelled(Exception):

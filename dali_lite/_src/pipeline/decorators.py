@@ -15,7 +15,7 @@ from typing import Any
 
 from dali_lite._src.pipeline.pipeline import (
     Pipeline,
-    _constructor_parameters,
+    constructor_parameters,
     unexpected_argument_message,
 )
 
@@ -41,7 +41,7 @@ def _split_arguments(func: Callable[..., Any], kwargs: dict[str, Any]
         raise TypeError(f"Using variadic keyword argument `**{spec.varkw}` in a  graph-defining "
                         "function is not allowed: it would take the Pipeline constructor's "
                         "arguments too")
-    constructor = set(_constructor_parameters())
+    constructor = set(constructor_parameters())
     ctor_args: dict[str, Any] = {}
     fn_args: dict[str, Any] = {}
     for name, value in kwargs.items():

@@ -115,7 +115,7 @@ class Pipeline(GraphDefinition, RunProtocol, PipelineProperties, PipelineExtras,
         self._built = False
         if unknown:
             raise TypeError(unexpected_argument_message("Pipeline.__init__()", unknown,
-                                                        _constructor_parameters()))
+                                                        constructor_parameters()))
         self._options = PipelineOptions.from_arguments(
             batch_size=batch_size, num_threads=num_threads, device_id=device_id, seed=seed,
             exec_pipelined=exec_pipelined, prefetch_queue_depth=prefetch_queue_depth,
@@ -242,7 +242,7 @@ class Pipeline(GraphDefinition, RunProtocol, PipelineProperties, PipelineExtras,
             self.build()
 
 
-def _constructor_parameters() -> list[str]:
+def constructor_parameters() -> list[str]:
     parameters = inspect.signature(Pipeline.__init__).parameters
     return [name for name, p in parameters.items()
             if name != "self" and p.kind is not inspect.Parameter.VAR_KEYWORD]

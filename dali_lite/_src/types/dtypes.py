@@ -1,12 +1,12 @@
 """The conversions between DALI data types and NumPy.
 
-* the maps between ``DALIDataType`` members and NumPy scalar types and dtypes (``_NP_TO_DALI``
+* the maps between ``DALIDataType`` members and NumPy scalar types and dtypes (``NP_TO_DALI``
   is the whole "is this a supported array?" check of the tensor classes);
 * ``to_numpy_type``, ``to_numpy_dtype`` and ``to_dali_type``, DALI's functions, with DALI's
   errors;
 * ``_DALIDataType``, what ``TensorCPU.dtype`` returns: a stand-in for a member that, called,
   gives DALI's NumPy format string;
-* ``_describe_dtype``, naming a dtype DALI cannot hold for error messages, and
+* ``describe_dtype``, naming a dtype DALI cannot hold for error messages, and
   ``dali_type_name``, the lower-case name DALI's messages give a type (``float`` for float32).
 
 Imports nothing but NumPy and ``enums``.
@@ -53,10 +53,10 @@ _NUMPY_SCALAR: dict[DALIDataType, type[np.generic]] = {
 
 # Native-byte-order dtypes only: a byte-swapped array is not a DALI tensor until converted,
 # so a dict lookup on ``arr.dtype`` is the whole "is this a supported array?" check.
-_NP_TO_DALI: dict[np.dtype[Any], DALIDataType] = {np.dtype(t): d for d, t in _NUMPY_SCALAR.items()}
+NP_TO_DALI: dict[np.dtype[Any], DALIDataType] = {np.dtype(t): d for d, t in _NUMPY_SCALAR.items()}
 
 # DALI's FormatStrFromType: what Tensor.dtype() returned in the DALI versions the spec covers.
-_FORMAT_STR: dict[DALIDataType, str] = {
+FORMAT_STRINGS: dict[DALIDataType, str] = {
     DALIDataType.INT8: "=b",
     DALIDataType.UINT8: "=B",
     DALIDataType.INT16: "=h",
@@ -102,22 +102,27 @@ class _DALIDataType(int):
         return format(str(self), format_spec)
 
     def __reduce__(self) -> tuple[Any, tuple[int]]:
-        return (_tensor_dtype_of, (int(self),))
+        return (tensor_dtype_of, (int(self),))
 
     def __call__(self) -> str:
         """The NumPy format string of this type (DALI's deprecated ``Tensor.dtype()``)."""
         warnings.warn(
             "Calling '.dtype()' is deprecated, please use '.dtype' instead", Warning, stacklevel=2
         )
-        return _FORMAT_STR[DALIDataType(int(self))]
+        return FORMAT_STRINGS[DALIDataType(int(self))]
 
 
-_TENSOR_DTYPES: dict[DALIDataType, _DALIDataType] = {d: _DALIDataType(d) for d in _FORMAT_STR}
+_TENSOR_DTYPES: dict[DALIDataType, _DALIDataType] = {d: _DALIDataType(d) for d in FORMAT_STRINGS}
 
 
-def _tensor_dtype_of(dali_type: int) -> _DALIDataType:
+def tensor_dtype_of(dali_type: int) -> _DALIDataType:
     """The ``_DALIDataType`` stand-in of an element type (what ``TensorCPU.dtype`` returns)."""
     return _TENSOR_DTYPES[DALIDataType(dali_type)]
+
+
+# The reconstructor's name in the pickles of a ``_DALIDataType`` already written (the bytes of
+# `Pipeline.serialize()` among them): they load through it.
+_tensor_dtype_of = tensor_dtype_of
 
 
 class UnknownTypeError(KeyError, TypeError):
@@ -207,7 +212,7 @@ def to_dali_type(framework_type: object) -> DALIDataType:
     return found
 
 
-def _describe_dtype(dtype: np.dtype[Any]) -> str:
+def describe_dtype(dtype: np.dtype[Any]) -> str:
     """Name a dtype DALI cannot hold, saying why, for error messages."""
     kind = dtype.kind
     if kind == "O":
@@ -220,7 +225,7 @@ def _describe_dtype(dtype: np.dtype[Any]) -> str:
         return f"datetime/timedelta dtype {dtype}"
     if kind == "V":
         return f"structured or void dtype {dtype}"
-    if dtype.byteorder not in "=|" and dtype.newbyteorder("=") in _NP_TO_DALI:
+    if dtype.byteorder not in "=|" and dtype.newbyteorder("=") in NP_TO_DALI:
         return f"non-native byte order dtype {dtype.str}"
     return f"dtype {dtype}"
 

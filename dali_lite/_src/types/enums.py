@@ -26,7 +26,7 @@ class _DALIEnumType(enum.EnumMeta):  # EnumMeta: EnumType's name before Python 3
         )
 
 
-class _DALIEnum(enum.IntEnum, metaclass=_DALIEnumType):
+class DALIEnum(enum.IntEnum, metaclass=_DALIEnumType):
     """IntEnum printed as DALI prints its enums: ``DALIDataType.UINT8`` by str and f-strings,
     ``<DALIDataType.UINT8: 0>`` by repr.
 
@@ -45,7 +45,7 @@ class _DALIEnum(enum.IntEnum, metaclass=_DALIEnumType):
         return format(str(self), format_spec)
 
 
-class DALIDataType(_DALIEnum):
+class DALIDataType(DALIEnum):
     """Data type of image (DALI's element types, with DALI's numeric values).
 
     The underscored members are DALI's internal argument types; they exist so that values
@@ -87,7 +87,7 @@ class DALIDataType(_DALIEnum):
     _INT64_VEC = 27
 
 
-class DALIImageType(_DALIEnum):
+class DALIImageType(DALIEnum):
     """Image type (color space), with DALI's numeric values."""
 
     RGB = 0
@@ -97,7 +97,7 @@ class DALIImageType(_DALIEnum):
     ANY_DATA = 4
 
 
-class DALIInterpType(_DALIEnum):
+class DALIInterpType(DALIEnum):
     """Interpolation mode, with DALI's numeric values."""
 
     INTERP_NN = 0
