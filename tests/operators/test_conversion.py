@@ -16,8 +16,9 @@ NUMERIC = ["bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int3
 DALI_NAMES = {"bool": "BOOL", "uint8": "UINT8", "uint16": "UINT16", "uint32": "UINT32",
               "uint64": "UINT64", "int8": "INT8", "int16": "INT16", "int32": "INT32",
               "int64": "INT64", "float16": "FLOAT16", "float32": "FLOAT", "float64": "FLOAT64"}
-EDGES = np.array([-1.7, -0.5, 0.5, 1.5, 2.5, 300.2, -300.0, np.nan, np.inf, -np.inf, 1e20,
-                  -1e20, 65504.0, 70000.0, 2.0**31, 2.0**63, -(2.0**63), 2.0**64], np.float64)
+EDGES = np.array([-1.7, -0.5, 0.5, 0.25, -0.49, 0.49, 1.5, 2.5, 300.2, -300.0, np.nan, np.inf,
+                  -np.inf, 1e20, -1e20, 65504.0, 70000.0, 2.0**31, 2.0**63, -(2.0**63),
+                  2.0**64], np.float64)
 
 
 @pytest.mark.parametrize("source", NUMERIC)

@@ -1,13 +1,14 @@
 """Type conversion: `fn.cast`, `fn.cast_like`, `fn.copy`, and DALI's saturating conversion.
 
-DALI converts between element types as its `ConvertSat` does, measured on DALI 2.4: floats
-round half away from zero and saturate at the target's limits (±inf too); NaN becomes 0, but
-INT_MIN for int32 and int64 targets and 2**63 for uint64 (the x86 conversion DALI falls through
-to); integers saturate; to bool, anything nonzero (NaN too) is True; float16 overflows to inf,
-and a value halfway between two float16 numbers rounds away from zero (NumPy rounds it to even).
-`convert` does the same over the array module, vectorised, for every operator that takes a
-`dtype` (cast, normalize, crop_mirror_normalize, ...). `dtype_argument` reads a `dtype`
-argument: DALI's `types.DALIDataType` (and, as an extension, a NumPy dtype).
+DALI converts between element types as its `ConvertSat` does, measured on DALI 2.4: floats round
+half away from zero and saturate at the target's limits (±inf too); NaN becomes 0, but INT_MIN
+for int32 and int64 targets and 2**63 for uint64 (the x86 conversion DALI falls through to);
+integers saturate; to bool, a float is rounded first (0.25 is False, 0.5 True, NaN True) and any
+nonzero integer is True; float16 overflows to inf, and a value halfway between two float16
+numbers rounds away from zero (NumPy rounds it to even). `convert` does the same over the array
+module, vectorised, for every operator that takes a `dtype` (cast, normalize,
+crop_mirror_normalize, ...). `dtype_argument` reads a `dtype` argument: DALI's
+`types.DALIDataType` (and, as an extension, a NumPy dtype).
 """
 
 from __future__ import annotations
@@ -87,6 +88,11 @@ def convert(xp: Any, array: Any, dtype: np.dtype[Any]) -> Any:
     if source == dtype:
         return array
     if dtype.kind == "b":
+        if source.kind == "f":
+            # DALI rounds a float first (half away from zero): 0.25 is False, 0.5 True.
+            with np.errstate(invalid="ignore"):
+                rounded = xp.where(array < 0, xp.ceil(array - 0.5), xp.floor(array + 0.5))
+            return rounded != 0  # NaN stays nonzero: True, as in DALI
         return array != 0
     if dtype == np.float16 and source.kind != "b":
         return to_float16(xp, array)
