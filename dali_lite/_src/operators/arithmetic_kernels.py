@@ -254,7 +254,8 @@ def constant_value(value: bool | int | float, dtype: np.dtype[Any] | type | str)
     dtype = np.dtype(dtype)
     if dtype.kind == "f":
         with np.errstate(over="ignore"):  # 1e40 is inf in float32, as in DALI
-            return np.float32(value).astype(dtype)
+            rounded: np.generic = np.float32(value).astype(dtype)
+            return rounded
     if dtype == _BOOL:
         return np.bool_(bool(value))
     number = int(value)
@@ -270,4 +271,5 @@ def constant_value(value: bool | int | float, dtype: np.dtype[Any] | type | str)
             f"expression's integer constant must fit its type ({dtype.name}: {info.min} to "
             f"{info.max}); a Python int is an int32 constant: give a wider type with "
             f"types.Constant({number}, dtype=...).")
-    return dtype.type(number)
+    constant: np.generic = dtype.type(number)
+    return constant

@@ -192,7 +192,8 @@ class _Plan:
         inside = all(a >= 0 and a + s <= e for a, s, e in zip(anchor, shape, extents))
         lo = [min(max(a, 0), e) for a, e in zip(anchor, extents)]
         hi = [min(max(a + s, 0), e) for a, s, e in zip(anchor, shape, extents)]
-        part = block[(slice(None), *(slice(a, b) for a, b in zip(lo, hi)))]
+        inner = (slice(None), *(slice(a, b) for a, b in zip(lo, hi)))
+        part = block[inner]
         if inside:
             mixed = bool(mirror.any()) and not mirror.all()
             if out_channels == channels and mixed and factors is not None:

@@ -156,7 +156,7 @@ class ArithmeticExpression(BuiltinOperator):
                 raise
             shapes = "\n".join(
                 f"{' x '.join(map(str, s.shape))} (d={k})" for k, s in enumerate(operands)
-                if hasattr(s, "shape") and getattr(s, "ndim", 0))
+                if hasattr(s, "shape") and bool(getattr(s, "ndim", 0)))
             raise RuntimeValueError(
                 f"{self._where()}: Can't broadcast shapes: \n{shapes}\n(the sample shapes "
                 "of the operands of an arithmetic expression must broadcast as NumPy's do: "

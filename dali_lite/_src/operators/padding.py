@@ -162,9 +162,11 @@ class Flip(ArgumentChecks):
         shapes = data.shapes()
         if not shapes:
             return [output_batch([], data.layout, data.device)]
-        if data.dtype.kind == "b" or data.dtype == np.float16:
+        dtype = data.dtype
+        assert dtype is not None  # a batch of samples has a type
+        if dtype.kind == "b" or dtype == np.float16:
             raise RuntimeTypeError(
-                f"The element type {data.dtype.name} is not supported. (fn.flip takes numeric "
+                f"The element type {dtype.name} is not supported. (fn.flip takes numeric "
                 "types but bool and float16)")
         layout = image_layout(data.layout, len(shapes[0]), FLIP_LAYOUTS,
                               self.schema.display_name)

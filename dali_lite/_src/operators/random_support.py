@@ -97,11 +97,12 @@ def type_name(dtype: Any) -> str:
     """How DALI's random operators name a type in their messages (``float``, ``double``,
     ``float16``, ``string``)."""
     if isinstance(dtype, DALIDataType):
+        member = dtype
         try:
-            dtype = dtype_argument(dtype, "")
+            dtype = dtype_argument(member, "")
         except TypeError:
-            return dtype.name.lower()
-    name = np.dtype(dtype).name
+            return member.name.lower()
+    name: str = np.dtype(dtype).name
     return {"float32": "float", "float64": "double", "bool": "bool"}.get(name, name)
 
 

@@ -20,7 +20,7 @@ does on x86 (truncation, then wrapping: 300.5 -> 44 for uint8).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -35,8 +35,8 @@ _BORDERS = {"constant": "constant", "pad": "constant", "edge": "edge", "clamp": 
             "reflect": "reflect_1001", "reflect_1001": "reflect_1001",
             "reflect_101": "reflect_101", "wrap": "wrap"}
 #: NumPy's names of the border types.
-_NUMPY_MODES = {"edge": "edge", "reflect_1001": "symmetric", "reflect_101": "reflect",
-                "wrap": "wrap"}
+_NUMPY_MODES: dict[str, Literal["edge", "symmetric", "reflect", "wrap"]] = {
+    "edge": "edge", "reflect_1001": "symmetric", "reflect_101": "reflect", "wrap": "wrap"}
 BORDER_POLICIES = tuple(sorted(set(_BORDERS.values())))
 
 
@@ -150,8 +150,8 @@ def take_window(xp: Any, data: Any, lead: int, anchor: Sequence[int], shape: Seq
     extents = data.shape[lead:]
     inside = all(a >= 0 and a + s <= e for a, s, e in zip(anchor, shape, extents))
     if inside:
-        cut = (slice(None),) * lead + tuple(slice(a, a + s) for a, s in zip(anchor, shape))
-        return clamp_cast(xp, data[cut], out_dtype)
+        window = (slice(None),) * lead + tuple(slice(a, a + s) for a, s in zip(anchor, shape))
+        return clamp_cast(xp, data[window], out_dtype)
     if policy == "constant":
         out = xp.empty((*data.shape[:lead], *shape), dtype=out_dtype)
         out[...] = fill
