@@ -335,3 +335,7 @@ class IteratorCall(_SourceCall):
             if self.cycle == "raise":
                 self._restart_pending = True
             raise
+
+
+#: The picklable callable that polls a source for one batch (or a worker's task of it).
+SourceCall = PerSampleCall | PerBatchCall | IteratorCall

@@ -8,12 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dali_lite._src.ops.source_callbacks import IteratorCall, PerBatchCall, PerSampleCall
+from dali_lite._src.ops.source_callbacks import SourceCall
 
 __all__ = ["SourceCall", "SourceDescription"]
-
-#: The picklable callable a worker polls for one task of a source.
-SourceCall = PerSampleCall | PerBatchCall | IteratorCall
 
 
 @dataclass(frozen=True, slots=True)
