@@ -21,5 +21,5 @@ class SourceDescription:
     name: str
     callback: SourceCall
     prefetch_queue_depth: int
-    bytes_per_sample_hint: int
+    bytes_per_sample_hint: int | None
     py_timeout: float | None
