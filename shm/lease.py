@@ -13,6 +13,7 @@ import mmap
 import os
 import weakref
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -25,7 +26,7 @@ class _LeaseBuffer:
     __slots__ = ("__array_interface__", "__weakref__", "_export")
 
     def __init__(self, address: int, nbytes: int, export: object) -> None:
-        self.__array_interface__ = {
+        self.__array_interface__: dict[str, Any] = {
             "version": 3,
             "shape": (nbytes,),
             "typestr": "|u1",

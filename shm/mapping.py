@@ -20,6 +20,7 @@ import mmap
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 
 __all__ = ["SegmentMapping", "create_fd", "populate_write"]
 
@@ -28,7 +29,7 @@ _DEV_SHM = "/dev/shm"
 
 def create_fd(name: str) -> int:
     """An fd of a new, empty, anonymous, user-private shared-memory file."""
-    memfd_create = getattr(os, "memfd_create", None)
+    memfd_create: Callable[[str, int], int] | None = getattr(os, "memfd_create", None)
     if memfd_create is not None:
         try:
             return memfd_create(name, os.MFD_CLOEXEC)

@@ -113,6 +113,7 @@ class SampleStream:
         assert segment is not None  # set with the runs
         segment.prepare_write(max(run.offset + (index + 1) * run.nbytes for run in runs))
         target = self._target
+        assert target is not None  # set with the runs
         views = []
         for run, array in zip(runs, samples):
             offset = run.offset + index * run.nbytes
@@ -146,8 +147,8 @@ class SampleStream:
             if align(position, META_ALIGNMENT_BYTES) + meta > segment.capacity:
                 return False  # the writer grows the segment
         else:
+            assert self._data is not None  # the stream is inactive without it
             segment = self._data
-            assert segment is not None  # the stream is inactive without it
             if [(run.dtype.str, run.shape) for run in runs] != list(placement.expected):
                 return False
             for run, offset in zip(runs, placement.data_offsets):

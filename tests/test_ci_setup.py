@@ -57,6 +57,30 @@ def test_ci_runs_the_readme_commands_as_written() -> None:
         assert command in lines or f"{command} || exit 1" in lines, command
 
 
+def test_ci_runs_ruff_and_mypy_before_the_long_suite() -> None:
+    # Issue 23: no type checker and no linter ran, which is how typing.Self and enum.EnumType
+    # broke Python 3.10 unseen. Both run, from pinned versions of the test extra, before the
+    # whole suite (so a lint or type error fails CI in seconds, not after the suite).
+    lines = _ci_lines()
+    suite = lines.index(f"{_readme_commands()[1]}")
+    for check in ("ruff check dali_lite workers shm tests", "mypy"):
+        assert check in lines[:suite], check
+    test_extra = {re.split(r"[<>=\[ ;]", req, maxsplit=1)[0] for req in _extras()["test"]}
+    assert {"mypy", "ruff"} <= test_extra
+
+
+def test_mypy_checks_the_three_packages_for_the_oldest_python_claimed() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+    assert set(config["packages"]) == {"dali_lite", "dali_lite_workers", "dali_lite_shm"}
+    oldest = re.fullmatch(r">=(3\.\d+)", _project()["requires-python"])
+    assert oldest and config["python_version"] == oldest.group(1)
+    assert config["strict"] is True and "ignore_missing_imports" not in config
+    # The folders install under other names (setup.py): mypy finds them through these links.
+    for name, folder in (("dali_lite_workers", "workers"), ("dali_lite_shm", "shm")):
+        link = ROOT / config["mypy_path"] / name
+        assert link.is_symlink() and link.resolve() == (ROOT / folder).resolve(), link
+
+
 def test_the_readme_says_how_to_get_torch_without_cuda() -> None:
     # The torch extra on its own brings PyTorch's default build from PyPI: CUDA, several GB.
     intro = (ROOT / "README.md").read_text().split("\n## ", 1)[0]

@@ -14,7 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["BatchedCallback", "Callback"]
+__all__ = ["BatchedCallback", "Callback", "SampleSink"]
 
 Callback = Callable[[Any], Sequence[Sequence[np.ndarray]]]
 
@@ -35,3 +35,21 @@ class BatchedCallback(Protocol):
     def call_many(
         self, args: Sequence[Any]
     ) -> tuple[Sequence[Sequence[np.ndarray]] | None, tuple[int, BaseException] | None]: ...
+
+
+class SampleSink(Protocol):
+    """What a batched callback that sets ``call_many_streams = True`` is given with a task's
+    arguments, ``call_many(args, stream)``: the task's slot, taking each sample as the
+    callback makes it (a forked or spawned worker's ``shm.stream.SampleStream``).
+
+    ``put`` copies sample ``index`` (one array per output) into place and returns the views
+    of it there, to be returned in place of the arrays; None when it was not taken, and the
+    stream then takes no more (``active`` turns False). ``stop`` turns it off.
+    """
+
+    @property
+    def active(self) -> bool: ...
+
+    def put(self, index: int, samples: Sequence[Any]) -> tuple[np.ndarray, ...] | None: ...
+
+    def stop(self) -> None: ...

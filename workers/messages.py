@@ -18,8 +18,8 @@ failed before its loop began (:mod:`workers.startup`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import Field, dataclass
+from typing import Any, ClassVar
 
 from dali_lite_shm import SlotLayout
 from dali_lite_shm.placement import Placement
@@ -48,6 +48,8 @@ class _Message:
     """
 
     __slots__ = ()
+    #: Every message class is a dataclass (this base is not: it has no fields of its own).
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
 
     def __reduce__(self) -> tuple[type[Any], tuple[Any, ...]]:
         cls = type(self)

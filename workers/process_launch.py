@@ -18,12 +18,15 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from dali_lite_workers.pickling import PicklerSpec
 from dali_lite_workers.resources import PoolResources
 from dali_lite_workers.startup import ReportingName
 from dali_lite_workers.worker import PARENT_CONNECTIONS, WorkerSetup, worker_main
+
+if TYPE_CHECKING:
+    from multiprocessing.context import ForkContext, SpawnContext
 
 __all__ = ["WorkerLaunch", "retire_worker", "sigint_blocked", "start_worker"]
 
@@ -59,7 +62,8 @@ class WorkerLaunch:
 
 def start_worker(res: PoolResources, launch: WorkerLaunch, index: int) -> None:
     """Start worker ``index``: a new one, or the replacement of one that was killed."""
-    ctx = multiprocessing.get_context(launch.start_method)
+    # "fork" or "spawn" (WorkerPool refuses any other): typeshed's BaseContext has no Process.
+    ctx = cast("ForkContext | SpawnContext", multiprocessing.get_context(launch.start_method))
     payloads, spec = launch.payloads, launch.pickler
     in_main_thread = threading.current_thread() is threading.main_thread()
     parent_conn, child_conn = ctx.Pipe(duplex=True)
@@ -102,11 +106,13 @@ def start_worker(res: PoolResources, launch: WorkerLaunch, index: int) -> None:
         dump_writer.close()
         if startup_conn is not None:
             startup_conn.close()
+    pid = proc.pid
+    assert pid is not None  # set by start()
     if index == len(res.processes):
         res.processes.append(proc)
-        res.pids.append(proc.pid)
+        res.pids.append(pid)
     else:
-        res.processes[index], res.pids[index] = proc, proc.pid
+        res.processes[index], res.pids[index] = proc, pid
 
 
 def retire_worker(res: PoolResources, index: int) -> None:

@@ -8,8 +8,10 @@ same way, with the same errors.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
+
+from dali_lite_workers.callbacks import SampleSink
 
 __all__ = ["TaskOutcome", "run_calls"]
 
@@ -47,7 +49,8 @@ def _merge(outputs: list[list[Any]] | None, result: Any, call_index: int) -> lis
     return outputs
 
 
-def run_calls(callback: Any, args: Sequence[Any], stream: Any = None) -> TaskOutcome:
+def run_calls(callback: Callable[[Any], Any], args: Sequence[Any],
+              stream: SampleSink | None = None) -> TaskOutcome:
     """Call `callback` on every item of `args` (or its `call_many` once); never raises.
 
     `stream` (a `shm.stream.SampleStream`) goes to a `call_many` that takes one

@@ -253,6 +253,7 @@ def run_task(task: RunTask, state: WorkerState) -> Reply:
         outputs, failure = run_calls(callback, task.args, stream)
         if failure is not None:
             return failed(*failure)
+        assert outputs is not None  # no failure: the calls made outputs (TaskOutcome)
         try:
             layout = write_result(segment, outputs, placement, data, stream)
         except BaseException as exc:

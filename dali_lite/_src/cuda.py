@@ -35,7 +35,8 @@ def cupy() -> ModuleType:
             "(the cupy-cudaXXx wheel matching your CUDA), or in a clone of dali_lite: "
             "pip install -e '.[gpu]'"
         ) from exc
-    return cp
+    module: ModuleType = cp
+    return module
 
 
 def gpu_unavailable_reason() -> str | None:

@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata, util
 from pathlib import Path
@@ -63,7 +64,7 @@ def _version(distribution: str) -> str | None:
 
 
 @functools.cache
-def _providers() -> dict[str, list[str]]:
+def _providers() -> Mapping[str, list[str]]:
     # Which distribution provides which top-level module: one scan of the installed packages.
     return metadata.packages_distributions()
 
@@ -115,7 +116,8 @@ class Probe:
             return {"ok": False, "detail": f"no answer within {timeout_s:g} s (killed)"}
         for line in reversed(out.splitlines()):
             if line.startswith(PROBE_PREFIX):
-                return json.loads(line[len(PROBE_PREFIX):])
+                answer: dict[str, Any] = json.loads(line[len(PROBE_PREFIX):])
+                return answer
         last = (err.strip().splitlines() or ["no output"])[-1]
         return {"ok": False, "detail": f"exit code {self.process.returncode}: {last}"}
 

@@ -16,6 +16,7 @@ def add_context(exc: BaseException, note: str) -> None:
     notes = getattr(exc, "__notes__", None)
     if notes is None:
         try:
+            # Python 3.10: __notes__ is no attribute of BaseException yet (PEP 678, 3.11).
             exc.__notes__ = notes = []  # type: ignore[attr-defined]
         except AttributeError:  # exceptions with __slots__ and no __dict__
             return

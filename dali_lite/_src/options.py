@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import warnings
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 from dali_lite._src.errors import RuntimeTypeError
 
@@ -39,7 +39,7 @@ def check_timeout(value: Any, argument: str) -> float | None:
     return value
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -85,6 +85,27 @@ def test_ops_instances_are_reusable_and_refuse_an_argument_twice() -> None:
     assert_same(dali, lite, words=["The argument `shape` was already specified in __init__."])
 
 
+def test_ops_classes_name_their_arguments_as_dalis() -> None:
+    # Each class has an __init__ of its own (they once shared one, whose signature was the
+    # last class's, without `self`: inspect.signature(ops.Cast) raised ValueError).
+    import inspect
+
+    import nvidia.dali.ops as dali_ops
+
+    import dali_lite.ops as lite_ops
+
+    for name in ("Cast", "Copy", "Flip", "CropMirrorNormalize", "Reshape", "random.Uniform"):
+        classes = []
+        for ops in (dali_ops, lite_ops):
+            cls: Any = ops
+            for part in name.split("."):
+                cls = getattr(cls, part)
+            classes.append(cls)
+        dali, lite = (list(inspect.signature(cls).parameters) for cls in classes)
+        assert lite == dali, name
+    assert lite_ops.Cast.__init__ is not lite_ops.Copy.__init__
+
+
 def test_types_constant_scalars_and_tensors() -> None:
     def graph(fn: Any, types: Any, n: list[Any]) -> list[Any]:
         x = n[0]

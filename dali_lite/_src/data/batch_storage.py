@@ -32,6 +32,14 @@ class BatchStorage(HostBatch):
 
     __slots__ = ("_blocks", "_count", "_dense", "_dtype", "_layout", "_samples")
 
+    # Set by the constructors (`_from_samples`, `_from_blocks`) and copied by `_share`.
+    _blocks: list[np.ndarray] | None  # dense (n_i, *sample_shape) blocks, laid end to end
+    _samples: list[np.ndarray] | None  # one array per sample (views of the blocks, once asked)
+    _count: int
+    _dtype: np.dtype[Any] | None  # None: an empty batch of no type
+    _dense: bool | None  # whether the samples share a shape (None: not yet known)
+    _layout: str
+
     def _share(self, other: BatchStorage) -> None:
         # The part lists are never mutated in place (caches replace them), so sharing is safe.
         self._blocks, self._samples = other._blocks, other._samples
@@ -142,6 +150,7 @@ class BatchStorage(HostBatch):
             parts = [b for b in self._blocks if b.shape[0]] or self._blocks
             joined = parts[0] if len(parts) == 1 else np.concatenate(parts)
         else:
+            assert self._samples is not None  # a batch holds blocks or samples
             joined = np.stack(self._samples)
         self._blocks, self._samples = [joined], None
         return joined
@@ -205,7 +214,7 @@ class BatchStorage(HostBatch):
             if self._blocks is not None:
                 self._dense = len({b.shape[1:] for b in self._blocks if b.shape[0]}) <= 1
             else:
-                samples = self._samples or ()
+                samples = self._samples or []
                 self._dense = all(s.shape == samples[0].shape for s in samples)
         return self._dense
 

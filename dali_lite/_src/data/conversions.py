@@ -41,7 +41,7 @@ class BatchIndexError(IndexError, ValueError):
     __module__ = "dali_lite.errors"  # where users import it from (and see it named)
 
 
-class SampleList(list):  # type: ignore[type-arg]
+class SampleList(list[np.ndarray]):
     """The samples of one batch (a list of NumPy arrays) and the layout the data came with.
 
     A ``TensorListCPU`` or ``TensorCPU`` samples carry a layout that DALI keeps when no other
@@ -94,7 +94,7 @@ class _CapsuleSource:
     def __init__(self, capsule: object) -> None:
         self._capsule = capsule
 
-    def __dlpack__(self, **_kwargs: Any) -> object:
+    def __dlpack__(self, **_kwargs: Any) -> Any:  # a PyCapsule (types.CapsuleType from 3.13)
         return self._capsule
 
     def __dlpack_device__(self) -> tuple[int, int]:
@@ -202,7 +202,9 @@ def _from_protocols(obj: object, batch: bool) -> np.ndarray:
             f"got {_type_name(obj)}{of_dtype}, whose array data could not be read: {exc}"
         ) from exc
     try:
-        memoryview(obj).release()
+        # A probe of any object (TypeError: it has no buffer); collections.abc.Buffer, which
+        # would let the type checker see it, exists from Python 3.12 on.
+        memoryview(obj).release()  # type: ignore[arg-type]
     except TypeError:
         raise _Refusal(
             f"got {_type_name(obj)}, which holds no array data; "

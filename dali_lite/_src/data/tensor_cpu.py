@@ -16,7 +16,7 @@ from __future__ import annotations
 import ctypes
 import operator
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -28,10 +28,14 @@ from dali_lite._src.errors import RuntimeValueError
 from dali_lite._src.types.dtypes import FORMAT_STRINGS, NP_TO_DALI, _DALIDataType, tensor_dtype_of
 from dali_lite._src.types.enums import DALIEnum
 
+if TYPE_CHECKING:
+    from _ctypes import _CData
+
 __all__ = ["DLDeviceType", "TensorCPU"]
 
 NO_LAYOUT = ""
-_CDATA = ctypes.c_int.__mro__[-2]  # ctypes' common base class of all C data instances
+# ctypes' common base class of all C data instances: _ctypes._CData, which no module exports.
+_CDATA = cast("type[_CData]", ctypes.c_int.__mro__[-2])
 
 
 class DLDeviceType(DALIEnum):
@@ -131,7 +135,7 @@ def copy_arrays_to_address(ptr: object, arrays: Iterable[np.ndarray]) -> None:
             ctypes.memmove(address + offset, arr.ctypes.data, nbytes)
         else:
             # A strided view (a slice a user returned): let NumPy gather it into place.
-            raw = (ctypes.c_char * nbytes).from_address(address + offset)
+            raw = memoryview((ctypes.c_char * nbytes).from_address(address + offset))
             np.copyto(np.frombuffer(raw, dtype=arr.dtype).reshape(arr.shape), arr)
         offset += nbytes
 
@@ -310,7 +314,7 @@ class TensorCPU(HostSample):
 
     def __buffer__(self, flags: int) -> memoryview:
         # The buffer protocol from Python code exists from Python 3.12 on (PEP 688).
-        return memoryview(self._array)
+        return self._array.data  # a memoryview of the array, as memoryview(self._array)
 
     def __dlpack__(
         self,

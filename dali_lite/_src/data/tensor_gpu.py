@@ -67,6 +67,11 @@ class TensorGPU:
     __slots__ = ("__weakref__", "_array", "_layout", "_ready")
     __module__ = "dali_lite.tensors"
 
+    # CuPy has no type stubs: its arrays and events are Any.
+    _array: Any
+    _layout: str
+    _ready: Any  # the event of the work that produced the data, or None once waited for
+
     def __init__(self, b: Any, layout: str | None = None, device_id: int = -1) -> None:
         array = to_device_array(b, "b (the data of TensorGPU)")
         if device_id >= 0 and array.device.id != device_id:

@@ -52,6 +52,16 @@ class TensorListGPU:
                  "_ready", "_samples")
     __module__ = "dali_lite.tensors"
 
+    # Set by `_new` (and copied by `_share`). CuPy has no type stubs: its arrays are Any.
+    _block: Any  # the dense (N, *sample_shape) array, or None
+    _samples: list[Any] | None  # one array per sample (views of `_block` once asked for)
+    _flat: Any  # the samples' packed bytes (a uint8 array), or None when they are not packed
+    _ready: Any  # the event of the work that produced the batch, or None
+    _dtype: np.dtype[Any] | None  # None: an empty batch of no type
+    _count: int
+    _device_id: int
+    _layout: str
+
     def __init__(self, b: Any, layout: str | None = None) -> None:
         if isinstance(b, TensorListGPU):
             self._share(b)
@@ -125,8 +135,10 @@ class TensorListGPU:
     # --- internal views ----------------------------------------------------------------------
     def _sample_ndim(self) -> int | None:
         if self._block is not None:
-            return self._block.ndim - 1
-        return self._samples[0].ndim if self._samples else None
+            block_ndim: int = self._block.ndim
+            return block_ndim - 1
+        sample_ndim: int | None = self._samples[0].ndim if self._samples else None
+        return sample_ndim
 
     def _sample_arrays(self) -> list[Any]:
         if self._samples is None:

@@ -69,7 +69,7 @@ def _bytes(count: int | None) -> str:
     return "1 byte" if count == 1 else f"{count} bytes"
 
 
-def reinterpreted_dtype(new_type: Any, current: DALIDataType, method: str = "reinterpret()"
+def reinterpreted_dtype(new_type: Any, current: int, method: str = "reinterpret()"
                         ) -> np.dtype[Any] | None:
     """The NumPy dtype a tensor of element type `current` takes on ``reinterpret(new_type)``,
     or None when nothing changes (an empty batch of no type reinterpreted as ``NO_TYPE``).

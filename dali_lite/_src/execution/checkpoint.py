@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from dali_lite._src.errors import RuntimeValueError
 
@@ -273,7 +273,7 @@ def _exact_fields(entry: dict[str, Any], expected: tuple[str, ...], where: str) 
                               f"fields {unknown}")
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -324,6 +324,6 @@ def track_sources(ops: list[ExternalSource], batch_size: int) -> list[TrackedSou
     return tracked
 
 
-def observe_parallel(source: TrackedSource) -> Callable[[int, int, str], None] | None:
+def observe_parallel(source: TrackedSource) -> Callable[[int, int, str, int], None] | None:
     """The observer a parallel iterator source reports its worker's replies to."""
     return source.tracker.on_call if source.tracker is not None else None

@@ -36,12 +36,11 @@ def pipeline_list(pipelines: Any) -> list[Any]:
     """`pipelines` (one pipeline, or a list of them) as a list of at least one."""
     if pipelines is None:
         raise AssertionError("Number of provided pipelines has to be at least 1")
-    if not isinstance(pipelines, list):
-        pipelines = [pipelines]
-    if not pipelines:
+    listed: list[Any] = pipelines if isinstance(pipelines, list) else [pipelines]
+    if not listed:
         # DALI fails here with a bare IndexError from pipelines[0]; same class, clearer.
         raise IndexError("pipelines: the list is empty; pass at least one pipeline")
-    return pipelines
+    return listed
 
 
 def _pipeline_batch_size(pipe: Any) -> int:

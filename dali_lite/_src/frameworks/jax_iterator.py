@@ -138,10 +138,11 @@ class DALIGenericIterator(_DaliBaseIterator):
 
     def _with_sharding(self, shards: Sequence[jax.Array]) -> jax.Array:
         sharding = self._sharding
+        assert sharding is not None  # the iterator was made with a sharding
         if isinstance(sharding, NamedSharding):
             devices = sharding.mesh.size
         else:
-            devices = len(sharding.device_set)  # type: ignore[union-attr]
+            devices = len(sharding.device_set)
         shape = (devices * shards[0].shape[0], *shards[0].shape[1:])
         return jax.make_array_from_single_device_arrays(
             shape, sharding, _placed_for(sharding, shape, shards))
@@ -193,10 +194,10 @@ def data_iterator(
     """
     if sharding is not None and devices is not None:
         raise ValueError("Only one of `sharding` and `devices` arguments can be provided.")
-    iterator_kwargs = dict(output_map=list(output_map), size=size, reader_name=reader_name,
-                           auto_reset=auto_reset, last_batch_padded=last_batch_padded,
-                           last_batch_policy=last_batch_policy,
-                           prepare_first_batch=prepare_first_batch)
+    iterator_kwargs: dict[str, Any] = dict(
+        output_map=list(output_map), size=size, reader_name=reader_name, auto_reset=auto_reset,
+        last_batch_padded=last_batch_padded, last_batch_policy=last_batch_policy,
+        prepare_first_batch=prepare_first_batch)
 
     def decorate(func: Callable[..., Any]) -> Callable[..., DALIGenericIterator]:
         @functools.wraps(func)

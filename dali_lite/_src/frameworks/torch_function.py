@@ -60,7 +60,7 @@ class _TorchCall:
         return {"function": self.function, "device": self.device}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["function"], state["device"])  # type: ignore[misc]
+        _TorchCall.__init__(self, state["function"], state["device"])
 
 
 def torch_python_function(

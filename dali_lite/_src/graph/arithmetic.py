@@ -126,10 +126,10 @@ class DataNodeOperators:
         return _expression("rshift", other, self)
 
     # Comparisons: DALI's give a DataNode of booleans, so `==` is no identity test either.
-    def __eq__(self, other: object) -> Any:  # type: ignore[override]
+    def __eq__(self, other: object) -> Any:
         return _expression("eq", self, other)
 
-    def __ne__(self, other: object) -> Any:  # type: ignore[override]
+    def __ne__(self, other: object) -> Any:
         return _expression("neq", self, other)
 
     def __lt__(self, other: object) -> Any:

@@ -31,13 +31,14 @@ __all__ = ["ArgumentChecks", "cpp_type_name", "float_scalar", "float_vector",
 
 def cpp_type_name(dtype: Any) -> str:
     """How DALI 2.4's messages name an element type (``float`` for float32, ``double``)."""
-    name = np.dtype(dtype).name
+    name: str = np.dtype(dtype).name
     return {"float32": "float", "float64": "double"}.get(name, name)
 
 
 def _values(value: Any) -> list[Any]:
     if isinstance(value, np.ndarray):
-        return value.reshape(-1).tolist()
+        items: list[Any] = value.reshape(-1).tolist()
+        return items
     if isinstance(value, (list, tuple)):
         return list(value)
     return [value]

@@ -51,6 +51,7 @@ import numpy as np
 
 from dali_lite._src.errors import ArithmeticConstantError, IntegerDivisionByZeroError
 from dali_lite._src.operators.arithmetic_types import OPERATORS, promote
+from dali_lite._src.operators.batches import ArrayModule
 
 _BOOL = np.dtype(np.bool_)
 _INT32 = np.dtype(np.int32)
@@ -79,18 +80,18 @@ _NEGATIVE_RIGHT = {"eq": False, "neq": True, "lt": False, "leq": False, "gt": Tr
 _DIVISION_BY_ZERO = "Integer division by zero."
 
 
-def _quiet(xp: Any) -> contextlib.AbstractContextManager[Any]:
+def _quiet(xp: ArrayModule) -> contextlib.AbstractContextManager[Any]:
     # CuPy has no floating-point error state to silence; NumPy would warn on 1/0 and the like.
     errstate = getattr(xp, "errstate", None)
     return errstate(all="ignore") if errstate is not None else contextlib.nullcontext()
 
 
-def _cast(xp: Any, value: Any, dtype: np.dtype[Any]) -> Any:
+def _cast(xp: ArrayModule, value: Any, dtype: np.dtype[Any]) -> Any:
     """C++ static_cast of an operand (array or NumPy scalar) to `dtype`, as an array."""
     return xp.asarray(value).astype(dtype, copy=False)
 
 
-def apply(op: str, xp: Any, operands: Sequence[Any], out_dtype: np.dtype[Any] | type | str
+def apply(op: str, xp: ArrayModule, operands: Sequence[Any], out_dtype: np.dtype[Any] | type | str
           ) -> Any:
     """DALI's `op` (an expression name of `arithmetic_types.OPERATORS`) over `operands`
     (arrays of `xp` that broadcast together, or NumPy scalars), as an array of `out_dtype`,
@@ -119,14 +120,14 @@ def apply(op: str, xp: Any, operands: Sequence[Any], out_dtype: np.dtype[Any] | 
 # Each takes `xp` and the operands already cast to the output type.
 
 
-def _check_divisor(xp: Any, divisor: Any) -> None:
+def _check_divisor(xp: ArrayModule, divisor: Any) -> None:
     if divisor.dtype.kind in "iub" and bool(xp.any(divisor == 0)):
         raise IntegerDivisionByZeroError(
             f"{_DIVISION_BY_ZERO}\nInteger `//` or `%` (here of {divisor.dtype.name} values) "
             f"had a zero divisor; DALI refuses it, as Python does for `1 // 0`.")
 
 
-def _div(xp: Any, a: Any, b: Any) -> Any:
+def _div(xp: ArrayModule, a: Any, b: Any) -> Any:
     if a.dtype.kind == "f":
         return xp.true_divide(a, b)  # DALI's float `//` is plain division
     _check_divisor(xp, b)
@@ -135,12 +136,12 @@ def _div(xp: Any, a: Any, b: Any) -> Any:
     return xp.floor_divide(a - xp.fmod(a, b), b)
 
 
-def _mod(xp: Any, a: Any, b: Any) -> Any:
+def _mod(xp: ArrayModule, a: Any, b: Any) -> Any:
     _check_divisor(xp, b)
     return xp.fmod(a, b)  # C's %: truncated, the sign of the dividend
 
 
-def _float_mod(xp: Any, a: Any, b: Any) -> Any:
+def _float_mod(xp: ArrayModule, a: Any, b: Any) -> Any:
     # DALI calls std::fmod on the operands as they came, not converted to the output type:
     # with an integer (or a double) among them C++ computes it in double, so `int32 % float32`
     # is exact in double, then rounded to float32. fmod itself is exact, so float32 operands
@@ -148,7 +149,7 @@ def _float_mod(xp: Any, a: Any, b: Any) -> Any:
     return xp.fmod(_cast(xp, a, _FLOAT64), _cast(xp, b, _FLOAT64))
 
 
-def _pow(xp: Any, a: Any, b: Any) -> Any:
+def _pow(xp: ArrayModule, a: Any, b: Any) -> Any:
     if a.dtype.kind != "i":  # floats, and unsigned exponents that cannot be negative
         return xp.power(a, b)
     # DALI's integer power gives 0 for any negative exponent; NumPy would raise.
@@ -157,26 +158,26 @@ def _pow(xp: Any, a: Any, b: Any) -> Any:
     return xp.where(negative, zero, xp.power(a, xp.where(negative, zero, b)))
 
 
-def _min(xp: Any, a: Any, b: Any) -> Any:
+def _min(xp: ArrayModule, a: Any, b: Any) -> Any:
     return xp.where(a < b, a, b)
 
 
-def _max(xp: Any, a: Any, b: Any) -> Any:
+def _max(xp: ArrayModule, a: Any, b: Any) -> Any:
     return xp.where(a > b, a, b)
 
 
-def _clamp(xp: Any, value: Any, lo: Any, hi: Any) -> Any:
+def _clamp(xp: ArrayModule, value: Any, lo: Any, hi: Any) -> Any:
     low_clamped = xp.where(value < lo, lo, value)
     return xp.where(low_clamped > hi, hi, low_clamped)
 
 
-def _abs(xp: Any, a: Any) -> Any:
+def _abs(xp: ArrayModule, a: Any) -> Any:
     if a.dtype.kind in "ub":
         return a.copy()
     return xp.where(a < 0, xp.negative(a), a)
 
 
-def _rsqrt(xp: Any, a: Any) -> Any:
+def _rsqrt(xp: ArrayModule, a: Any) -> Any:
     if a.dtype == _FLOAT64:
         return 1.0 / xp.sqrt(a)
     x = a.astype(_FLOAT32, copy=False)
@@ -208,7 +209,7 @@ _KERNELS: dict[str, Callable[..., Any]] = {
 }
 
 
-def _shift(op: str, xp: Any, a: Any, b: Any, out: np.dtype[Any]) -> Any:
+def _shift(op: str, xp: ArrayModule, a: Any, b: Any, out: np.dtype[Any]) -> Any:
     # C++ shifts in the promoted type: int for anything narrower, and x86 takes the count
     # modulo that width (shift counts past it are undefined in C++; this is what DALI does).
     work = out if out.itemsize >= 4 and out != _BOOL else _INT32
@@ -219,7 +220,7 @@ def _shift(op: str, xp: Any, a: Any, b: Any, out: np.dtype[Any]) -> Any:
     return shifted != 0 if out == _BOOL else shifted
 
 
-def _compare(op: str, xp: Any, a: Any, b: Any) -> Any:
+def _compare(op: str, xp: ArrayModule, a: Any, b: Any) -> Any:
     a, b = xp.asarray(a), xp.asarray(b)
     compare = getattr(xp, _COMPARISONS[op])
     a_signed, b_signed = a.dtype.kind == "i", b.dtype.kind == "i"
@@ -254,7 +255,8 @@ def constant_value(value: bool | int | float, dtype: np.dtype[Any] | type | str)
     dtype = np.dtype(dtype)
     if dtype.kind == "f":
         with np.errstate(over="ignore"):  # 1e40 is inf in float32, as in DALI
-            return np.float32(value).astype(dtype)
+            rounded: np.generic = np.float32(value).astype(dtype)
+            return rounded
     if dtype == _BOOL:
         return np.bool_(bool(value))
     number = int(value)
@@ -270,4 +272,5 @@ def constant_value(value: bool | int | float, dtype: np.dtype[Any] | type | str)
             f"expression's integer constant must fit its type ({dtype.name}: {info.min} to "
             f"{info.max}); a Python int is an int32 constant: give a wider type with "
             f"types.Constant({number}, dtype=...).")
-    return dtype.type(number)
+    constant: np.generic = dtype.type(number)
+    return constant

@@ -101,8 +101,8 @@ _BOOL = np.dtype(np.bool_)
 _FLOAT16 = np.dtype(np.float16)
 _FLOAT32 = np.dtype(np.float32)
 _INT32 = np.dtype(np.int32)
-_SIGNED_BY_SIZE = {1: np.dtype(np.int8), 2: np.dtype(np.int16), 4: np.dtype(np.int32),
-                   8: np.dtype(np.int64)}
+_SIGNED_BY_SIZE: dict[int, np.dtype[Any]] = {
+    1: np.dtype(np.int8), 2: np.dtype(np.int16), 4: np.dtype(np.int32), 8: np.dtype(np.int64)}
 
 # DALI's messages, verbatim (the misspelt "anumeric" and "an numeric" included).
 _BOOL_INPUTS = ("Assert on \"!inputs_are_bool\" failed: Inputs to arithmetic operator `{}` "

@@ -10,23 +10,138 @@ its device.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
 from dali_lite._src.data.host import HostBatch
 from dali_lite._src.ops.assembly import assemble, assemble_blocks
 
-__all__ = ["InputBatch", "array_module", "output_batch"]
+__all__ = ["ArrayModule", "InputBatch", "array_module", "output_batch"]
 
 
-def array_module(device: str) -> Any:
+class ArrayModule(Protocol):
+    """The array module an operator computes with: NumPy on the CPU, CuPy on the GPU (NumPy's
+    functions under NumPy's names). These are the functions the operators call by name; the
+    arithmetic kernels reach NumPy's other element-wise functions by getattr."""
+
+    @property
+    def inf(self) -> float: ...
+
+    @property
+    def abs(self) -> Callable[..., Any]: ...
+
+    @property
+    def add(self) -> Callable[..., Any]: ...
+
+    @property
+    def any(self) -> Callable[..., Any]: ...
+
+    @property
+    def asarray(self) -> Callable[..., Any]: ...
+
+    @property
+    def ascontiguousarray(self) -> Callable[..., Any]: ...
+
+    @property
+    def bitwise_and(self) -> Callable[..., Any]: ...
+
+    @property
+    def broadcast_to(self) -> Callable[..., Any]: ...
+
+    @property
+    def ceil(self) -> Callable[..., Any]: ...
+
+    @property
+    def clip(self) -> Callable[..., Any]: ...
+
+    @property
+    def concatenate(self) -> Callable[..., Any]: ...
+
+    @property
+    def copysign(self) -> Callable[..., Any]: ...
+
+    @property
+    def empty(self) -> Callable[..., Any]: ...
+
+    @property
+    def flip(self) -> Callable[..., Any]: ...
+
+    @property
+    def float16(self) -> Callable[..., Any]: ...
+
+    @property
+    def floor(self) -> Callable[..., Any]: ...
+
+    @property
+    def floor_divide(self) -> Callable[..., Any]: ...
+
+    @property
+    def fmod(self) -> Callable[..., Any]: ...
+
+    @property
+    def isfinite(self) -> Callable[..., Any]: ...
+
+    @property
+    def isnan(self) -> Callable[..., Any]: ...
+
+    @property
+    def left_shift(self) -> Callable[..., Any]: ...
+
+    @property
+    def multiply(self) -> Callable[..., Any]: ...
+
+    @property
+    def negative(self) -> Callable[..., Any]: ...
+
+    @property
+    def nextafter(self) -> Callable[..., Any]: ...
+
+    @property
+    def power(self) -> Callable[..., Any]: ...
+
+    @property
+    def right_shift(self) -> Callable[..., Any]: ...
+
+    @property
+    def sqrt(self) -> Callable[..., Any]: ...
+
+    @property
+    def stack(self) -> Callable[..., Any]: ...
+
+    @property
+    def subtract(self) -> Callable[..., Any]: ...
+
+    @property
+    def take(self) -> Callable[..., Any]: ...
+
+    @property
+    def transpose(self) -> Callable[..., Any]: ...
+
+    @property
+    def true_divide(self) -> Callable[..., Any]: ...
+
+    @property
+    def trunc(self) -> Callable[..., Any]: ...
+
+    @property
+    def where(self) -> Callable[..., Any]: ...
+
+    @property
+    def zeros(self) -> Callable[..., Any]: ...
+
+    @property
+    def zeros_like(self) -> Callable[..., Any]: ...
+
+
+def array_module(device: str) -> ArrayModule:
     """NumPy for "cpu", CuPy for "gpu" (imported only then)."""
     if device == "gpu":
         import cupy
 
-        return cupy
+        gpu: ArrayModule = cupy  # CuPy has no type stubs
+        return gpu
     return np
 
 

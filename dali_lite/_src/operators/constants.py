@@ -52,9 +52,9 @@ class Constant(BuiltinOperator):
         if fdata is not None and idata is not None:
             raise RuntimeValueError(
                 "Constant node: `fdata` and `idata` arguments are mutually exclusive")
-        if fdata is None and idata is None:
-            raise RuntimeValueError("Constant node: either `fdata` or `idata` must be present.")
         values = fdata if fdata is not None else idata
+        if values is None:
+            raise RuntimeValueError("Constant node: either `fdata` or `idata` must be present.")
         shape = arguments.get("shape")
         shape = (values.size,) if shape is None else tuple(int(s) for s in shape)
         if any(s < 0 for s in shape):

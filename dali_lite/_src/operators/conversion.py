@@ -19,7 +19,7 @@ import numpy as np
 
 from dali_lite._src.graph.nodes import IterationContext
 from dali_lite._src.operators.base import ArgumentValues, BuiltinOperator
-from dali_lite._src.operators.batches import InputBatch, output_batch
+from dali_lite._src.operators.batches import ArrayModule, InputBatch, output_batch
 from dali_lite._src.operators.schema import Argument, OperatorSchema
 from dali_lite._src.types.dtypes import to_dali_type, to_numpy_dtype
 from dali_lite._src.types.enums import DALIDataType
@@ -47,7 +47,7 @@ def dtype_argument(value: Any, what: str) -> np.dtype[Any]:
                     f"types.UINT8); got {value!r}")
 
 
-def to_float16(xp: Any, array: Any) -> Any:
+def to_float16(xp: ArrayModule, array: Any) -> Any:
     """`array` as float16, the nearest value, ties away from zero (DALI's conversion, from any
     type; NumPy's `astype` rounds ties to even)."""
     if array.dtype != np.float32:
@@ -64,7 +64,7 @@ def to_float16(xp: Any, array: Any) -> Any:
     return nearest
 
 
-def _float16_ties_away(xp: Any, array: Any) -> Any:
+def _float16_ties_away(xp: ArrayModule, array: Any) -> Any:
     source = array.dtype
     # Ints are exact in float64 up to 2**53, far beyond float16's range.
     exact = array if source.kind == "f" else array.astype(np.float64)
@@ -81,7 +81,7 @@ def _float16_ties_away(xp: Any, array: Any) -> Any:
     return nearest
 
 
-def convert(xp: Any, array: Any, dtype: np.dtype[Any]) -> Any:
+def convert(xp: ArrayModule, array: Any, dtype: np.dtype[Any]) -> Any:
     """`array` converted to `dtype` as DALI converts (see the module docstring)."""
     dtype = np.dtype(dtype)
     source = array.dtype

@@ -33,7 +33,7 @@ from dali_lite._src.operators.arguments import (
     shape_list,
 )
 from dali_lite._src.operators.base import ArgumentValues
-from dali_lite._src.operators.batches import InputBatch, output_batch
+from dali_lite._src.operators.batches import ArrayModule, InputBatch, output_batch
 from dali_lite._src.operators.conversion import convert, dtype_argument
 from dali_lite._src.operators.cropping import CROP_ARGUMENTS, CROP_TYPES, CropWindows
 from dali_lite._src.operators.layouts import CROP_LAYOUTS, image_layout
@@ -181,7 +181,7 @@ class _Plan:
     def channels(self, count: int) -> int:
         return 1 << (count - 1).bit_length() if self.pad_output and count > 0 else count
 
-    def run(self, xp: Any, block: Any, window: tuple[list[int], list[int]],
+    def run(self, xp: ArrayModule, block: Any, window: tuple[list[int], list[int]],
             factors: tuple[np.ndarray, np.ndarray] | None, mirror: np.ndarray) -> Any:
         """The output of a block of samples ``(N, ...)`` sharing `window`."""
         anchor, shape = window
@@ -192,7 +192,8 @@ class _Plan:
         inside = all(a >= 0 and a + s <= e for a, s, e in zip(anchor, shape, extents))
         lo = [min(max(a, 0), e) for a, e in zip(anchor, extents)]
         hi = [min(max(a + s, 0), e) for a, s, e in zip(anchor, shape, extents)]
-        part = block[(slice(None), *(slice(a, b) for a, b in zip(lo, hi)))]
+        inner = (slice(None), *(slice(a, b) for a, b in zip(lo, hi)))
+        part = block[inner]
         if inside:
             mixed = bool(mirror.any()) and not mirror.all()
             if out_channels == channels and mixed and factors is not None:
@@ -244,7 +245,7 @@ def _along(values: Any, ndim: int, axis: int) -> Any:
     return values.reshape(shape)
 
 
-def normalize(xp: Any, block: Any, channel_axis: int,
+def normalize(xp: ArrayModule, block: Any, channel_axis: int,
               factors: tuple[np.ndarray, np.ndarray] | None, mirror: np.ndarray | None = None,
               width_axis: int = 0) -> Any:
     """``(block - mean') * k`` per channel (along `channel_axis`) into a new C-ordered float32

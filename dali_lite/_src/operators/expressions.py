@@ -25,7 +25,7 @@ from dali_lite._src.errors import RuntimeValueError
 from dali_lite._src.graph.nodes import DataNode, IterationContext
 from dali_lite._src.operators import arithmetic_kernels, arithmetic_types
 from dali_lite._src.operators.base import ArgumentValues, BuiltinOperator
-from dali_lite._src.operators.batches import InputBatch, output_batch
+from dali_lite._src.operators.batches import ArrayModule, InputBatch, output_batch
 from dali_lite._src.operators.schema import OperatorSchema
 from dali_lite._src.ops.constant import constant_array, constant_node
 from dali_lite._src.types.scalar_constant import ScalarConstant
@@ -138,7 +138,7 @@ class ArithmeticExpression(BuiltinOperator):
         return f"Error in {self.device.upper()} operator `{self.display_name}`"
 
     @staticmethod
-    def _dense_operand(xp: Any, batch: InputBatch, ndim: int) -> Any:
+    def _dense_operand(xp: ArrayModule, batch: InputBatch, ndim: int) -> Any:
         """The batch as ``(N, 1, ..., *sample_shape)``: NumPy broadcasting of the padded
         blocks is then DALI's per-sample broadcasting."""
         dense = batch.dense()
@@ -147,7 +147,7 @@ class ArithmeticExpression(BuiltinOperator):
             dense = dense.reshape((dense.shape[0],) + (1,) * missing + dense.shape[1:])
         return dense
 
-    def _apply(self, xp: Any, operands: list[Any], out_dtype: np.dtype[Any], where: int,
+    def _apply(self, xp: ArrayModule, operands: list[Any], out_dtype: np.dtype[Any], where: int,
                inputs: list[InputBatch]) -> Any:
         try:
             return arithmetic_kernels.apply(self.operation, xp, operands, out_dtype)
@@ -156,7 +156,7 @@ class ArithmeticExpression(BuiltinOperator):
                 raise
             shapes = "\n".join(
                 f"{' x '.join(map(str, s.shape))} (d={k})" for k, s in enumerate(operands)
-                if hasattr(s, "shape") and getattr(s, "ndim", 0))
+                if hasattr(s, "shape") and bool(getattr(s, "ndim", 0)))
             raise RuntimeValueError(
                 f"{self._where()}: Can't broadcast shapes: \n{shapes}\n(the sample shapes "
                 "of the operands of an arithmetic expression must broadcast as NumPy's do: "

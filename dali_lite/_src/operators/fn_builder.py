@@ -67,5 +67,6 @@ def make_function(op_class: type[BuiltinOperator]) -> Callable[..., Any]:
     operator.__name__ = operator.__qualname__ = schema.fn_name
     operator.__module__ = "dali_lite.fn" + (f".{schema.module}" if schema.module else "")
     operator.__doc__ = schema.doc
+    # A function takes attributes; typeshed's FunctionType declares no __signature__.
     operator.__signature__ = signature_of(schema)  # type: ignore[attr-defined]
     return operator

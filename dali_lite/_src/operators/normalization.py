@@ -28,7 +28,7 @@ from dali_lite._src.operators.arguments import (
     layout_string,
 )
 from dali_lite._src.operators.base import ArgumentValues
-from dali_lite._src.operators.batches import InputBatch, output_batch
+from dali_lite._src.operators.batches import ArrayModule, InputBatch, output_batch
 from dali_lite._src.operators.conversion import convert, dtype_argument
 from dali_lite._src.operators.layouts import dim_indices
 from dali_lite._src.operators.schema import Argument, OperatorSchema
@@ -197,7 +197,7 @@ class Normalize(ArgumentChecks):
             return output_batch(out[0], data.layout, data.device)
         return output_batch([o[0] for o in out], data.layout, data.device)
 
-    def mean(self, xp: Any, arguments: ArgumentValues, blocks: list[Any], i: int,
+    def mean(self, xp: ArrayModule, arguments: ArgumentValues, blocks: list[Any], i: int,
              over: tuple[int, ...], batch: bool, lead: bool, total: Any) -> Any:
         if "mean" in self.scalar:
             return np.float32(arguments["mean"])
@@ -210,7 +210,7 @@ class Normalize(ArgumentChecks):
         return wide.mean(axis=over, keepdims=True).astype(np.float32) if wide.size else \
             xp.zeros([1 if a in over else n for a, n in enumerate(wide.shape)], np.float32)
 
-    def inv_stddev(self, xp: Any, arguments: ArgumentValues, blocks: list[Any], i: int,
+    def inv_stddev(self, xp: ArrayModule, arguments: ArgumentValues, blocks: list[Any], i: int,
                    over: tuple[int, ...], batch: bool, lead: bool, mean: Any) -> Any:
         scale, eps = np.float32(arguments["scale"]), np.float32(arguments["epsilon"])
         if "stddev" in self.scalar or "stddev" in self.tensor:

@@ -8,6 +8,7 @@ ValueError. Unknown arguments are refused when the instance is made, as DALI doe
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -56,18 +57,26 @@ def make_class(op_class: type[BuiltinOperator]) -> type[OperatorClass]:
     def make(inputs: tuple[Any, ...], arguments: dict[str, Any]) -> Any:
         return create(op_class, inputs, dict(arguments))
 
+    # Each class has an __init__ of its own, whose signature names its arguments, as DALI's:
+    # `(self, /, *, device=None, ...)`.
+    def __init__(self: OperatorClass, **kwargs: Any) -> None:
+        OperatorClass.__init__(self, **kwargs)
+
     signature = signature_of(schema)
-    cls = type(schema.name, (OperatorClass,), {
+    init_parameters = [p for p in signature.parameters.values() if p.kind == p.KEYWORD_ONLY]
+    self_parameter = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
+    # A function takes attributes; typeshed's FunctionType declares no __signature__.
+    __init__.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[self_parameter, *init_parameters])
+    __init__.__qualname__ = f"{schema.name}.__init__"
+    return type(schema.name, (OperatorClass,), {
         "schema_name": schema.schema_name,
         "_check": staticmethod(schema.check_names),
         "_create": staticmethod(make),
+        "__init__": __init__,
         "__doc__": schema.doc,
         "__module__": "dali_lite.ops" + (f".{schema.module}" if schema.module else ""),
     })
-    init_parameters = [p for p in signature.parameters.values() if p.kind == p.KEYWORD_ONLY]
-    cls.__init__.__signature__ = signature.replace(  # type: ignore[attr-defined]
-        parameters=init_parameters)
-    return cls
 
 
 def make_wrapper_class(name: str, schema_name: str, function: Callable[..., Any],

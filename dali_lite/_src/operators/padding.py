@@ -29,7 +29,7 @@ from dali_lite._src.operators.arguments import (
     vector_values,
 )
 from dali_lite._src.operators.base import ArgumentValues
-from dali_lite._src.operators.batches import InputBatch, output_batch
+from dali_lite._src.operators.batches import ArrayModule, InputBatch, output_batch
 from dali_lite._src.operators.layouts import FLIP_LAYOUTS, check_axes, dim_indices, image_layout
 from dali_lite._src.operators.schema import Argument, OperatorSchema
 from dali_lite._src.operators.windows import static_cast
@@ -133,7 +133,7 @@ class Pad(ArgumentChecks):
         return [float(v) for v in arguments.per_sample("fill_value")]
 
 
-def _padded(xp: Any, data: Any, shape: tuple[int, ...], fill: float) -> Any:
+def _padded(xp: ArrayModule, data: Any, shape: tuple[int, ...], fill: float) -> Any:
     """`data` in the corner of a `shape` array of `fill` (cast to its type as C++ does)."""
     if tuple(data.shape) == shape:
         return data
@@ -162,9 +162,11 @@ class Flip(ArgumentChecks):
         shapes = data.shapes()
         if not shapes:
             return [output_batch([], data.layout, data.device)]
-        if data.dtype.kind == "b" or data.dtype == np.float16:
+        dtype = data.dtype
+        assert dtype is not None  # a batch of samples has a type
+        if dtype.kind == "b" or dtype == np.float16:
             raise RuntimeTypeError(
-                f"The element type {data.dtype.name} is not supported. (fn.flip takes numeric "
+                f"The element type {dtype.name} is not supported. (fn.flip takes numeric "
                 "types but bool and float16)")
         layout = image_layout(data.layout, len(shapes[0]), FLIP_LAYOUTS,
                               self.schema.display_name)
@@ -188,7 +190,7 @@ class Flip(ArgumentChecks):
         return [output_batch(samples, layout, data.device)]
 
 
-def flip_samples(xp: Any, block: Any, mask: np.ndarray, axis: int) -> Any:
+def flip_samples(xp: ArrayModule, block: Any, mask: np.ndarray, axis: int) -> Any:
     """`block` (samples along axis 0) reversed along `axis` for the samples `mask` selects:
     a view when it selects all or none; else each sample copied, reversed or not, into one
     new array (a third of the time `where` takes over these strided views)."""

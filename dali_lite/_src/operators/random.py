@@ -209,7 +209,8 @@ class Uniform(RandomOperator):
     def _discrete(rng: np.random.Generator, values: Any, counts: np.ndarray,
                   total: int) -> np.ndarray:
         if not isinstance(values, list):
-            return values[rng.integers(0, values.size, total)]
+            picked: np.ndarray = values[rng.integers(0, values.size, total)]
+            return picked
         sizes = np.array([v.size for v in values], np.int64)
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
         picks = rng.integers(0, np.repeat(sizes, counts)) if total else np.zeros(0, np.int64)
@@ -364,7 +365,8 @@ def _pick(p: np.ndarray, uniform: np.ndarray) -> np.ndarray:
     """Indices drawn with probabilities `p` (normalised) from uniform draws in [0, 1)."""
     cdf = np.cumsum(p, dtype=np.float64)
     picks = np.searchsorted(cdf, uniform * cdf[-1], side="right")
-    return np.minimum(picks, p.size - 1)
+    indices: np.ndarray = np.minimum(picks, p.size - 1)
+    return indices
 
 
 FAMILY: tuple[type[BuiltinOperator], ...] = (Uniform, Normal, CoinFlip, Choice)

@@ -78,7 +78,9 @@ def operator_seed(own_seed: int, pipeline: Any) -> int:
         return own_seed & (2**64 - 1)  # a negative seed is a seed too (DALI uses -5 as given)
     pipeline_seed = pipeline.seed
     if pipeline_seed is None:
-        return int(np.random.SeedSequence().entropy)  # type: ignore[arg-type]
+        entropy = np.random.SeedSequence().entropy
+        assert isinstance(entropy, int)  # drawn from the OS: one int (given entropy may be more)
+        return entropy
     return seed_sequence(int(pipeline_seed))[index % _SEEDS_PER_PIPELINE]
 
 
@@ -97,11 +99,12 @@ def type_name(dtype: Any) -> str:
     """How DALI's random operators name a type in their messages (``float``, ``double``,
     ``float16``, ``string``)."""
     if isinstance(dtype, DALIDataType):
+        member = dtype
         try:
-            dtype = dtype_argument(dtype, "")
+            dtype = dtype_argument(member, "")
         except TypeError:
-            return dtype.name.lower()
-    name = np.dtype(dtype).name
+            return member.name.lower()
+    name: str = np.dtype(dtype).name
     return {"float32": "float", "float64": "double", "bool": "bool"}.get(name, name)
 
 

@@ -34,7 +34,8 @@ def _items(value: Any) -> list[Any]:
     if isinstance(value, (list, tuple)):
         return list(value)
     if isinstance(value, np.ndarray):
-        return value.reshape(-1).tolist()
+        items: list[Any] = value.reshape(-1).tolist()
+        return items
     return [value]
 
 

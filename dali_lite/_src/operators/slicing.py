@@ -63,8 +63,10 @@ def llround(value: float) -> int:
     return int(rounded if value >= 0 else -rounded)
 
 
-def slice_output_dtype(data: InputBatch, dtype: np.dtype[Any] | None) -> np.dtype[Any]:
-    """The output type of the slice kernel; DALI's errors for types it cannot take."""
+def slice_output_dtype(data: InputBatch,
+                       dtype: np.dtype[Any] | None) -> np.dtype[Any] | None:
+    """The output type of the slice kernel (None for a batch of no samples and no `dtype`);
+    DALI's errors for types it cannot take."""
     if data.dtype is not None and data.dtype.kind == "b":
         raise RuntimeTypeError("Not supported input type: bool (cast it with fn.cast first)")
     if dtype is None or data.dtype is None or dtype == data.dtype:
@@ -77,7 +79,7 @@ def slice_output_dtype(data: InputBatch, dtype: np.dtype[Any] | None) -> np.dtyp
 
 
 def cut_windows(data: InputBatch, windows: list[Window], policy: str, fill: np.ndarray,
-                channel_axis: int, out_dtype: np.dtype[Any], layout: str) -> Any:
+                channel_axis: int, out_dtype: np.dtype[Any] | None, layout: str) -> Any:
     """The batch of `windows` (after the policy's bounds rule) of `data`'s samples."""
     xp = data.xp
     shapes = data.shapes()
@@ -85,6 +87,7 @@ def cut_windows(data: InputBatch, windows: list[Window], policy: str, fill: np.n
                for shape, (a, s) in zip(shapes, windows)]
     if not bounded:
         return output_batch([], layout, data.device)
+    assert out_dtype is not None  # None only for a batch of no samples
     ndim = len(shapes[0])
     first = bounded[0]
     if policy == "constant" and fill.size > 1:
@@ -201,8 +204,8 @@ class Slice(ArgumentChecks):
                  if name in self.given}
         windows = []
         for i, (shape, sample_axes) in enumerate(zip(shapes, axes)):
-            values = {name: per_sample[i] for name, per_sample in given.items()
-                      if per_sample[i] is not None}
+            values = {name: value for name, per_sample in given.items()
+                      if (value := per_sample[i]) is not None}
             windows.append(named_window(values, shape, sample_axes))
         return windows
 

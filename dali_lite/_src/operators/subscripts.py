@@ -135,7 +135,8 @@ class TensorSubscript(BuiltinOperator):
         per_sample = any(arguments.is_per_sample(k) for k in values)
         dense = None if per_sample else batch.dense()
         if dense is not None:
-            data: Any = dense[(slice(None), *keys[0])]
+            index = (slice(None), *keys[0])
+            data: Any = dense[index]
         else:
             data = [s[tuple(k)] for s, k in zip(batch.samples, keys)]
         layout = "".join(c for d, c in enumerate(batch.layout) if d not in removed)

@@ -20,11 +20,12 @@ does on x86 (truncation, then wrapping: 300.5 -> 44 for uint8).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from dali_lite._src.errors import RuntimeValueError
+from dali_lite._src.operators.batches import ArrayModule
 from dali_lite._src.operators.conversion import to_float16
 
 __all__ = ["BORDER_POLICIES", "apply_bounds", "clamp_cast", "fill_array", "parse_policy",
@@ -35,8 +36,8 @@ _BORDERS = {"constant": "constant", "pad": "constant", "edge": "edge", "clamp": 
             "reflect": "reflect_1001", "reflect_1001": "reflect_1001",
             "reflect_101": "reflect_101", "wrap": "wrap"}
 #: NumPy's names of the border types.
-_NUMPY_MODES = {"edge": "edge", "reflect_1001": "symmetric", "reflect_101": "reflect",
-                "wrap": "wrap"}
+_NUMPY_MODES: dict[str, Literal["edge", "symmetric", "reflect", "wrap"]] = {
+    "edge": "edge", "reflect_1001": "symmetric", "reflect_101": "reflect", "wrap": "wrap"}
 BORDER_POLICIES = tuple(sorted(set(_BORDERS.values())))
 
 
@@ -75,7 +76,7 @@ def apply_bounds(policy: str, in_shape: Sequence[int], anchor: list[int],
     return list(anchor), list(shape)
 
 
-def _trunc_int(xp: Any, values: Any, bits: int) -> Any:
+def _trunc_int(xp: ArrayModule, values: Any, bits: int) -> Any:
     """x86's truncating float -> int conversion: out of range (and NaN) gives INT_MIN."""
     limit = 2.0 ** (bits - 1)
     wide = values.astype(np.float64)
@@ -84,7 +85,7 @@ def _trunc_int(xp: Any, values: Any, bits: int) -> Any:
     return xp.where(bad, np.int64(-(2 ** (bits - 1))), out)
 
 
-def static_cast(xp: Any, values: Any, dtype: np.dtype[Any]) -> Any:
+def static_cast(xp: ArrayModule, values: Any, dtype: np.dtype[Any]) -> Any:
     """float32 `values` converted as C++'s ``static_cast`` does on x86 (fill values)."""
     dtype = np.dtype(dtype)
     if dtype == np.float16:
@@ -107,7 +108,7 @@ def static_cast(xp: Any, values: Any, dtype: np.dtype[Any]) -> Any:
     return wide.astype(dtype)
 
 
-def clamp_cast(xp: Any, array: Any, dtype: np.dtype[Any]) -> Any:
+def clamp_cast(xp: ArrayModule, array: Any, dtype: np.dtype[Any]) -> Any:
     """`array` converted as DALI's slice kernel converts: clamped to the target's range, then
     truncated; NaN becomes 0."""
     dtype = np.dtype(dtype)
@@ -129,7 +130,7 @@ def clamp_cast(xp: Any, array: Any, dtype: np.dtype[Any]) -> Any:
     return xp.clip(array, info.min, info.max).astype(dtype)
 
 
-def fill_array(xp: Any, fill: np.ndarray, dtype: np.dtype[Any], ndim: int,
+def fill_array(xp: ArrayModule, fill: np.ndarray, dtype: np.dtype[Any], ndim: int,
                channel_axis: int) -> Any:
     """The fill values in `dtype`, shaped to broadcast along `channel_axis` of an
     `ndim`-dimensional window (one value for all, or one per channel)."""
@@ -141,7 +142,7 @@ def fill_array(xp: Any, fill: np.ndarray, dtype: np.dtype[Any], ndim: int,
     return values.reshape(shape)
 
 
-def take_window(xp: Any, data: Any, lead: int, anchor: Sequence[int], shape: Sequence[int],
+def take_window(xp: ArrayModule, data: Any, lead: int, anchor: Sequence[int], shape: Sequence[int],
                 policy: str, fill: Any, out_dtype: np.dtype[Any]) -> Any:
     """The window (`anchor`, `shape` over the trailing dimensions) of `data`, whose first
     `lead` dimensions (0 for a sample, 1 for a dense batch) are kept whole, converted to
@@ -150,8 +151,8 @@ def take_window(xp: Any, data: Any, lead: int, anchor: Sequence[int], shape: Seq
     extents = data.shape[lead:]
     inside = all(a >= 0 and a + s <= e for a, s, e in zip(anchor, shape, extents))
     if inside:
-        cut = (slice(None),) * lead + tuple(slice(a, a + s) for a, s in zip(anchor, shape))
-        return clamp_cast(xp, data[cut], out_dtype)
+        window = (slice(None),) * lead + tuple(slice(a, a + s) for a, s in zip(anchor, shape))
+        return clamp_cast(xp, data[window], out_dtype)
     if policy == "constant":
         out = xp.empty((*data.shape[:lead], *shape), dtype=out_dtype)
         out[...] = fill

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 
@@ -27,7 +27,13 @@ from dali_lite._src.errors import RuntimeValueError
 from dali_lite._src.graph.nodes import IterationContext, Operator
 from dali_lite._src.ops.assembly import assemble, assemble_blocks
 from dali_lite._src.ops.sample_range import SampleRange
-from dali_lite._src.ops.source_callbacks import IteratorCall, PerBatchCall, PerSampleCall
+from dali_lite._src.ops.source_callbacks import (
+    IteratorCall,
+    Outputs,
+    PerBatchCall,
+    PerSampleCall,
+    SourceCall,
+)
 
 # OutputCheck is imported here too: pickles (serialized pipelines) that name it at this
 # module load through it.
@@ -192,12 +198,15 @@ class ExternalSource(Operator):
                 )
         self.display_name = display
 
-    _runtime_attributes = ("pipeline", "_fed", "_callback", "parallel_source")
+    _runtime_attributes: ClassVar[tuple[str, ...]] = (
+        "pipeline", "_fed", "_callback", "_observer", "parallel_source")
 
     def _init_runtime(self) -> None:
         super()._init_runtime()
         self._fed = FeedQueue()  # push mode: the batches feed_input queued
-        self._callback: Any = None
+        self._callback: SourceCall | None = None
+        #: What polls a serial iterator in the callback's place: a checkpoint's observer of it.
+        self._observer: Callable[[BatchInfo], Outputs] | None = None
         self.parallel_source: ParallelBatches | None = None
 
     @property
@@ -215,9 +224,10 @@ class ExternalSource(Operator):
         return value
 
     # ------------------------------------------------------------------ set-up
-    def callback_for(self, batch_size: int) -> Any:
+    def callback_for(self, batch_size: int) -> SourceCall:
         """The picklable callable that produces one batch (or one sample) of this source."""
         kind, name = self.kind, self.display_name
+        assert kind is not None  # only a source with a `source` has a callback
         if kind is SourceKind.CALLABLE_ONE_ARG or kind is SourceKind.CALLABLE_NO_ARG:
             takes_arg = kind is SourceKind.CALLABLE_ONE_ARG
             if not self.batch:
@@ -229,16 +239,16 @@ class ExternalSource(Operator):
         return IteratorCall(self.source, kind, self.cycle, self.declared_num_outputs, name,
                             per_sample=not self.batch, batch_size=batch_size)
 
-    def polled_callback(self, batch_size: int) -> Any:
+    def polled_callback(self, batch_size: int) -> SourceCall:
         """The callable that polls this source (made now if the pipeline is not set up yet:
         start_py_workers() may come before build())."""
         if self._callback is None:
             self._callback = self.callback_for(batch_size)
         return self._callback
 
-    def use_callback(self, callback: Any) -> None:
+    def use_callback(self, callback: Callable[[BatchInfo], Outputs]) -> None:
         """Poll the source through `callback` (a checkpoint's observer wraps the callable)."""
-        self._callback = callback
+        self._observer = callback
 
     def attach_parallel(self, batches: ParallelBatches) -> None:
         """Take this source's batches from the parallel engine (the pipeline wires it)."""
@@ -247,7 +257,9 @@ class ExternalSource(Operator):
     def setup(self, pipeline: PipelineView) -> None:
         super().setup(pipeline)
         if self.source is not None:
-            self._callback = self.callback_for(pipeline.max_batch_size)
+            batch_size = pipeline.max_batch_size
+            assert batch_size is not None  # checked when the pipeline was built
+            self._callback = self.callback_for(batch_size)
 
     def reset(self, epoch_idx: int) -> None:
         if self.parallel_source is not None:
@@ -271,9 +283,8 @@ class ExternalSource(Operator):
             )
         if layout is None:
             layout = samples.layout  # a TensorListCPU's or TensorCPU samples' own layout
-        if not self.no_copy:
-            samples = _copied(samples)
-        self._fed.put(([samples], str(layout or "")))
+        batch = samples if self.no_copy else _copied(samples)
+        self._fed.put(([batch], str(layout or "")))
 
     def starved(self) -> bool:
         """True when a non-blocking push source has nothing queued (an error at take time)."""
@@ -307,6 +318,7 @@ class ExternalSource(Operator):
 
     def _poll(self, ctx: IterationContext) -> list[list[np.ndarray]]:
         callback = self._callback
+        assert callback is not None  # set up with the source
         if isinstance(callback, PerSampleCall):
             # The whole batch in one call, as a worker takes a task: the same samples and the
             # same first error as calling the source sample by sample, with less Python work.
@@ -315,8 +327,10 @@ class ExternalSource(Operator):
             outputs, failure = callback.call_many(infos)
             if failure is not None:
                 raise failure[1]
+            assert outputs is not None  # no failure: the calls made outputs
             return outputs
-        return callback(BatchInfo(ctx.iteration, ctx.epoch_idx))
+        poll = callback if self._observer is None else self._observer
+        return poll(BatchInfo(ctx.iteration, ctx.epoch_idx))
 
     # ------------------------------------------------------------------ description
     def spec(self) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dali_lite._src.errors import UnknownArgumentError
-from dali_lite._src.graph.nodes import DataNode
+from dali_lite._src.graph.nodes import DataNode, Operator
 
 # Registers the operators behind DataNode.gpu() and .cpu() (see graph.nodes.register_transfer).
 from dali_lite._src.ops import transfer as _transfer  # noqa: F401
@@ -40,7 +40,7 @@ def _refuse_unknown_arguments(kwargs: dict[str, Any], operator: str,
             f'Argument "{key}" is not defined for operator "{operator}"{hint}')
 
 
-def _outputs(op: Any, single: bool) -> Any:
+def _outputs(op: Operator, single: bool) -> DataNode | list[DataNode]:
     if single:
         return op.outputs[0]
     return list(op.outputs)

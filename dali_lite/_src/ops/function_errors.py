@@ -46,6 +46,7 @@ def _rebuild_twin(cls: type[BaseException], args: tuple[Any, ...],
     twin = _runtime_twin(cls)
     error = (twin or cls)(*args)
     if message is not None:
+        # An attribute of this one exception (its twin class's __str__ reads it).
         error._dali_lite_message = message  # type: ignore[attr-defined]
     return error
 
@@ -86,6 +87,7 @@ def function_error(exc: Exception, where: str) -> Exception:
             error = None
         if error is not None:
             error.__dict__.update(getattr(exc, "__dict__", {}))
+            # An attribute of this one exception (its twin class's __str__ reads it).
             error._dali_lite_message = message  # type: ignore[attr-defined]
             return cast(Exception, error)
     return FunctionError(message)

@@ -59,17 +59,9 @@ def _capsule(array: Any, stream_ptr: int) -> Any:
         return array.toDlpack()
 
 
-class GPUFunctionMixin:
-    """What the GPU variants add to the CPU operators of python_function."""
-
-    schema_name: str
-    name: str
-    dlpack: bool
-    batch_processing: bool
-    synchronize_stream: bool
-    output_layouts: list[str]
-    pipeline: PipelineView | None
-    num_outputs: int
+class GPUFunctionMixin(PythonFunction):
+    """What the GPU variants add to the CPU operators of python_function: a variant's bases
+    are this class, then the CPU class (`PythonFunction` or a subclass of it)."""
 
     def __init__(self, inputs: Sequence[DataNode], *args: Any, **kwargs: Any) -> None:
         for position, node in enumerate(inputs):
@@ -78,10 +70,10 @@ class GPUFunctionMixin:
                     f"input {position} of {self.schema_name} is on the CPU but device is "
                     f"'gpu'; move it to the GPU with .gpu(), or use device='cpu'"
                 )
-        super().__init__(inputs, *args, **kwargs)  # type: ignore[call-arg]
+        super().__init__(inputs, *args, **kwargs)
 
     def setup(self, pipeline: PipelineView) -> None:
-        super().setup(pipeline)  # type: ignore[misc]
+        super().setup(pipeline)
         cuda_arguments.require_device(pipeline, f"{self.schema_name} {self.name!r} (device='gpu')")
 
     def to_argument(self, array: Any) -> Any:
@@ -97,11 +89,12 @@ class GPUFunctionMixin:
             f"{type(value).__name__}; move host results with cupy.asarray(...)"
         )
 
-    def run(self, ctx: IterationContext, inputs: list[TensorListGPU]) -> list[TensorListGPU]:
+    # list[Any]: TensorListGPUs, where the CPU operator's run takes and gives TensorListCPUs.
+    def run(self, ctx: IterationContext, inputs: list[Any]) -> list[Any]:
         assert self.pipeline is not None
         gpu = cuda_context.context_for(self.pipeline)
         samples_in = [list(batch._sample_arrays()) for batch in inputs]
-        batch_size = self._batch_size(samples_in, ctx)  # type: ignore[attr-defined]
+        batch_size = self._batch_size(samples_in, ctx)
         where = f"{self.schema_name} {self.name!r}"
         with gpu.activate() as stream:
             if self.synchronize_stream:
@@ -121,19 +114,18 @@ class GPUFunctionMixin:
 
     def _call(self, samples_in: list[list[Any]], batch_size: int, where: str,
               iteration: int) -> list[list[Any]]:
-        split = self._split  # type: ignore[attr-defined]
+        split = self._split
         if self.batch_processing:
             args = [[self.to_argument(s) for s in samples] for samples in samples_in]
             # PythonFunction.call: what the function raises reaches the caller as DALI's
             # RuntimeError, keeping its own type too.
-            result = self.call(args, f"{where} (iteration {iteration})")  # type: ignore[attr-defined]
+            result = self.call(args, f"{where} (iteration {iteration})")
             return [self._batch_output(value, index, batch_size, where)
                     for index, value in enumerate(split(result, f"the result of {where}"))]
         outputs: list[list[Any]] = [[] for _ in range(self.num_outputs)]
         for index in range(batch_size):
             args = [self.to_argument(samples[index]) for samples in samples_in]
-            result = self.call(  # type: ignore[attr-defined]
-                args, f"{where} (sample {index} of iteration {iteration})")
+            result = self.call(args, f"{where} (sample {index} of iteration {iteration})")
             what = f"the result of {where} for sample {index}"
             for out, value in zip(outputs, split(result, what)):
                 out.append(self.from_result(value, what))

@@ -37,6 +37,7 @@ from dali_lite._src.ops.source_callbacks import (
     IteratorCall,
     PerBatchCall,
     PerSampleCall,
+    SourceCall,
     split_outputs,
 )
 from dali_lite._src.ops.transfer import Uploader
@@ -176,13 +177,14 @@ class _GPUIteratorCall(_DeviceConversion, IteratorCall):
     pass
 
 
-_DEVICE_AWARE: dict[type, type] = {PerSampleCall: _GPUPerSampleCall,
-                                   PerBatchCall: _GPUPerBatchCall,
-                                   IteratorCall: _GPUIteratorCall}
+_DEVICE_AWARE: dict[type, type[SourceCall]] = {PerSampleCall: _GPUPerSampleCall,
+                                               PerBatchCall: _GPUPerBatchCall,
+                                               IteratorCall: _GPUIteratorCall}
 
 
-def _device_aware(callback: Any) -> Any:
-    clone = _DEVICE_AWARE[type(callback)].__new__(_DEVICE_AWARE[type(callback)])
+def _device_aware(callback: SourceCall) -> SourceCall:
+    cls = _DEVICE_AWARE[type(callback)]
+    clone = cls.__new__(cls)
     clone.__dict__.update(callback.__dict__)
     return clone
 
@@ -207,7 +209,7 @@ class GPUExternalSource(ExternalSource):
 
     def _init_runtime(self) -> None:
         super()._init_runtime()
-        self._stream_owner: Any = None
+        self._stream_owner = None
         self._uploader: Uploader | None = None
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -305,7 +307,8 @@ class GPUExternalSource(ExternalSource):
         return TensorListGPU._from_packed(flat, shapes, dtype)
 
     # ------------------------------------------------------------------ one iteration
-    def run(self, ctx: IterationContext, inputs: list[Any]) -> list[TensorListGPU]:
+    # list[Any]: TensorListGPUs, where ExternalSource.run gives TensorListCPUs.
+    def run(self, ctx: IterationContext, inputs: list[Any]) -> list[Any]:
         outputs, layouts = self._next_serial_batch(ctx)
         assert self.pipeline is not None
         gpu = cuda_context.context_for(self.pipeline)

@@ -99,6 +99,11 @@ class OperatorSubmodule(types.ModuleType):
     It is a real module, registered in `sys.modules`, so that `import dali_lite.fn.readers`
     and `from dali_lite.fn.random import uniform` work as they do with DALI."""
 
+    # Set with object.__setattr__ (a module's attributes are its members).
+    _api: str
+    _path: str
+    _members: list[str]
+
     def __init__(self, api: str, path: str, members: dict[str, object]) -> None:
         super().__init__(f"dali_lite.{api}.{path}")
         self.__dict__.update(members)

@@ -31,7 +31,6 @@ is a RuntimeError subclass here).
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -49,6 +48,7 @@ from dali_lite._src.ops.numba_arguments import (
     launch_argument,
     ndims_argument,
 )
+from dali_lite._src.options import resolved_num_threads
 from dali_lite._src.types.dtypes import dali_type_name, to_numpy_dtype
 
 if TYPE_CHECKING:
@@ -124,8 +124,7 @@ class NumbaFunction(Operator):
 
     def setup(self, pipeline: PipelineView) -> None:
         super().setup(pipeline)
-        threads = pipeline.num_threads
-        self._num_threads = threads if threads > 0 else (os.cpu_count() or 1)
+        self._num_threads = resolved_num_threads(pipeline.num_threads)
 
     def close(self) -> None:
         with self._lock:
@@ -259,9 +258,9 @@ class NumbaFunction(Operator):
         except Exception as exc:
             error = exc
         for future in futures:
-            exc = future.exception()
-            if error is None and exc is not None:
-                error = exc
+            failure = future.exception()
+            if error is None and failure is not None:
+                error = failure
         if error is not None:
             raise error
 

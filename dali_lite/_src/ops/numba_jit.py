@@ -110,7 +110,7 @@ class CompiledFunctions:
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
-    view = array.view()
+    view: np.ndarray = array.view()
     view.flags.writeable = False
     return view
 

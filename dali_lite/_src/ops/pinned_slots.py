@@ -72,7 +72,10 @@ class PinnedSlots:
         except cp.cuda.runtime.CUDARuntimeError:
             self.refusals += 1
             return None
-        reference = weakref.ref(mapping, lambda _ref, k=key, a=address: self._forget(k, a))
+        def forget(_ref: object, k: int = key, a: int = address) -> None:
+            self._forget(k, a)
+
+        reference = weakref.ref(mapping, forget)
         with self._lock:
             self._registered[key] = (reference, address)
         return int(block.ctypes.data)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,6 +26,9 @@ from dali_lite._src.ops.source_kinds import SourceKind
 from dali_lite._src.ops.source_state import IteratorPosition
 from dali_lite._src.types.dtypes import NP_TO_DALI
 from dali_lite._src.types.source_info import BatchInfo, SampleInfo
+
+if TYPE_CHECKING:
+    from dali_lite_workers.callbacks import SampleSink
 
 Outputs = list[list[np.ndarray]]
 #: What `PerSampleCall.call_many` returns: the outputs, or the failed item's index and error.
@@ -104,17 +107,17 @@ def _one_sample(item: Any, what: str) -> SampleList:
     return samples
 
 
-def _joined(parts: Outputs, count: int) -> Outputs:
+def _joined(parts: list[Outputs], count: int) -> Outputs:
     """Per-sample results (one list per sample and output) joined into outputs x samples; a
     layout carried by the first sample's TensorCPU becomes the batch's, as in DALI."""
-    outputs: Outputs = [SampleList() for _ in range(count)]
+    outputs = [SampleList() for _ in range(count)]
     for part in parts:
         for out, sample in zip(outputs, part):
             out.extend(sample)
     if parts:
         for out, sample in zip(outputs, parts[0]):
-            out.layout = getattr(sample, "layout", "")  # type: ignore[attr-defined]
-    return outputs
+            out.layout = getattr(sample, "layout", "")
+    return list(outputs)
 
 
 class PerSampleCall(_SourceCall):
@@ -135,7 +138,8 @@ class PerSampleCall(_SourceCall):
 
     call_many_streams = True  # call_many takes a stream (workers.task_calls.run_calls)
 
-    def call_many(self, infos: Sequence[SampleInfo], stream: Any = None) -> CallManyResult:
+    def call_many(self, infos: Sequence[SampleInfo],
+                  stream: SampleSink | None = None) -> CallManyResult:
         """All of a task's samples at once: the worker's fast path (`workers.BatchedCallback`).
 
         The same results and errors as calling `self` per item and appending, in a fraction
@@ -148,7 +152,7 @@ class PerSampleCall(_SourceCall):
         except _ItemFailed as failed:
             return None, (failed.index, failed.cause)
 
-    def _call_all(self, infos: Sequence[SampleInfo], stream: Any = None) -> Outputs:
+    def _call_all(self, infos: Sequence[SampleInfo], stream: SampleSink | None = None) -> Outputs:
         # The source is called in a tight loop, then the results are checked together (by
         # set operations at C speed) before any one of them is converted the slow way.
         source = self.source
@@ -171,7 +175,7 @@ class PerSampleCall(_SourceCall):
             raise failure
         return outputs
 
-    def _stream(self, stream: Any, index: int, result: Any) -> Any:
+    def _stream(self, stream: SampleSink, index: int, result: Any) -> Any:
         """`result` as views of where `stream` (`shm.stream`) put it, so its fresh arrays go
         while warm; as is, stopping the stream, if not one valid array per output."""
         k = self.num_outputs
@@ -289,7 +293,8 @@ class IteratorCall(_SourceCall):
         if self.kind is SourceKind.GENERATOR_FUNCTION:
             return iter(self.source())
         if self.kind is SourceKind.GENERATOR:
-            return self.source
+            generator: Iterator[Any] = self.source
+            return generator
         return iter(self.source)
 
     def _next_item(self) -> Any:
@@ -330,3 +335,7 @@ class IteratorCall(_SourceCall):
             if self.cycle == "raise":
                 self._restart_pending = True
             raise
+
+
+#: The picklable callable that polls a source for one batch (or a worker's task of it).
+SourceCall = PerSampleCall | PerBatchCall | IteratorCall

@@ -135,7 +135,7 @@ def _copy_job(destination: int, source: int | np.ndarray, nbytes: int) -> None:
     if isinstance(source, int):
         ctypes.memmove(destination, source, nbytes)  # releases the GIL
         return
-    raw = (ctypes.c_char * nbytes).from_address(destination)
+    raw = memoryview((ctypes.c_char * nbytes).from_address(destination))
     np.copyto(np.frombuffer(raw, dtype=source.dtype).reshape(source.shape), source)
 
 

@@ -8,12 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dali_lite._src.ops.source_callbacks import IteratorCall, PerBatchCall, PerSampleCall
+from dali_lite._src.ops.source_callbacks import SourceCall
 
 __all__ = ["SourceCall", "SourceDescription"]
-
-#: The picklable callable a worker polls for one task of a source.
-SourceCall = PerSampleCall | PerBatchCall | IteratorCall
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,5 +21,5 @@ class SourceDescription:
     name: str
     callback: SourceCall
     prefetch_queue_depth: int
-    bytes_per_sample_hint: int
+    bytes_per_sample_hint: int | None
     py_timeout: float | None

@@ -56,8 +56,10 @@ def read_batch(batch: ScheduledBatch, lease: Callable[[Slot, int], np.ndarray],
             if own is None:
                 task.slot_released = True
                 release(task.slot)
-            runs = slot_reader.read_placed_runs(data, meta)  # type: ignore[arg-type]
+            assert data is not None  # a placed task's batch has a data slot
+            runs = slot_reader.read_placed_runs(data, meta)
         else:
+            assert own is not None  # leased above: the task's slot, or the batch's data slot
             runs = slot_reader.read_runs(own, layout.meta_offset, layout.meta_nbytes)
         del own
         if not outputs:

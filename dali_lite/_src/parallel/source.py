@@ -371,7 +371,11 @@ class ParallelSource:
 
     def _lease(self, slot: Slot, nbytes: int) -> np.ndarray:
         slot.state = SlotState.LEASED
-        return slot.segment.lease(nbytes, on_release=lambda s=slot: self._release_and_refill(s))
+
+        def release(s: Slot = slot) -> None:
+            self._release_and_refill(s)
+
+        return slot.segment.lease(nbytes, on_release=release)
 
     def _read(self, batch: ScheduledBatch) -> list[list[np.ndarray]]:
         outputs = read_batch(batch, self._lease, self._release)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -36,9 +36,7 @@ from dali_lite._src.execution.executor import IterationTicket
 from dali_lite._src.ops.external_source import ExternalSource
 from dali_lite._src.ops.source_callbacks import IteratorCall
 from dali_lite._src.ops.source_state import IteratorPosition
-
-if TYPE_CHECKING:
-    from dali_lite._src.pipeline.pipeline import Pipeline
+from dali_lite._src.pipeline.state import PipelineState
 
 
 class CheckpointState:
@@ -57,7 +55,7 @@ class CheckpointState:
         self.iterator_data: str | None = None
 
 
-class CheckpointingMixin:
+class CheckpointingMixin(PipelineState):
     """Mixed into `Pipeline`; relies on its `_operators`, `_options`, `_epoch_idx`,
     `_next_iteration`, `_end_reached` and `build()`."""
 
@@ -65,21 +63,21 @@ class CheckpointingMixin:
 
     # ------------------------------------------------------------------ public API
     @property
-    def is_restored_from_checkpoint(self: Pipeline) -> bool:
+    def is_restored_from_checkpoint(self) -> bool:
         """If True, this pipeline was restored from checkpoint."""
         return self._checkpointing.restored is not None
 
     @property
-    def _enable_checkpointing(self: Pipeline) -> bool:
+    def _enable_checkpointing(self) -> bool:
         return self._checkpointing.enabled
 
     @property
-    def _iterator_data(self: Pipeline) -> str | None:
+    def _iterator_data(self) -> str | None:
         """The `iterator_data` of the checkpoint this pipeline was restored from (None if it
         was not): what a framework iterator stored with `_get_checkpoint`."""
         return self._checkpointing.iterator_data
 
-    def checkpoint(self: Pipeline, filename: str | os.PathLike[str] | None = None) -> bytes:
+    def checkpoint(self, filename: str | os.PathLike[str] | None = None) -> bytes:
         """The pipeline's state as bytes (UTF-8 JSON, see docs/checkpointing.md), written to
         `filename` too when one is given.
 
@@ -94,7 +92,7 @@ class CheckpointingMixin:
                 file.write(data)
         return data
 
-    def _get_checkpoint(self: Pipeline, iterator_data: str = "") -> bytes:
+    def _get_checkpoint(self, iterator_data: object = "") -> bytes:
         """`checkpoint()` with a framework iterator's own data stored beside the pipeline's."""
         state = self._checkpointing
         if not state.enabled:
@@ -114,7 +112,7 @@ class CheckpointingMixin:
             end_met=self._last_iter))
 
     # ------------------------------------------------------------------ hooks
-    def _checkpoint_prepare_sources(self: Pipeline) -> None:
+    def _checkpoint_prepare_sources(self) -> None:
         """Before workers start and after operators are set up: read the checkpoint, check the
         pipeline's shape against it, and bring iterator sources' callbacks to its position."""
         state = self._checkpointing
@@ -128,9 +126,9 @@ class CheckpointingMixin:
         if state.tracker is None:
             tracked = track_sources(ops, self._options.batch_size)
             if state.given is not None:
-                restored = decode(state.given)
-                restored.check_shape(self._options.batch_size, [s.shape for s in tracked])
-                state.restored = restored
+                given = decode(state.given)
+                given.check_shape(self._options.batch_size, [s.shape for s in tracked])
+                state.restored = given
             state.tracker = PipelineTracker(tracked)
             _warn_untracked(tracked)
         restored = state.restored
@@ -152,7 +150,7 @@ class CheckpointingMixin:
                 state.handled[id(observed)] = observed
             state.handled[id(callback)] = callback
 
-    def _checkpoint_built(self: Pipeline) -> None:
+    def _checkpoint_built(self) -> None:
         """After build: move the pipeline (and its parallel sources) to the restored position,
         let parallel iterators report their workers' replies, and schedule again what the
         checkpointed pipeline had scheduled beyond that position."""
@@ -183,7 +181,7 @@ class CheckpointingMixin:
         if restored is not None and restored.producer is not None and not restored.epoch_ended:
             self._checkpoint_replay(restored.producer)
 
-    def _checkpoint_replay(self: Pipeline, producer: Producer) -> None:
+    def _checkpoint_replay(self, producer: Producer) -> None:
         """Schedule the iterations the checkpointed pipeline had scheduled and not delivered,
         and the `reset()`s it made meanwhile, so that this one meets the end of the data (and
         `reset()` takes effect) where that one would: a `reset()` right after the producer met
@@ -213,17 +211,17 @@ class CheckpointingMixin:
         self._first_iter = not producer.prefetched
         self._last_iter = producer.end_met
 
-    def _checkpoint_delivered(self: Pipeline, ticket: IterationTicket) -> None:
+    def _checkpoint_delivered(self, ticket: IterationTicket) -> None:
         tracker = self._checkpointing.tracker
         if tracker is not None:
             tracker.on_delivered(ticket.epoch_idx, ticket.iteration)
 
-    def _checkpoint_epoch_ended(self: Pipeline, ticket: IterationTicket) -> None:
+    def _checkpoint_epoch_ended(self, ticket: IterationTicket) -> None:
         tracker = self._checkpointing.tracker
         if tracker is not None:
             tracker.on_epoch_ended(ticket.epoch_idx, ticket.iteration)
 
-    def _checkpoint_reset(self: Pipeline, old_epoch: int, ended_at: int) -> None:
+    def _checkpoint_reset(self, old_epoch: int, ended_at: int) -> None:
         tracker = self._checkpointing.tracker
         if tracker is not None:
             tracker.on_reset(old_epoch, ended_at, self._epoch_idx)

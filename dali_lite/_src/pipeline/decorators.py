@@ -92,6 +92,8 @@ def pipeline_def(fn: Callable[..., Any] | None = None, *, enable_conditionals: b
                     pipe.set_outputs(outputs)
             return pipe
 
+        # DALI marks the functions pipeline_def makes so; typeshed's functions declare no
+        # attributes of their own.
         create_pipeline._is_pipeline_def = True  # type: ignore[attr-defined]
         return create_pipeline
 

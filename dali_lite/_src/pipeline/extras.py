@@ -7,22 +7,21 @@ import os
 import time
 import warnings
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
-from dali_lite._src import cuda_context
 from dali_lite._src.pipeline.dot import graph_to_dot
-
-if TYPE_CHECKING:
-    from dali_lite._src.pipeline.pipeline import Pipeline
+from dali_lite._src.pipeline.state import PipelineState
 
 #: The longest `external_source_shm_statistics()` waits for the iterations already started.
 SHM_STATISTICS_WAIT_S = 30.0
 
+_Pipeline = TypeVar("_Pipeline", bound=PipelineState)
 
-class PipelineExtras:
+
+class PipelineExtras(PipelineState):
     """Mixed into `Pipeline`; relies on its `_define`, `_operators`, `_resources`."""
 
-    def epoch_size(self: Pipeline, name: str | None = None) -> dict[str, int] | int:
+    def epoch_size(self, name: str | None = None) -> dict[str, int] | int:
         """Epoch size of readers (builds the pipeline). dali_lite has no readers: the
         dictionary is empty, and a name is not found (RuntimeError, as DALI's)."""
         self.build()
@@ -31,7 +30,7 @@ class PipelineExtras:
         raise RuntimeError(f"Operator {name!r} not found or does not expose valid metadata: "
                            "dali_lite pipelines have no readers")
 
-    def reader_meta(self: Pipeline, name: str | None = None) -> dict[str, Any]:
+    def reader_meta(self, name: str | None = None) -> dict[str, Any]:
         """Metadata of readers (builds the pipeline); dali_lite has none."""
         self.build()
         if name is None:
@@ -39,27 +38,19 @@ class PipelineExtras:
         raise RuntimeError(f"Operator {name!r} not found or does not expose valid metadata: "
                            "dali_lite pipelines have no readers")
 
-    def executor_statistics(self: Pipeline) -> dict[str, Any]:
+    def executor_statistics(self) -> dict[str, Any]:
         """Per-operator memory statistics of DALI's executor; dali_lite keeps none (empty, as
         DALI's default executor gives)."""
         self.build()
         return {}
 
-    def input_feed_count(self: Pipeline, input_name: str) -> int:
+    def input_feed_count(self, input_name: str) -> int:
         """How many batches feed_input must provide before the first run (the prefetch
         queue's depth, as DALI's); builds the pipeline."""
         self.build()
         return self._options.queue_depth
 
-    def output_stream(self: Pipeline) -> Any:
-        """The CUDA stream (a CuPy stream) on which GPU outputs are produced; None for a
-        CPU-only pipeline. Builds the pipeline."""
-        self.build()
-        if self.device_id is None:
-            return None
-        return cuda_context.context_for(self).stream
-
-    def external_source_shm_statistics(self: Pipeline) -> dict[str, Any]:
+    def external_source_shm_statistics(self) -> dict[str, Any]:
         """DALI's `capacities` and `per_sample_capacities` of every shared-memory slot, plus
         `per_source`: capacity, bytes in use, high-water mark and resizes per source and worker
         (see docs/shared-memory.md).
@@ -79,17 +70,13 @@ class PipelineExtras:
                     break
         return group.statistics()
 
-    def serialize(self: Pipeline, define_graph: Callable[[], Any] | None = None,
+    def serialize(self, define_graph: Callable[[], Any] | None = None,
                   filename: str | None = None) -> bytes:
         """The pipeline as bytes (see `dali_lite.serialization`); written to `filename` too."""
         # Loaded on first use: serialization brings cloudpickle, which most pipelines never need.
         from dali_lite._src.pipeline.serialization import serialize_pipeline
 
-        if define_graph is not None and not callable(define_graph):
-            hint = (" Didn't you want to write `.serialize(filename=...)`?"
-                    if isinstance(define_graph, str) else "")
-            raise TypeError(f"Provided `define_graph` argument is not callable; got "
-                            f"{type(define_graph).__name__}.{hint}")
+        _check_define_graph(define_graph)
         if define_graph is not None and self._set_outputs_called:
             raise RuntimeError("Duplicate graph definition - `define_graph` argument should "
                                "not be specified when graph was defined with a call to "
@@ -101,7 +88,7 @@ class PipelineExtras:
                 file.write(data)
         return data
 
-    def deserialize_and_build(self: Pipeline, serialized_pipeline: bytes | str) -> None:
+    def deserialize_and_build(self, serialized_pipeline: bytes | str) -> None:
         """Deserialize and build the pipeline given in serialized form."""
         # Loaded on first use: serialization brings cloudpickle, which most pipelines never need.
         from dali_lite._src.pipeline.serialization import load_into
@@ -110,8 +97,9 @@ class PipelineExtras:
         self.build()
 
     @classmethod
-    def deserialize(cls, serialized_pipeline: bytes | str | None = None,
-                    filename: str | os.PathLike[str] | None = None, **kwargs: Any) -> Pipeline:
+    def deserialize(cls: type[_Pipeline], serialized_pipeline: bytes | str | None = None,
+                    filename: str | os.PathLike[str] | None = None,
+                    **kwargs: Any) -> _Pipeline:
         """A new, built pipeline from `serialize()` output (bytes, or a file); kwargs override
         the stored constructor arguments."""
         # Loaded on first use: serialization brings cloudpickle, which most pipelines never need.
@@ -127,7 +115,7 @@ class PipelineExtras:
         pipe.build()  # DALI returns the deserialized pipeline built
         return pipe
 
-    def save_graph_to_dot_file(self: Pipeline, filename: str, *, show_tensors: bool = False,
+    def save_graph_to_dot_file(self, filename: str, *, show_tensors: bool = False,
                                show_ids: bool | None = None, use_colors: bool = False) -> None:
         """Saves the pipeline graph to a Graphviz DOT file (builds the pipeline, as DALI).
 
@@ -145,3 +133,12 @@ class PipelineExtras:
         with open(filename, "w", encoding="utf-8") as file:
             file.write(text)
 
+
+def _check_define_graph(define_graph: object) -> None:
+    """DALI's refusal of a `define_graph` that is not callable (a file name given to
+    `serialize` positionally, most often)."""
+    if define_graph is not None and not callable(define_graph):
+        hint = (" Didn't you want to write `.serialize(filename=...)`?"
+                if isinstance(define_graph, str) else "")
+        raise TypeError(f"Provided `define_graph` argument is not callable; got "
+                        f"{type(define_graph).__name__}.{hint}")

@@ -4,15 +4,15 @@ The pipeline owns the graph (defined in `define_graph`, a `with pipe:` block or 
 `pipeline_def` function), the executor that computes iterations ahead of the caller, and, when a
 source is parallel, the worker pool behind it. Graph, executor and pool each live in their own
 module; this one wires them together: DALI's constructor arguments and their defaults,
-`build()` (operators set up, workers started, the executor created), closing, and what is
-released when the pipeline goes away. The run protocol (run/schedule_run/share_outputs/
-release_outputs, epochs and reset) is `run_protocol.py`'s, mixed in with the graph definition,
-the properties, the extras and checkpointing.
+`build()` (operators set up, workers started, the executor created), closing, and releasing
+what it holds (`state.PipelineResources`) when the pipeline goes away. The run protocol
+(run/schedule_run/share_outputs/release_outputs, epochs and reset) is `run_protocol.py`'s,
+mixed in with the graph definition, the properties, the extras and checkpointing; `state.py`
+declares the state they share.
 """
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import inspect
 import weakref
@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dali_lite._src.execution.executor import Executor
-from dali_lite._src.graph.nodes import DataNode, Operator
+from dali_lite._src.graph.nodes import DataNode
 from dali_lite._src.graph.scope import PipelineScope
 from dali_lite._src.ops.external_source import ExternalSource
 from dali_lite._src.options import PipelineOptions
@@ -29,6 +29,7 @@ from dali_lite._src.pipeline.extras import PipelineExtras
 from dali_lite._src.pipeline.graph_definition import GraphDefinition
 from dali_lite._src.pipeline.properties import PipelineProperties
 from dali_lite._src.pipeline.run_protocol import IterationGraph, RunProtocol
+from dali_lite._src.pipeline.state import PipelineResources
 
 __all__ = ["Pipeline"]
 
@@ -44,25 +45,6 @@ def _weakly(method: Callable[..., Any]) -> Callable[..., Any]:
         return bound(*args)
 
     return call
-
-
-class _Resources:
-    """What must be released when the pipeline goes away: held apart from the pipeline so a
-    `weakref.finalize` can release it without keeping the pipeline alive."""
-
-    def __init__(self) -> None:
-        self.executor: Executor | None = None
-        self.parallel: Any = None  # ParallelSourceGroup
-        self.operators: list[Operator] = []
-
-    def close(self) -> None:
-        if self.executor is not None:
-            self.executor.shutdown()
-        if self.parallel is not None:
-            self.parallel.close()
-        for op in self.operators:
-            with contextlib.suppress(Exception):
-                op.close()
 
 
 class Pipeline(GraphDefinition, RunProtocol, PipelineProperties, PipelineExtras,
@@ -109,7 +91,7 @@ class Pipeline(GraphDefinition, RunProtocol, PipelineProperties, PipelineExtras,
     ) -> None:
         # The pipeline's own state first: a constructor that raises leaves an object that
         # __exit__/close/finalizers may still touch.
-        self._resources = _Resources()
+        self._resources = PipelineResources()
         self._finalizer = weakref.finalize(self, self._resources.close)
         self._closed = False
         self._built = False
@@ -129,11 +111,11 @@ class Pipeline(GraphDefinition, RunProtocol, PipelineProperties, PipelineExtras,
             stream_policy=stream_policy, concurrency=concurrency, py_timeout=py_timeout,
             py_ray_options=py_ray_options,
         )
-        self._registered: list[Operator] = []
-        self._sinks: list[DataNode] = []
-        self._graph_outputs: list[DataNode] | None = None
-        self._set_outputs_called: tuple[Any, ...] | None = None
-        self._operators: list[Operator] = []
+        self._registered = []
+        self._sinks = []
+        self._graph_outputs = None
+        self._set_outputs_called = None
+        self._operators = []
         #: The sources each iteration polls first, in DALI's order (set by build()).
         self._next_op_index = 0
         self._conditionals_enabled = False
@@ -141,17 +123,17 @@ class Pipeline(GraphDefinition, RunProtocol, PipelineProperties, PipelineExtras,
         # the next schedule_run() fills the prefetch queue, whether the producer side reached
         # the end of the epoch (DALI's `_last_iter`), and whether the consumer has seen it.
         self._skip_api_check = False
-        self._api_type: str | None = None
+        self._api_type = None
         self._first_iter = True
         self._last_iter = False
         self._end_reached = False
-        self._ended_at: int | None = None  # the iteration whose StopIteration the caller took
+        self._ended_at = None  # the iteration whose StopIteration the caller took
         self._epoch_idx = 0
-        self._iterations: IterationGraph | None = None  # what the executor's thread computes
+        self._iterations = None  # what the executor's thread computes
         self._next_iteration = 0
-        self._last_outputs: Any = None
-        self._shared_outputs: list[Any] = []
-        self._built_in_scope_depth: int | None = None
+        self._last_outputs = None
+        self._shared_outputs = []
+        self._built_in_scope_depth = None
         self._checkpointing = CheckpointState(enable_checkpointing, checkpoint)
 
     # ------------------------------------------------------------------ build

@@ -1,4 +1,4 @@
-"""The read-only face of `Pipeline`: DALI 2.4's properties and output descriptions.
+"""The read-only face of `Pipeline`: DALI 2.4's properties, output descriptions and stream.
 
 A mixin over the pipeline's `PipelineOptions` (`self._options`), kept apart from `pipeline.py`
 and `run_protocol.py`, which own the build and the run protocol. Values are DALI's: None where
@@ -9,19 +9,19 @@ an argument was not given, -1 and 0 for the deprecated `max_streams` and
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import Any, cast
 
-if TYPE_CHECKING:
-    from dali_lite._src.options import PipelineOptions
-    from dali_lite._src.pipeline.pipeline import Pipeline
+from dali_lite._src import cuda_context
+from dali_lite._src.pipeline.state import PipelineState
 
 _DEPRECATED_BATCH_SIZE = "batch_size is deprecated, please use max_batch_size instead"
 
 
-class PipelineProperties:
-    """Mixed into `Pipeline`; relies on its `_options`, `build` and `_outputs_defined`."""
+class PipelineProperties(PipelineState):
+    """Mixed into `Pipeline`; relies on its `_options`, `build` and `_outputs_defined`.
 
-    _options: PipelineOptions
+    The options hold the constructor's arguments as given (`build()` checks them); the
+    properties have the types DALI documents (the casts)."""
 
     @property
     def batch_size(self) -> int | None:
@@ -29,27 +29,27 @@ class PipelineProperties:
         with warnings.catch_warnings():
             warnings.simplefilter("default", append=True)
             warnings.warn(_DEPRECATED_BATCH_SIZE, Warning, stacklevel=2)
-        return self._options.batch_size
+        return cast("int | None", self._options.batch_size)
 
     @property
     def max_batch_size(self) -> int | None:
         """Maximum batch size."""
-        return self._options.batch_size
+        return cast("int | None", self._options.batch_size)
 
     @property
     def num_threads(self) -> int | None:
         """Number of CPU threads used by the pipeline."""
-        return self._options.num_threads
+        return cast("int | None", self._options.num_threads)
 
     @property
     def device_id(self) -> int | None:
         """Id of the GPU used by the pipeline (None for a CPU-only pipeline or when unset)."""
-        return self._options.device_id
+        return cast("int | None", self._options.device_id)
 
     @property
     def seed(self) -> int | None:
         """Random seed used in the pipeline, or None if the seed is not fixed."""
-        return self._options.seed
+        return cast("int | None", self._options.seed)
 
     @property
     def exec_pipelined(self) -> bool:
@@ -84,7 +84,7 @@ class PipelineProperties:
     @property
     def prefetch_queue_depth(self) -> int | dict[str, int]:
         """Depth (or depths) of the prefetch queue, as given to the constructor."""
-        return self._options.prefetch_queue_depth
+        return cast("int | dict[str, int]", self._options.prefetch_queue_depth)
 
     @property
     def set_affinity(self) -> bool:
@@ -109,7 +109,7 @@ class PipelineProperties:
     @property
     def py_num_workers(self) -> int:
         """The number of Python worker processes used by parallel external_source."""
-        return self._options.py_num_workers
+        return cast("int", self._options.py_num_workers)
 
     @property
     def py_start_method(self) -> str:
@@ -127,22 +127,30 @@ class PipelineProperties:
         return self._options.concurrency
 
     @property
-    def num_outputs(self: Pipeline) -> int:
+    def num_outputs(self) -> int:
         """Number of pipeline outputs (builds the pipeline)."""
         self.build()
         return len(self._outputs_defined())
 
-    def output_dtype(self: Pipeline) -> list[Any]:
+    def output_dtype(self) -> list[Any]:
         """Data types expected at the outputs (None where not declared); builds the pipeline."""
         self.build()
         return self._output_descriptions()[0]
 
-    def output_ndim(self: Pipeline) -> list[Any]:
+    def output_ndim(self) -> list[Any]:
         """Numbers of dimensions expected at the outputs (None where not declared)."""
         self.build()
         return self._output_descriptions()[1]
 
-    def _output_descriptions(self: Pipeline) -> tuple[list[Any], list[Any]]:
+    def output_stream(self) -> Any:
+        """The CUDA stream (a CuPy stream) on which GPU outputs are produced; None for a
+        CPU-only pipeline. Builds the pipeline."""
+        self.build()
+        if self.device_id is None:
+            return None
+        return cuda_context.context_for(self).stream
+
+    def _output_descriptions(self) -> tuple[list[Any], list[Any]]:
         count = len(self._outputs_defined())
         described = []
         for value in (self._options.output_dtype, self._options.output_ndim):

@@ -21,15 +21,16 @@ import dataclasses
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from dali_lite._src.execution.executor import Executor, IterationTicket
 from dali_lite._src.graph.nodes import DataNode, IterationContext, Operator
 from dali_lite._src.ops.external_source import ExternalSource
 from dali_lite._src.ops.source_feed import NoDataFedError, UnknownInputError
+from dali_lite._src.pipeline.state import PipelineState
 
 if TYPE_CHECKING:
-    from dali_lite._src.pipeline.pipeline import Pipeline
+    from dali_lite._src.ops.gpu_source import GPUExternalSource
 
 __all__ = ["IterationGraph", "RunProtocol"]
 
@@ -98,19 +99,28 @@ class IterationGraph:
         if sizes and sizes[0] != ctx.batch_size:
             ctx = dataclasses.replace(ctx, batch_size=sizes[0])
         done = {*polled, *fed}
-        for op in self.operators:
-            if op in done:
+        for operator in self.operators:
+            if operator in done:
                 continue
-            inputs = [values[(node.source.id, node.index)] for node in op.inputs]
-            for index, batch in enumerate(op.run(ctx, inputs)):
-                values[(op.id, index)] = batch
-        return tuple(values[(node.source.id, node.index)] for node in self.outputs)
+            inputs = [values[_value_key(node)] for node in operator.inputs]
+            for index, batch in enumerate(operator.run(ctx, inputs)):
+                values[(operator.id, index)] = batch
+        return tuple(values[_value_key(node)] for node in self.outputs)
 
 
-class RunProtocol:
+def _value_key(node: DataNode) -> tuple[int, int]:
+    """Where one iteration's values keep `node`'s batch: its operator's id, its index."""
+    source = node.source
+    assert source is not None  # every node of a built graph is an operator's output
+    return source.id, node.index
+
+
+class RunProtocol(PipelineState):
     """The running half of `Pipeline`: DALI's run protocol, feeding and epochs."""
 
-    def _polled_sources(self: Pipeline) -> list[ExternalSource]:
+    _iterations: IterationGraph | None  # what the executor's thread computes (set by build)
+
+    def _polled_sources(self) -> list[ExternalSource]:
         """The external sources read from a `source`, in the order DALI polls them each
         iteration: parallel iterators (on their dedicated workers) first, then the other
         parallel sources, then the serial ones."""
@@ -118,7 +128,7 @@ class RunProtocol:
                    if isinstance(op, ExternalSource) and op.source is not None]
         return sorted(sources, key=lambda op: (not op.parallel, not op.is_iterator))
 
-    def _starvation(self: Pipeline) -> BaseException | None:
+    def _starvation(self) -> BaseException | None:
         for op in self._operators:
             if isinstance(op, ExternalSource) and op.starved():
                 return NoDataFedError(
@@ -130,7 +140,7 @@ class RunProtocol:
         return None
 
     @contextlib.contextmanager
-    def _api(self: Pipeline, api: str) -> Iterator[None]:
+    def _api(self, api: str) -> Iterator[None]:
         """DALI's API check: the first checked call fixes the API (run() or the scheduled
         calls); a call of the other one raises. Calls made inside are not checked again."""
         if not self._skip_api_check:
@@ -149,7 +159,7 @@ class RunProtocol:
         finally:
             self._skip_api_check = previous
 
-    def _submit(self: Pipeline, count: int) -> None:
+    def _submit(self, count: int) -> None:
         """Schedule up to `count` iterations, each after iter_setup() (as DALI, which stops
         scheduling when iter_setup raises StopIteration)."""
         executor = self._executor()
@@ -162,7 +172,7 @@ class RunProtocol:
             executor.submit(IterationTicket(self._next_iteration, self._epoch_idx))
             self._next_iteration += 1
 
-    def _schedule(self: Pipeline) -> None:
+    def _schedule(self) -> None:
         self._check_built()
         if self._first_iter and self._options.exec_pipelined:
             self._first_iter = False
@@ -171,7 +181,7 @@ class RunProtocol:
             self._first_iter = False
             self._submit(1)
 
-    def _take(self: Pipeline) -> tuple[Any, ...]:
+    def _take(self) -> tuple[Any, ...]:
         self._check_built()
         executor = self._executor()
         if self._end_reached or not executor.in_flight:
@@ -193,15 +203,16 @@ class RunProtocol:
                 # pipeline, and its worker processes, alive until the next garbage collection.
                 del error, ticket
         self._checkpoint_delivered(ticket)
-        return ticket.outputs
+        outputs: tuple[Any, ...] = ticket.outputs
+        return outputs
 
-    def schedule_run(self: Pipeline) -> None:
+    def schedule_run(self) -> None:
         """Run the pipeline without returning the resulting buffers (see share_outputs)."""
         self.build()
         with self._api(SCHEDULED):
             self._schedule()
 
-    def share_outputs(self: Pipeline) -> tuple[Any, ...]:
+    def share_outputs(self) -> tuple[Any, ...]:
         """The outputs of the oldest scheduled iteration, valid until release_outputs().
 
         Raises StopIteration when nothing is scheduled (at the end of the data)."""
@@ -210,21 +221,21 @@ class RunProtocol:
             self._shared_outputs.append(outputs)
             return outputs
 
-    def release_outputs(self: Pipeline) -> None:
+    def release_outputs(self) -> None:
         """Release buffers returned by share_outputs calls."""
         with self._api(SCHEDULED):
             self.build()
             self._shared_outputs.clear()
 
-    def outputs(self: Pipeline) -> tuple[Any, ...]:
+    def outputs(self) -> tuple[Any, ...]:
         """The outputs of the oldest scheduled iteration; releases the previous ones."""
         with self._api(SCHEDULED):
             self._last_outputs = None
             self._shared_outputs.clear()
-            self._last_outputs = self._take()
-            return self._last_outputs
+            outputs = self._last_outputs = self._take()
+            return outputs
 
-    def run(self: Pipeline, **pipeline_inputs: Any) -> tuple[Any, ...]:
+    def run(self, **pipeline_inputs: Any) -> tuple[Any, ...]:
         """Run the pipeline and return the result (prefetching ahead when pipelined).
 
         Keyword arguments, if any, are fed to the external sources of those names first; that
@@ -246,10 +257,10 @@ class RunProtocol:
             self.schedule_run()
             return self.outputs()
 
-    def iter_setup(self: Pipeline) -> None:
+    def iter_setup(self) -> None:
         """Override to do per-iteration setup, such as feeding data with feed_input."""
 
-    def feed_input(self: Pipeline, data_node: str | DataNode, data: Any, layout: str | None = None,
+    def feed_input(self, data_node: str | DataNode, data: Any, layout: str | None = None,
                    cuda_stream: Any = None, use_copy_kernel: bool = False) -> None:
         """Bind data (a batch) to the external_source named `data_node` for a next iteration.
 
@@ -269,9 +280,10 @@ class RunProtocol:
                         f"Cannot use `feed_input` on the external source '{name}' with a "
                         "`source` argument specified: it reads its data from the source"
                     )
-                if op.device == "gpu":
-                    op.feed(data, layout, self._options.batch_size, cuda_stream=cuda_stream,
-                            use_copy_kernel=use_copy_kernel)
+                if op.device == "gpu":  # fn.external_source(device="gpu") made a GPU source
+                    cast("GPUExternalSource", op).feed(
+                        data, layout, self._options.batch_size, cuda_stream=cuda_stream,
+                        use_copy_kernel=use_copy_kernel)
                 else:
                     op.feed(data, layout, self._options.batch_size)
                 return
@@ -280,7 +292,7 @@ class RunProtocol:
         raise UnknownInputError(f'Could not find an input operator with name "{name}"; the '
                                 f"pipeline's inputs are {names}")
 
-    def reset(self: Pipeline) -> None:
+    def reset(self) -> None:
         """Resets the pipeline iterator: if the data reached its end, start the next epoch.
 
         As DALI's: before the end, it does nothing. "The end" is the producer's: once an
@@ -322,7 +334,7 @@ class RunProtocol:
             op.reset(self._epoch_idx)
         self._checkpoint_reset(old_epoch, ended_at)
 
-    def empty(self: Pipeline) -> bool:
+    def empty(self) -> bool:
         """If there is any work scheduled in the pipeline but not yet consumed (DALI's words:
         True when there is none). An iteration that met the end of the data is no work."""
         executor = self._resources.executor
@@ -335,6 +347,6 @@ class RunProtocol:
             return False
         return isinstance(tickets[0].error, StopIteration)
 
-    def enable_api_check(self: Pipeline, enable: bool) -> None:
+    def enable_api_check(self, enable: bool) -> None:
         """Allows to enable or disable API check in the runtime."""
         self._skip_api_check = not enable

@@ -20,14 +20,12 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 import cloudpickle
 
 from dali_lite._src.graph.nodes import DataNode, Operator
-
-if TYPE_CHECKING:
-    from dali_lite._src.pipeline.pipeline import Pipeline
+from dali_lite._src.pipeline.state import PipelineState
 
 MAGIC = b"DALI_LITE_PIPELINE\n"
 VERSION = 1
@@ -56,7 +54,10 @@ def _picklable(value: Any, owner: str) -> Any:
     return value
 
 
-def serialize_pipeline(pipe: Pipeline) -> bytes:
+_Pipeline = TypeVar("_Pipeline", bound=PipelineState)
+
+
+def serialize_pipeline(pipe: PipelineState) -> bytes:
     operators = pipe._operators
     positions = {op.id: index for index, op in enumerate(operators)}
     outputs = pipe._graph_outputs or []
@@ -72,7 +73,8 @@ def serialize_pipeline(pipe: Pipeline) -> bytes:
         "outputs": [(positions[node.source.id], node.index) for node in outputs
                     if node.source is not None],
     }
-    return MAGIC + f"{VERSION}\n".encode() + cloudpickle.dumps(payload)
+    body: bytes = cloudpickle.dumps(payload)
+    return MAGIC + f"{VERSION}\n".encode() + body
 
 
 def _parse(data: bytes | str) -> dict[str, Any]:
@@ -93,7 +95,7 @@ def _parse(data: bytes | str) -> dict[str, Any]:
     return payload
 
 
-def load_into(pipe: Pipeline, data: bytes | str) -> None:
+def load_into(pipe: PipelineState, data: bytes | str) -> None:
     """Give `pipe` (not yet built) the graph stored in `data`; fill unset constructor values."""
     payload = _parse(data)
     if pipe._built:
@@ -115,8 +117,8 @@ def load_into(pipe: Pipeline, data: bytes | str) -> None:
             raise ValueError("serialized pipeline payload is malformed")
 
 
-def deserialize_pipeline(cls: type[Pipeline], data: bytes | str,
-                         overrides: dict[str, Any]) -> Pipeline:
+def deserialize_pipeline(cls: type[_Pipeline], data: bytes | str,
+                         overrides: dict[str, Any]) -> _Pipeline:
     payload = _parse(data)
     options = dict(payload["options"])
     options.update(overrides)

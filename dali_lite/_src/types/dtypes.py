@@ -36,7 +36,8 @@ from dali_lite._src.types.enums import (
 )
 
 # The array element types and their NumPy scalar types (what DALI's to_numpy_type returns).
-_NUMPY_SCALAR: dict[DALIDataType, type[np.generic]] = {
+# Keyed by the members, which are ints: an int finds the member of its value.
+_NUMPY_SCALAR: dict[int, type[np.generic]] = {
     DALIDataType.UINT8: np.uint8,
     DALIDataType.UINT16: np.uint16,
     DALIDataType.UINT32: np.uint32,
@@ -53,7 +54,8 @@ _NUMPY_SCALAR: dict[DALIDataType, type[np.generic]] = {
 
 # Native-byte-order dtypes only: a byte-swapped array is not a DALI tensor until converted,
 # so a dict lookup on ``arr.dtype`` is the whole "is this a supported array?" check.
-NP_TO_DALI: dict[np.dtype[Any], DALIDataType] = {np.dtype(t): d for d, t in _NUMPY_SCALAR.items()}
+NP_TO_DALI: dict[np.dtype[Any], DALIDataType] = {np.dtype(t): DALIDataType(d)
+                                                  for d, t in _NUMPY_SCALAR.items()}
 
 # DALI's FormatStrFromType: what Tensor.dtype() returned in the DALI versions the spec covers.
 FORMAT_STRINGS: dict[DALIDataType, str] = {
@@ -170,7 +172,7 @@ def to_numpy_type(dali_type: DALIDataType | int) -> type[np.generic]:
     equivalent (``STRING``, ``NO_TYPE``, ...) and for anything that is not a DALIDataType.
     """
     try:
-        return _NUMPY_SCALAR[dali_type]  # type: ignore[index]
+        return _NUMPY_SCALAR[dali_type]
     except (KeyError, TypeError):  # TypeError: unhashable
         pass
     if isinstance(dali_type, int) and not isinstance(dali_type, bool):
@@ -235,5 +237,5 @@ def dali_type_name(dtype: Any) -> str:
     NumPy's name, but ``float``, ``double`` and ``half`` for the floats."""
     if isinstance(dtype, DALIDataType):
         dtype = to_numpy_dtype(dtype)
-    name = np.dtype(dtype).name
+    name: str = np.dtype(dtype).name
     return {"float32": "float", "float64": "double", "float16": "half"}.get(name, name)

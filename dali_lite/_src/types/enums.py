@@ -16,6 +16,7 @@ class _DALIEnumType(enum.EnumMeta):  # EnumMeta: EnumType's name before Python 3
     """The enums' metaclass: ``__members__`` as a dict (DALI's pybind11 enums give a dict), and
     ``isinstance`` that also admits the enum's stand-ins (see ``dtypes._DALIDataType``)."""
 
+    # A dict where EnumMeta's is a read-only mappingproxy: incompatible by design.
     @property
     def __members__(cls) -> dict[str, Any]:  # type: ignore[override]
         return dict(cls._member_map_)

@@ -9,6 +9,7 @@ the refusals (a float constant is not an `int`) are DALI's.
 
 from __future__ import annotations
 
+import builtins
 from typing import Any
 
 import numpy as np
@@ -116,7 +117,7 @@ class ScalarConstant:
 
     __hash__ = None  # type: ignore[assignment]  # as DALI's: equality is by value
 
-    def __bool__(self) -> bool:
+    def __bool__(self) -> builtins.bool:  # `bool` is the method above, in this class
         if self.dtype in _INT_LIKE:
             return bool(self.value)
         raise TypeError(f"DALI ScalarConstant must be converted to one of bool or int types: "
