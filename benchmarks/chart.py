@@ -118,7 +118,8 @@ def _label(metric: Metric, value: float) -> str:
     if metric.title.startswith("fraction"):
         return f"{value:.2f}"
     if "samples/s" in metric.title:
-        return f"{value / 1000:,.0f}k/s"
+        # The chain's 1,600 samples/s would read "2k/s" without the decimal.
+        return f"{value / 1000:,.{0 if value >= 10_000 else 1}f}k/s"
     if "GB/s" in metric.title:
         return f"{value:.1f} GB/s"
     if "ms" in metric.title:

@@ -31,7 +31,7 @@ from typing import Any
 import psutil
 
 from benchmarks import profiling
-from benchmarks.loaders import loader_library, make_loader
+from benchmarks.loaders import loader_library, make_loader, support_libraries
 from benchmarks.workloads import WORKLOADS
 
 __all__ = ["RESULT_PREFIX", "measure"]
@@ -119,6 +119,7 @@ def measure(loader_name: str, workload_name: str, scale: float) -> dict[str, Any
         "foreign_cpu_frac": max(0.0, machine_busy - main_cpu - workers_cpu - runner_cpu)
         / (elapsed * len(cpus)),
         "library_path": loader_library(loader_name),
+        "support_paths": support_libraries(),
     }
 
 

@@ -8,6 +8,10 @@ Settings, kept equal wherever the loaders have an equivalent knob:
 * DataLoader: ``prefetch_factor=2``, ``persistent_workers=True``, no pinned memory, default
   collate (the varying workload cannot be stacked, so there it collates to a list of tensors).
 
+The ``chain`` workload (issue 22) measures operators, not workers: DALI and dali_lite alone,
+each with a serial batch source and the same ``num_threads=2``, ``device_id=None`` and
+pipeline ``prefetch_queue_depth=2`` (:class:`_ChainLoader`).
+
 Consumption is the same for all: every batch becomes one contiguous numpy array. A dense batch
 is ``out.as_array()`` (DALI, dali_lite) or ``batch.numpy()`` (the collated tensor); a varying
 batch is its samples, flattened and joined back to back with ``np.concatenate`` (per-sample
@@ -20,12 +24,22 @@ library it measures, and a missing library is reported as such (:class:`LoaderMi
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from typing import Any, Protocol
 
 import numpy as np
 
-from benchmarks.workloads import PerSample, SampleDataset, Workload
+from benchmarks.workloads import (
+    CHAIN_CROP,
+    CHAIN_MEAN,
+    CHAIN_SEED,
+    CHAIN_STD,
+    BatchOf,
+    PerSample,
+    SampleDataset,
+    Workload,
+)
 
 __all__ = [
     "DENSE_ONLY",
@@ -36,9 +50,11 @@ __all__ = [
     "join_samples",
     "loader_library",
     "make_loader",
+    "support_libraries",
 ]
 
 NUM_WORKERS = 2
+NUM_THREADS = 2
 PREFETCH = 2
 START_METHOD = "fork"
 
@@ -107,7 +123,7 @@ class _PipelineLoader:
         self.dense = workload.dense
         self.pipe = module.Pipeline(
             batch_size=workload.batch_size,
-            num_threads=2,
+            num_threads=NUM_THREADS,
             device_id=None,
             prefetch_queue_depth=PREFETCH,
             py_num_workers=NUM_WORKERS,
@@ -137,6 +153,41 @@ class _PipelineLoader:
         if close is not None:
             close()
         del self.pipe
+
+
+class _ChainLoader(_PipelineLoader):
+    """DALI or dali_lite: a serial batch source, then the typical post-source chain, cast to
+    float, scale to [0, 1], crop_mirror_normalize with a random mirror, the result in CHW.
+
+    No worker processes: the source hands out prepared images, so what is timed is the
+    operators (and the pipeline around them) on ``NUM_THREADS`` threads.
+    """
+
+    def __init__(self, library: str, workload: Workload) -> None:
+        module = importlib.import_module(library)
+        fn = importlib.import_module(f"{library}.fn")
+        types = importlib.import_module(f"{library}.types")
+        self.dense = True
+        self.pipe = module.Pipeline(
+            batch_size=workload.batch_size,
+            num_threads=NUM_THREADS,
+            device_id=None,
+            prefetch_queue_depth=PREFETCH,
+        )
+        with self.pipe:
+            images = fn.external_source(source=BatchOf(workload.sample, workload.batch_size),
+                                        batch=True)
+            x = fn.cast(images, dtype=types.FLOAT) * (1 / 255)
+            out = fn.crop_mirror_normalize(
+                x,
+                crop=CHAIN_CROP,
+                mean=list(CHAIN_MEAN),
+                std=list(CHAIN_STD),
+                mirror=fn.random.coin_flip(seed=CHAIN_SEED),
+                output_layout="CHW",
+                dtype=types.FLOAT,
+            )
+            self.pipe.set_outputs(out)
 
 
 class _RayLoader(_PipelineLoader):
@@ -236,16 +287,32 @@ class _TorchLoader:
         del iterator
 
 
+def _module_file(name: str) -> str | None:
+    # Resolved: a compared tree is imported through a temporary directory of symlinks.
+    path = getattr(sys.modules.get(name), "__file__", None)
+    return os.path.realpath(path) if path else None
+
+
 def loader_library(name: str) -> str:
     """Where the library behind loader ``name`` was imported from (once imported)."""
-    module = sys.modules.get(LOADERS[name])
-    return str(getattr(module, "__file__", None) or "not imported")
+    return _module_file(LOADERS[name]) or "not imported"
+
+
+def support_libraries() -> dict[str, str]:
+    """Where dali_lite's worker and shared-memory packages were imported from, under their
+    installed names or a tree's older ones (only those this process imported)."""
+    names = ("dali_lite_workers", "dali_lite_shm", "workers", "shm")
+    return {name: path for name in names if (path := _module_file(name)) is not None}
 
 
 def make_loader(name: str, workload: Workload, total_batches: int) -> Loader:
     """Build (but do not start) loader ``name`` for ``workload``."""
     if not available(name):
         raise LoaderMissing(f"{LOADERS[name]} is not installed (pip install '.[bench]')")
+    if not workload.applies_to(name):
+        raise ValueError(f"{workload.name}: not for loader {name} ({workload.not_applicable})")
+    if workload.chain:
+        return _ChainLoader(LOADERS[name], workload)
     if name == "torch":
         return _TorchLoader(workload, total_batches)
     if name == "dali_lite_ray":

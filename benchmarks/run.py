@@ -15,7 +15,10 @@ the table in ``RESULTS.md`` survives a rerun. ``--chart`` draws the same medians
 (:mod:`benchmarks.chart`, which also redraws from ``--json`` or ``--out`` files).
 
 The measured dali_lite is the one in the tree that holds this ``benchmarks`` package: the
-measurement processes run with that tree first on ``sys.path``.
+measurement processes run with that tree first on ``sys.path``. ``--compare LABEL=PATH``
+measures another tree's dali_lite as well: its measurement processes import dali_lite and its
+worker and shared-memory packages from PATH (:func:`import_root`), nothing of it from the
+editable install of this tree.
 """
 
 from __future__ import annotations
@@ -26,12 +29,13 @@ import importlib.util
 import json
 import os
 import platform
+import re
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -46,6 +50,7 @@ from benchmarks.child import RESULT_PREFIX
 from benchmarks.loaders import (
     DENSE_ONLY,
     LOADERS,
+    NUM_THREADS,
     NUM_WORKERS,
     PREFETCH,
     START_METHOD,
@@ -55,7 +60,7 @@ from benchmarks.memory import sample_tree
 from benchmarks.report import render
 from benchmarks.workloads import WORKLOADS
 
-__all__ = ["BEGIN_MARK", "END_MARK", "main", "run_one"]
+__all__ = ["BEGIN_MARK", "END_MARK", "import_root", "main", "run_one"]
 
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN_MARK = "<!-- BEGIN BENCHMARK TABLE (written by python -m benchmarks --out) -->"
@@ -80,8 +85,51 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
+#: The names the folders workers/ and shm/ install as (setup.py's package_dir), and under
+#: which a tree's dali_lite imports them since the rename.
+_INSTALLED_AS = {"dali_lite_workers": "workers", "dali_lite_shm": "shm"}
+_RENAMED_IMPORT = re.compile(r"\b(?:import|from)\s+(?:dali_lite_workers|dali_lite_shm)\b")
+
+
+def _imports_renamed_packages(tree: Path) -> bool:
+    """Whether ``tree``'s dali_lite imports ``dali_lite_workers``/``dali_lite_shm`` (the
+    installed names) rather than ``workers``/``shm`` (a tree from before the rename)."""
+    for path in (tree / "dali_lite").rglob("*.py"):
+        try:
+            if _RENAMED_IMPORT.search(path.read_text(encoding="utf-8", errors="replace")):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+@contextlib.contextmanager
+def import_root(tree: Path) -> Iterator[Path]:
+    """The directory to put first on a measurement's ``sys.path`` so that it imports
+    ``tree``'s dali_lite together with ``tree``'s own worker and shared-memory packages.
+
+    Since the rename, workers/ and shm/ are imported as ``dali_lite_workers`` and
+    ``dali_lite_shm``: names that no folder of a tree has, so with the tree itself on the
+    path they would still come from this checkout's editable install (whose finder answers
+    after ``sys.path``). For such a tree this yields a temporary directory of symlinks,
+    ``dali_lite``, ``dali_lite_workers`` and ``dali_lite_shm`` to the tree's folders, removed
+    afterwards; for an older tree, whose dali_lite imports ``workers`` and ``shm``, the tree
+    itself, as before the rename.
+    """
+    folders = [tree / folder for folder in _INSTALLED_AS.values()]
+    if not all(folder.is_dir() for folder in folders) or not _imports_renamed_packages(tree):
+        yield tree
+        return
+    with tempfile.TemporaryDirectory(prefix="bench-tree-") as view:
+        (Path(view) / "dali_lite").symlink_to(tree / "dali_lite", target_is_directory=True)
+        for name, folder in _INSTALLED_AS.items():
+            (Path(view) / name).symlink_to(tree / folder, target_is_directory=True)
+        yield Path(view)
+
+
 # The measurement process: this tree's benchmarks package first, then (for --compare) the
-# other tree in front of it, so that dali_lite, shm and workers come from there.
+# other tree's import root (import_root) in front of it, so that dali_lite and its worker and
+# shared-memory packages come from there; the benchmarks package is imported by then.
 _BOOT = (
     "import sys; root, tree = sys.argv[1], sys.argv[2]; sys.path.insert(0, root); "
     "import benchmarks.child as child; tree and sys.path.insert(0, tree); "
@@ -96,8 +144,21 @@ def run_one(loader: str, workload: str, scale: float, timeout_s: float,
     ``loader`` is a name of :data:`LOADERS`; ``tree``, if given, is a source tree whose
     dali_lite (and shm, workers) is measured instead of this one's.
     """
-    command = [sys.executable, "-c", _BOOT, str(ROOT), str(tree or ""), loader, workload,
+    with contextlib.ExitStack() as stack:
+        root = None if tree is None else stack.enter_context(import_root(tree))
+        return _run_child(loader, workload, scale, timeout_s, root)
+
+
+def _run_child(loader: str, workload: str, scale: float, timeout_s: float,
+               root: Path | None) -> dict[str, Any]:
+    command = [sys.executable, "-c", _BOOT, str(ROOT), str(root or ""), loader, workload,
                repr(scale)]
+    env = None
+    if root is not None:
+        # Also for processes that do not inherit sys.path from the measurement (Ray's
+        # workers): the compared tree first, then this one's benchmarks package.
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(root), str(ROOT), os.environ.get("PYTHONPATH")]))}
     sample_memory = WORKLOADS[workload].startup
     peak: tuple[int, int, int] = (0, 0, 0)  # total, rss, shm
     stderr = None if os.environ.get("BENCH_VERBOSE") else subprocess.DEVNULL
@@ -105,7 +166,7 @@ def run_one(loader: str, workload: str, scale: float, timeout_s: float,
     with (
         tempfile.TemporaryFile("w+") as stdout_file,
         subprocess.Popen(command, cwd=ROOT, stdout=stdout_file, stderr=stderr, text=True,
-                         start_new_session=True) as proc,
+                         env=env, start_new_session=True) as proc,
     ):
         deadline = time.monotonic() + timeout_s
         interval = _MEMORY_INTERVAL_S if sample_memory else _POLL_INTERVAL_S
@@ -180,8 +241,16 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
-def _header(args: argparse.Namespace, loaders: Sequence[str], load_before: tuple[float, ...],
-            elapsed_s: float) -> str:
+def _chain_note(workloads: Sequence[str]) -> str:
+    if not any(WORKLOADS[name].chain for name in workloads):
+        return ""
+    return (f" The chain workload: a serial batch source (no workers) and DALI's operators "
+            f"after it, with num_threads={NUM_THREADS} and prefetch_queue_depth={PREFETCH} for "
+            f"DALI and dali_lite alike.")
+
+
+def _header(args: argparse.Namespace, workloads: Sequence[str],
+            load_before: tuple[float, ...], elapsed_s: float) -> str:
     memory = psutil.virtual_memory().total / _GIB
     load_after = os.getloadavg()
     return "\n".join([
@@ -201,7 +270,8 @@ def _header(args: argparse.Namespace, loaders: Sequence[str], load_before: tuple
         f"workers, default collate. Each batch consumed as one contiguous numpy array "
         f"(through the PyTorch iterators: the torch.Tensor's .numpy()). "
         f"{args.repeats} repeat(s), batch counts x{args.scale:g}; each cell is the median "
-        f"(min-max) over the repeats; ratios are dali_lite's median over the peer's.",
+        f"(min-max) over the repeats; ratios are dali_lite's median over the peer's."
+        f"{_chain_note(workloads)}",
         f"Command: `python -m benchmarks {' '.join(args.argv)}`".rstrip() + ".",
     ])
 
@@ -322,6 +392,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             for label, loader, tree in entries[shift:] + entries[:shift]:
                 if loader in DENSE_ONLY and not WORKLOADS[workload].dense:
                     continue  # a tensor per batch: not for batches of unequal shapes
+                if not WORKLOADS[workload].applies_to(loader):
+                    continue  # e.g. the DataLoader has no operators for the chain
                 result = _run_quietest(loader, workload, args, tree)
                 result["loader"], result["repeat"] = label, repeat
                 results.append(result)
@@ -332,7 +404,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     + (f", peak {result['peak_bytes'] / 2**20:,.0f} MiB"
                        if "peak_bytes" in result else ""))
                 _log(f"[{repeat + 1}/{args.repeats}] {workload:8s} {label:18s} {summary}")
-    header = _header(args, loaders, load_before, time.monotonic() - started)
+    header = _header(args, workloads, load_before, time.monotonic() - started)
     section = render(results, loaders, missing, header, variants)
     print(section)
     if args.out is not None:

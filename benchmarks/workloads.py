@@ -19,7 +19,13 @@ The functions are built so that the loader, not the callback, is what is measure
   by other tenants does not count as work (parallel efficiency);
 * ``varying``: an ``(h, w, 3)`` uint8 view of a prepared buffer with ``h, w`` in [19, 591]
   (1 KiB to 1 MiB), a pseudo-random function of the index;
-* ``start``: the large workload, measuring build() to the first batch and peak memory.
+* ``start``: the large workload, measuring build() to the first batch and peak memory;
+* ``chain``: DALI's operators after the source rather than the source itself (issue 22): a
+  serial batch source handing out 32 prepared 256x256x3 uint8 images (a fresh list per call,
+  the arrays reused, so the source costs nothing), then ``fn.cast`` to float, ``* (1 / 255)``
+  and ``fn.crop_mirror_normalize`` (224x224, ImageNet mean and std, mirrored by
+  ``fn.random.coin_flip``, CHW). For dali_lite and DALI only: the DataLoader has no such
+  operators (:attr:`Workload.loaders`).
 """
 
 from __future__ import annotations
@@ -32,10 +38,18 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "CHAIN_BATCH",
+    "CHAIN_CROP",
+    "CHAIN_MEAN",
+    "CHAIN_SEED",
+    "CHAIN_SHAPE",
+    "CHAIN_STD",
     "WORKLOADS",
+    "BatchOf",
     "PerSample",
     "SampleDataset",
     "Workload",
+    "chain_sample",
     "heavy_sample",
     "large_fresh_sample",
     "large_sample",
@@ -51,10 +65,17 @@ VARYING_MIN_SIDE = 19  # 19 * 19 * 3 = 1083 bytes >= 1 KiB
 VARYING_MAX_SIDE = 591  # 591 * 591 * 3 = 1047843 bytes <= 1 MiB
 _LARGE_VARIANTS = 4
 _MIN_WARMUP_BATCHES = 6
+CHAIN_SHAPE = (256, 256, 3)
+CHAIN_BATCH = 32
+CHAIN_CROP = (224, 224)
+CHAIN_MEAN = (0.485, 0.456, 0.406)  # ImageNet's, for images scaled to [0, 1]
+CHAIN_STD = (0.229, 0.224, 0.225)
+CHAIN_SEED = 7  # fn.random.coin_flip's: both libraries mirror the same samples
 
 # Prepared lazily, once per process (each worker builds its own after fork or spawn).
 _large_images: list[np.ndarray] = []
 _varying_pool: list[np.ndarray] = []
+_chain_images: list[np.ndarray] = []
 
 
 def tiny_sample(index: int) -> np.ndarray:
@@ -104,6 +125,30 @@ def varying_sample(index: int) -> np.ndarray:
     return _varying_pool[0][: h * w * c].reshape(h, w, c)
 
 
+def chain_sample(index: int) -> np.ndarray:
+    """A ``(256, 256, 3)`` uint8 image, one of ``CHAIN_BATCH`` prepared once per process, so
+    that the source costs nothing and the chain's operators are what is measured."""
+    if not _chain_images:
+        rng = np.random.default_rng(2)
+        _chain_images.extend(
+            rng.integers(0, 256, size=CHAIN_SHAPE, dtype=np.uint8) for _ in range(CHAIN_BATCH)
+        )
+    return _chain_images[index % CHAIN_BATCH]
+
+
+class BatchOf:
+    """A DALI/dali_lite batch callback (serial, ``batch=True``): a fresh list of
+    ``fn(0) ... fn(batch_size - 1)`` per call. The arrays may be the same from call to call
+    (as :func:`chain_sample`'s are); the list is new, as a user's source would return."""
+
+    def __init__(self, fn: Callable[[int], np.ndarray], batch_size: int) -> None:
+        self.fn = fn
+        self.batch_size = batch_size
+
+    def __call__(self) -> list[np.ndarray]:
+        return [self.fn(i) for i in range(self.batch_size)]
+
+
 class PerSample:
     """A DALI/dali_lite per-sample callback: ``SampleInfo`` -> ``fn(info.idx_in_epoch)``."""
 
@@ -151,6 +196,17 @@ class Workload:
     startup: bool = False
     #: The parallel source's ``prefetch_queue_depth`` (DALI, dali_lite), if not the default.
     source_depth: int | None = None
+    #: The post-source operator chain on a serial batch source (see the module docstring)
+    #: rather than a parallel per-sample source alone.
+    chain: bool = False
+    #: The loaders this workload applies to; None: every loader.
+    loaders: frozenset[str] | None = None
+    #: What the table says for a loader it does not apply to.
+    not_applicable: str = "n/a"
+
+    def applies_to(self, loader: str) -> bool:
+        """Whether ``loader`` (a name of :data:`benchmarks.loaders.LOADERS`) can run this."""
+        return self.loaders is None or loader in self.loaders
 
     def batches(self, scale: float) -> tuple[int, int]:
         """(warm-up, timed) batch counts scaled by ``scale``.
@@ -165,6 +221,7 @@ class Workload:
 
 
 _LARGE_NBYTES = LARGE_SHAPE[0] * LARGE_SHAPE[1] * LARGE_SHAPE[2]
+_CHAIN_NBYTES = CHAIN_SHAPE[0] * CHAIN_SHAPE[1] * CHAIN_SHAPE[2]
 
 WORKLOADS: dict[str, Workload] = {
     w.name: w
@@ -183,5 +240,10 @@ WORKLOADS: dict[str, Workload] = {
                  bytes_per_sample_hint=_LARGE_NBYTES + 64, startup=True),
         Workload("varying", varying_sample, 32, warmup_batches=10, timed_batches=120,
                  bytes_per_sample_hint=VARYING_MAX_SIDE**2 * 3 + 64, dense=False),
+        # About 25 ms a batch for either library on the 2-core machine: 60 batches ~ 1.5 s.
+        Workload("chain", chain_sample, CHAIN_BATCH, warmup_batches=8, timed_batches=60,
+                 bytes_per_sample_hint=_CHAIN_NBYTES + 64, chain=True,
+                 loaders=frozenset({"dali_lite", "dali"}),
+                 not_applicable="n/a (no such operators)"),
     )
 }

@@ -61,6 +61,79 @@ def test_a_missing_peer_gets_a_column_that_says_so(monkeypatch: pytest.MonkeyPat
     assert "not installed (no_such_module_for_the_smoke_test)" in capsys.readouterr().out
 
 
+def test_the_chain_runs_beside_dali_and_the_dataloader_column_says_why_not(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The chain workload (issue 22): DALI's operators after a serial source, for dali_lite
+    and DALI only; the DataLoader, which has no such operators, gets a column that says so."""
+    from benchmarks import loaders, run
+
+    chosen = [name for name in ("dali_lite", "dali", "torch") if loaders.available(name)]
+    code = run.main(["--only", ",".join(chosen), "--workloads", "chain", "--repeats", "1",
+                     "--scale", "0.05", "--retries", "0"])
+    assert code == 0
+    row = next(line for line in capsys.readouterr().out.splitlines()
+               if line.startswith("| chain |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert float(cells[2].replace(",", "")) > 0  # dali_lite's samples/s
+    if "dali" in chosen:
+        # DALI's figure, then (after every loader's column) the ratio dali_lite/DALI.
+        assert float(cells[3].replace(",", "")) > 0 and float(cells[2 + len(chosen)]) > 0
+    if "torch" in chosen:
+        assert cells[2 + chosen.index("torch")] == "n/a (no such operators)"
+
+
+def test_the_chain_gives_the_same_batches_in_both_libraries() -> None:
+    """Same pipeline, so the same work timed in both libraries, checked on the first batches:
+    every sample is DALI's or its mirror image. dali_lite's coin_flip draws from its own
+    generator (not DALI's), so which samples are mirrored differs, half of them on average."""
+    from benchmarks.loaders import available, make_loader
+    from benchmarks.workloads import WORKLOADS
+
+    if not available("dali"):
+        pytest.skip("nvidia-dali is not installed")
+    batches = {}
+    for name in ("dali_lite", "dali"):
+        loader = make_loader(name, WORKLOADS["chain"], 3)
+        loader.start()
+        batches[name] = [loader.next_batch().copy() for _ in range(2)]
+        loader.close()
+    assert batches["dali_lite"][0].shape == (32, 3, 224, 224)
+    for mine, theirs in zip(batches["dali_lite"], batches["dali"]):
+        for sample, reference in zip(mine, theirs):
+            assert (np.allclose(sample, reference, rtol=1e-5, atol=1e-5)
+                    or np.allclose(sample, reference[..., ::-1], rtol=1e-5, atol=1e-5))
+
+
+def test_a_compared_tree_brings_its_own_workers_and_shm(tmp_path: Path) -> None:
+    """`--compare`: the measurement imports dali_lite, dali_lite_workers and dali_lite_shm
+    from the compared tree (not from this checkout's editable install); an older tree, whose
+    dali_lite imports `workers` and `shm`, goes on the path itself."""
+    import subprocess
+    import sys
+
+    from benchmarks.run import import_root
+
+    renamed, older = tmp_path / "renamed", tmp_path / "older"
+    for tree, imports in ((renamed, "dali_lite_workers"), (older, "workers")):
+        for package in ("dali_lite", "workers", "shm"):
+            (tree / package).mkdir(parents=True)
+        (tree / "dali_lite" / "__init__.py").write_text(f"import {imports}\n")
+        (tree / "workers" / "__init__.py").write_text("")
+        (tree / "shm" / "__init__.py").write_text("")
+    with import_root(renamed) as root:
+        assert root != renamed
+        done = subprocess.run(
+            [sys.executable, "-c", "import os, sys; sys.path.insert(0, sys.argv[1]); "
+             "import dali_lite, dali_lite_workers, dali_lite_shm; print(*(os.path.realpath("
+             "m.__file__) for m in (dali_lite, dali_lite_workers, dali_lite_shm)))", str(root)],
+            cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.split() == [str(renamed / p / "__init__.py")
+                                   for p in ("dali_lite", "workers", "shm")]
+    assert not root.exists()  # the symlinks are gone with the measurement
+    with import_root(older) as root:
+        assert root == older
+
+
 def test_every_workload_sample_matches_its_description() -> None:
     from benchmarks import workloads
 
@@ -70,6 +143,10 @@ def test_every_workload_sample_matches_its_description() -> None:
     assert min(sizes) >= 1024 and max(sizes) <= 1 << 20
     assert all(workloads.varying_sample(i).flags.c_contiguous for i in range(20))
     assert np.array_equal(workloads.heavy_sample(7), np.full(1024, 7, np.uint8))
+    chain = workloads.BatchOf(workloads.chain_sample, 32)
+    first, second = chain(), chain()
+    assert first is not second and all(a is b for a, b in zip(first, second))
+    assert len(first) == 32 and first[0].shape == (256, 256, 3) and first[0].dtype == np.uint8
 
 
 def test_memory_of_this_process_tree_is_read() -> None:
