@@ -77,7 +77,7 @@ def run_graph(library: str, graph: Callable[..., Any], feeds: Sequence[Sequence[
     if batch_size is None:
         batch_size = len(feeds[0]) if feeds else 2
     try:
-        pipe = root.Pipeline(batch_size=batch_size, num_threads=1, device_id=None, seed=1234,
+        pipe = root.Pipeline(batch_size=batch_size, num_threads=2, device_id=None, seed=1234,
                              prefetch_queue_depth=1)
         with pipe:
             nodes = [fn.external_source(source=_constant_source(batch), batch=True,

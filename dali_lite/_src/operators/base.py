@@ -12,6 +12,7 @@ batches as `InputBatch`es and its arguments as `ArgumentValues`, and calls the s
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 import numpy as np
@@ -21,6 +22,7 @@ from dali_lite._src.graph.nodes import DataNode, IterationContext, Operator
 from dali_lite._src.operators.batches import InputBatch
 from dali_lite._src.operators.schema import OperatorSchema
 from dali_lite._src.ops.constant import constant_array, constant_node
+from dali_lite._src.options import resolved_num_threads
 
 __all__ = ["ArgumentValues", "BuiltinOperator"]
 
@@ -57,6 +59,7 @@ class BuiltinOperator(Operator):
     """A built-in operator: `schema` describes it, `compute` implements it."""
 
     schema: ClassVar[OperatorSchema]
+    _runtime_attributes: ClassVar[tuple[str, ...]] = ("pipeline", "_pool")
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -117,6 +120,26 @@ class BuiltinOperator(Operator):
         super().setup(pipeline)
         if self.device == "gpu":
             require_device(pipeline, f"{self.schema.display_name} (device='gpu')")
+        self.num_threads = resolved_num_threads(pipeline.num_threads)
+
+    def thread_pool(self) -> ThreadPoolExecutor | None:
+        """Threads for the samples of a batch (the pipeline's `num_threads`, as DALI's CPU
+        operators use them; NumPy releases the GIL in its loops), or None with one thread.
+        Made on first use, ended by `close()`."""
+        if getattr(self, "num_threads", 1) < 2:
+            return None
+        pool = self.__dict__.get("_pool")
+        if pool is None:
+            pool = ThreadPoolExecutor(self.num_threads,
+                                      thread_name_prefix=f"dali_lite-{self.name}")
+            self._pool = pool
+        return pool
+
+    def close(self) -> None:
+        pool = self.__dict__.pop("_pool", None)
+        if pool is not None:
+            pool.shutdown(wait=True)
+        super().close()
 
     # ------------------------------------------------------------------------ machinery
     def _what(self, argument: str) -> str:

@@ -17,6 +17,7 @@ casts it.
 
 from __future__ import annotations
 
+from concurrent.futures import Executor
 from typing import Any
 
 import numpy as np
@@ -119,7 +120,9 @@ class CropMirrorNormalize(ArgumentChecks):
         constant = not (arguments.is_per_sample("mean") or arguments.is_per_sample("std"))
         if dense is not None and same and constant:
             factors = norm_factors(means[0], stds[0], plan.scale, plan.shift)
-            out = plan.run(xp, dense, windows[0], factors, np.array(mirror))
+            # The pipeline's threads share the samples (CPU only: CuPy has its own streams).
+            pool = self.thread_pool() if data.device == "cpu" else None
+            out = plan.run(xp, dense, windows[0], factors, np.array(mirror), pool)
             return [output_batch(out, out_layout, data.device)]
         samples = []
         for sample, window, flip, mean, std in zip(data.samples, windows, mirror, means,
@@ -182,8 +185,10 @@ class _Plan:
         return 1 << (count - 1).bit_length() if self.pad_output and count > 0 else count
 
     def run(self, xp: ArrayModule, block: Any, window: tuple[list[int], list[int]],
-            factors: tuple[np.ndarray, np.ndarray] | None, mirror: np.ndarray) -> Any:
-        """The output of a block of samples ``(N, ...)`` sharing `window`."""
+            factors: tuple[np.ndarray, np.ndarray] | None, mirror: np.ndarray,
+            pool: Executor | None = None) -> Any:
+        """The output of a block of samples ``(N, ...)`` sharing `window` (its samples on
+        `pool`'s threads, if given)."""
         anchor, shape = window
         extents = block.shape[1:]
         channels = extents[self.channel]
@@ -201,14 +206,15 @@ class _Plan:
                 # its own (reversed or not) view straight into the output.
                 view = part.transpose(self.perm)
                 result = normalize(xp, view, self.perm.index(1 + self.channel), factors,
-                                   mirror, self.perm.index(1 + self.width))
+                                   mirror, self.perm.index(1 + self.width), pool=pool)
                 return convert(xp, result, self.dtype)
             # Flip the input (a view, or a copy for a per-sample mirror), not the result.
             part = flip_samples(xp, part, mirror, 1 + self.width)
             if out_channels == channels:
                 # The common case: normalize straight into the output layout.
                 view = part.transpose(self.perm)
-                result = normalize(xp, view, self.perm.index(1 + self.channel), factors)
+                result = normalize(xp, view, self.perm.index(1 + self.channel), factors,
+                                   pool=pool)
                 return convert(xp, result, self.dtype)
         # Outside the image or extra channels: the fill values, with the normalized part
         # written in, in the input's layout; flipped whole when the window left the image.
@@ -247,10 +253,11 @@ def _along(values: Any, ndim: int, axis: int) -> Any:
 
 def normalize(xp: ArrayModule, block: Any, channel_axis: int,
               factors: tuple[np.ndarray, np.ndarray] | None, mirror: np.ndarray | None = None,
-              width_axis: int = 0) -> Any:
+              width_axis: int = 0, pool: Executor | None = None) -> Any:
     """``(block - mean') * k`` per channel (along `channel_axis`) into a new C-ordered float32
     array, whatever `block`'s strides; `block` itself when there is nothing to normalize.
-    With `mirror`, the samples it selects are read reversed along `width_axis`."""
+    With `mirror`, the samples it selects are read reversed along `width_axis`. With `pool`,
+    the samples are computed on its threads."""
     if factors is None:
         return block
     channels = block.shape[channel_axis]
@@ -258,15 +265,26 @@ def normalize(xp: ArrayModule, block: Any, channel_axis: int,
                                         else f[:channels]), block.ndim, channel_axis)
                       for f in factors)
     out = xp.empty(block.shape, dtype=np.float32)
+    flipped = xp.flip(block, axis=width_axis) if mirror is not None else block
+    flips = mirror.tolist() if mirror is not None else [False] * block.shape[0]
+
+    def one(i: int) -> None:
+        with np.errstate(invalid="ignore", over="ignore"):
+            xp.subtract((flipped if flips[i] else block)[i], folded[0], out=out[i])
+            xp.multiply(out[i], factor[0], out=out[i])
+
+    if pool is not None and block.shape[0] > 1:
+        # Sample by sample on the pipeline's threads (NumPy releases the GIL in its loops).
+        for _ in pool.map(one, range(block.shape[0])):
+            pass
+        return out
     with np.errstate(invalid="ignore", over="ignore"):
         if mirror is None:
             xp.subtract(block, folded, out=out)
             xp.multiply(out, factor, out=out)
             return out
-        flipped = xp.flip(block, axis=width_axis)
-        for i, flip in enumerate(mirror.tolist()):
-            xp.subtract((flipped if flip else block)[i], folded[0], out=out[i])
-            xp.multiply(out[i], factor[0], out=out[i])
+    for i in range(block.shape[0]):
+        one(i)
     return out
 
 FAMILY = (CropMirrorNormalize,)
