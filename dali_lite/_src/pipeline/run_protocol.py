@@ -59,6 +59,15 @@ class IterationGraph:
     executor: weakref.ref[Executor] | None = None
     #: The epoch whose end an iteration met (set by the executor's thread; `reset` clears it).
     ended_epoch: int | None = field(default=None)
+    #: The external sources fed by feed_input (not in `round_sources`), and every source:
+    #: derived once from the operators, not each iteration.
+    fed_sources: list[ExternalSource] = field(init=False)
+    sources: frozenset[Operator] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.fed_sources = [op for op in self.operators
+                            if isinstance(op, ExternalSource) and op not in self.round_sources]
+        self.sources = frozenset((*self.round_sources, *self.fed_sources))
 
     def is_cancelled(self, ticket: IterationTicket) -> bool:
         executor = self.executor() if self.executor is not None else None
@@ -90,17 +99,14 @@ class IterationGraph:
         # The sources fed by feed_input next: they have no inputs, so they may run first.
         # As DALI, the iteration's batch size is the sources' (it may be below the maximum):
         # operators without inputs (constants, random numbers) make that many samples.
-        fed = [op for op in self.operators
-               if isinstance(op, ExternalSource) and op not in polled]
-        for op in fed:
+        for op in self.fed_sources:
             for index, batch in enumerate(op.run(ctx, [])):
                 values[(op.id, index)] = batch
-        sizes = [len(values[(op.id, 0)]) for op in (*polled, *fed) if op.outputs]
-        if sizes and sizes[0] != ctx.batch_size:
-            ctx = dataclasses.replace(ctx, batch_size=sizes[0])
-        done = {*polled, *fed}
+        first = next((op for op in (*polled, *self.fed_sources) if op.outputs), None)
+        if first is not None and len(values[(first.id, 0)]) != ctx.batch_size:
+            ctx = dataclasses.replace(ctx, batch_size=len(values[(first.id, 0)]))
         for operator in self.operators:
-            if operator in done:
+            if operator in self.sources:
                 continue
             inputs = [values[_value_key(node)] for node in operator.inputs]
             for index, batch in enumerate(operator.run(ctx, inputs)):
