@@ -24,9 +24,9 @@ from dali_lite._src.graph.nodes import DataNode
 from dali_lite._src.graph.scope import PipelineScope
 from dali_lite._src.ops.external_source import ExternalSource
 from dali_lite._src.options import PipelineOptions
-from dali_lite._src.pipeline.checkpointing import CheckpointingMixin, CheckpointState
 from dali_lite._src.pipeline.extras import PipelineExtras
 from dali_lite._src.pipeline.graph_definition import GraphDefinition
+from dali_lite._src.pipeline.persistence import CheckpointingMixin, CheckpointState
 from dali_lite._src.pipeline.properties import PipelineProperties
 from dali_lite._src.pipeline.run_protocol import IterationGraph, RunProtocol
 from dali_lite._src.pipeline.state import PipelineResources
