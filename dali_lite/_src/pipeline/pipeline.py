@@ -7,7 +7,7 @@ module; this one wires them together: DALI's constructor arguments and their def
 `build()` (operators set up, workers started, the executor created), closing, and releasing
 what it holds (`state.PipelineResources`) when the pipeline goes away. The run protocol
 (run/schedule_run/share_outputs/release_outputs, epochs and reset) is `run_protocol.py`'s,
-mixed in with the graph definition, the properties, the extras and checkpointing; `state.py`
+mixed in with the graph definition, the properties and persistence; `state.py`
 declares the state they share.
 """
 
@@ -24,9 +24,8 @@ from dali_lite._src.graph.nodes import DataNode
 from dali_lite._src.graph.scope import PipelineScope
 from dali_lite._src.ops.external_source import ExternalSource
 from dali_lite._src.options import PipelineOptions
-from dali_lite._src.pipeline.extras import PipelineExtras
 from dali_lite._src.pipeline.graph_definition import GraphDefinition
-from dali_lite._src.pipeline.persistence import CheckpointingMixin, CheckpointState
+from dali_lite._src.pipeline.persistence import CheckpointState, Persistence
 from dali_lite._src.pipeline.properties import PipelineProperties
 from dali_lite._src.pipeline.run_protocol import IterationGraph, RunProtocol
 from dali_lite._src.pipeline.state import PipelineResources
@@ -47,8 +46,7 @@ def _weakly(method: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
-class Pipeline(GraphDefinition, RunProtocol, PipelineProperties, PipelineExtras,
-               CheckpointingMixin):
+class Pipeline(GraphDefinition, RunProtocol, PipelineProperties, Persistence):
     """Pipeline class encapsulates all data required to define and run a dali_lite pipeline.
 
     Arguments and defaults follow `nvidia.dali.pipeline.Pipeline` (DALI 2.4): `batch_size`,
@@ -193,6 +191,24 @@ class Pipeline(GraphDefinition, RunProtocol, PipelineProperties, PipelineExtras,
         group.start()
         for op, source in zip(parallel, group.sources):
             op.attach_parallel(source)
+
+    # ------------------------------------------------------------------ readers
+    def epoch_size(self, name: str | None = None) -> dict[str, int] | int:
+        """Epoch size of readers (builds the pipeline). dali_lite has no readers: the
+        dictionary is empty, and a name is not found (RuntimeError, as DALI's)."""
+        self.build()
+        if name is None:
+            return {}
+        raise RuntimeError(f"Operator {name!r} not found or does not expose valid metadata: "
+                           "dali_lite pipelines have no readers")
+
+    def reader_meta(self, name: str | None = None) -> dict[str, Any]:
+        """Metadata of readers (builds the pipeline); dali_lite has none."""
+        self.build()
+        if name is None:
+            return {}
+        raise RuntimeError(f"Operator {name!r} not found or does not expose valid metadata: "
+                           "dali_lite pipelines have no readers")
 
     # ------------------------------------------------------------------ shutdown
     def close(self) -> None:

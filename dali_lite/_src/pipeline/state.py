@@ -1,7 +1,7 @@
 """What the mixins of `Pipeline` share: its state, and the methods one mixin calls on another.
 
 `Pipeline` (`pipeline.py`) is made of mixins, one concern each (`graph_definition`,
-`run_protocol`, `properties`, `extras`, `checkpointing`). Each derives from `PipelineState`,
+`run_protocol`, `properties`, `persistence`). Each derives from `PipelineState`,
 which declares the attributes `Pipeline.__init__` sets and, for the type checker only, the
 methods a mixin calls that another one (or `Pipeline` itself) defines: it adds nothing at run
 time, so the mixins' own definitions are what runs. `PipelineResources` is what must be
@@ -89,7 +89,7 @@ class PipelineState:
         # RunProtocol's
         def reset(self) -> None: ...
 
-        # CheckpointingMixin's: the hooks the run protocol calls
+        # Persistence's: the hooks the run protocol calls
         def _checkpoint_delivered(self, ticket: IterationTicket) -> None: ...
 
         def _checkpoint_epoch_ended(self, ticket: IterationTicket) -> None: ...
