@@ -7,10 +7,10 @@ functions (a circle closed at run time is still a circle) and imports under
 `if TYPE_CHECKING:` (an annotation that names a module above is still an arrow up, and a
 circle closed through one is still a circle) included. So a type-only circle or a type-only
 upward import fails these tests, and a newcomer can trust that a module never depends on one
-that depends on it. The one exception is declared in `MIXINS_NAMING_PIPELINE`: the mixin whose
-static methods return the current `Pipeline` names the class, for annotations only (the other
-mixins know the pipeline as `pipeline.state.PipelineState`). What one module offers another is
-public in it: no private name crosses a module (`test_no_private_name_crosses_a_module`).
+that depends on it. With no exception: the mixins `Pipeline` derives from (and
+`pipeline/serialization.py`) know the pipeline as `pipeline.state.PipelineState`, never as the
+class. What one module offers another is public in it: no private name crosses a module
+(`test_no_private_name_crosses_a_module`).
 """
 
 from __future__ import annotations
@@ -77,14 +77,13 @@ def _deepest_known(target: str, known: set[str]) -> str:
     return target
 
 
-def imports_of(path: Path, known: set[str], *, type_only_too: bool = True) -> dict[str, int]:
+def imports_of(path: Path, known: set[str]) -> dict[str, int]:
     """The project modules `path` imports, each with the line of one import (`from pkg import
-    mod` is an edge to pkg.mod, not to pkg): all of them, or with `type_only_too=False` only
-    those imported at run time (not under `if TYPE_CHECKING:`)."""
+    mod` is an edge to pkg.mod, not to pkg), those under `if TYPE_CHECKING:` included."""
     module = module_name(path)
     tree = ast.parse(path.read_text(), filename=str(path))
     found: dict[str, int] = {}
-    for node in (_all_imports if type_only_too else _runtime_imports)(tree):
+    for node in _all_imports(tree):
         if isinstance(node, ast.Import):
             targets = [_deepest_known(alias.name, known) for alias in node.names]
         else:
@@ -119,37 +118,14 @@ def late_imports_without_reason(path: Path, known: set[str]) -> list[str]:
     return found
 
 
-def build_graph(*, type_only_too: bool = True) -> dict[str, set[str]]:
-    """Each module of the three packages and the project modules it imports: all of them
-    (`if TYPE_CHECKING:` included), or with `type_only_too=False` those imported at run time."""
+def build_graph() -> dict[str, set[str]]:
+    """Each module of the three packages and the project modules it imports (`if
+    TYPE_CHECKING:` included)."""
     files = [p for pkg in INSTALLED_AS for p in (ROOT / pkg).rglob("*.py")]
     known = {module_name(p) for p in files}
     # Importing pkg.sub runs pkg/__init__ first, but that is Python's doing, not a
     # dependency of sub: only the import statements written in a file are its edges.
-    return {module_name(p): set(imports_of(p, known, type_only_too=type_only_too))
-            for p in files}
-
-
-PIPELINE_CLASS = "dali_lite._src.pipeline.pipeline"
-#: The modules that name `Pipeline` (in `PIPELINE_CLASS`, which imports them) under
-#: `if TYPE_CHECKING:`, and why. The mixins the class is made of, and serialization, know the
-#: pipeline as `pipeline.state.PipelineState` (its state, and what one mixin calls on another).
-#: Nothing below the pipeline room names `Pipeline`: operators and the GPU context know it as
-#: `options.PipelineView`.
-MIXINS_NAMING_PIPELINE = {
-    "dali_lite._src.pipeline.graph_definition":
-        "mixin: current() and push_current() return the Pipeline set as current",
-}
-
-
-def graph_without_declared_mixin_edges() -> dict[str, set[str]]:
-    """The whole import graph, less the type-only edges `MIXINS_NAMING_PIPELINE` declares
-    (such an import at run time stays: it closes a circle)."""
-    graph, runtime = build_graph(), build_graph(type_only_too=False)
-    for module in MIXINS_NAMING_PIPELINE:
-        if PIPELINE_CLASS not in runtime[module]:
-            graph[module].discard(PIPELINE_CLASS)
-    return graph
+    return {module_name(p): set(imports_of(p, known)) for p in files}
 
 
 def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -206,17 +182,6 @@ def test_the_graph_counts_type_only_imports() -> None:
         "from typing import TYPE_CHECKING"]
 
 
-def test_declared_mixin_edges_are_type_only() -> None:
-    """The mixins name `Pipeline` for annotations only: at run time that would be a circle.
-    And the exception is no wider than what needs it: each module declared names the class."""
-    graph, runtime = build_graph(), build_graph(type_only_too=False)
-    at_run_time = [module for module in MIXINS_NAMING_PIPELINE
-                   if PIPELINE_CLASS in runtime[module]]
-    assert not at_run_time, f"import {PIPELINE_CLASS} at run time: {at_run_time}"
-    unused = [module for module in MIXINS_NAMING_PIPELINE if PIPELINE_CLASS not in graph[module]]
-    assert not unused, f"declared, but no longer naming {PIPELINE_CLASS}: {unused}"
-
-
 def test_no_upward_imports() -> None:
     upward = [
         f"{module} imports {target}"
@@ -230,7 +195,7 @@ def test_no_upward_imports() -> None:
 
 @pytest.mark.parametrize("package", PACKAGES)
 def test_no_import_circles(package: str) -> None:
-    graph = graph_without_declared_mixin_edges()
+    graph = build_graph()
     cycles = [c for c in find_cycles(graph) if c[0].split(".")[0] == package]
     assert not cycles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
 
@@ -261,7 +226,7 @@ def test_rooms_import_only_rooms_below() -> None:
     row_of = {room: index for index, row in enumerate(ROOM_ORDER) for room in row}
     upward = [
         f"{module} imports {target}"
-        for module, targets in graph_without_declared_mixin_edges().items()
+        for module, targets in build_graph().items()
         for target in targets
         if (room := _room_of(module)) and (target_room := _room_of(target))
         and row_of.get(target_room, -1) > row_of.get(room, -1)
@@ -394,6 +359,9 @@ LONG_MODULES = {
     "dali_lite/_src/parallel/source.py":
         "ParallelSource: one state machine of a parallel source (its scheduled batches, the "
         "slots they hold, its epochs) (issue 20)",
+    "dali_lite/_src/pipeline/pipeline.py":
+        "Pipeline: the object as a program defines, builds and reads it (its graph's "
+        "definition, its properties); the run protocol and persistence are mixins (issue 23)",
 }
 
 

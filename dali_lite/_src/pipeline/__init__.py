@@ -1,2 +1,2 @@
-"""The pipeline room: the `Pipeline` object, its run protocol, its options' checks,
-`pipeline_def`, and the graph's serialization and DOT export."""
+"""The pipeline room: `Pipeline` (`pipeline.py`, with its mixins `run_protocol` and
+`persistence`), `pipeline_def`, and the graph's serialization and DOT export."""

@@ -6,18 +6,20 @@ pipeline unless the API check is off: `run()` (BASIC), or `schedule_run()` / `sh
 `release_outputs()` / `outputs()` (SCHEDULED); iterations are submitted to the executor after
 `iter_setup()`, and taken back in order. It also computes one iteration (`IterationGraph`,
 which the executor's thread calls and which holds no reference to the pipeline), says which
-source starves the executor, feeds external sources (`feed_input`), and ends and restarts
-epochs: the end of the data is a StopIteration that `reset()` clears.
+source starves the executor, feeds external sources (`feed_input`), ends and restarts
+epochs (the end of the data is a StopIteration that `reset()` clears), and reports on the
+running pipeline: its parallel sources' shared memory, the batches `feed_input` must give first.
 
 Relies on the pipeline's `_options`, `_resources`, `_operators`, the run-state attributes set
 in `Pipeline.__init__` (`_api_type`, `_first_iter`, `_last_iter`, `_end_reached`, ...), and its
-`build()`, `_executor()`, `_check_built()`, `_outputs_defined()` and checkpoint hooks.
+`build()`, `_executor()`, `_check_built()` and checkpoint hooks.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import time
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -33,6 +35,9 @@ if TYPE_CHECKING:
     from dali_lite._src.ops.gpu_source import GPUExternalSource
 
 __all__ = ["IterationGraph", "RunProtocol"]
+
+#: The longest `external_source_shm_statistics()` waits for the iterations already started.
+SHM_STATISTICS_WAIT_S = 30.0
 
 # DALI names the two APIs by its enum `types.PipelineAPIType`; its messages show these names.
 BASIC, SCHEDULED = "PipelineAPIType.BASIC", "PipelineAPIType.SCHEDULED"
@@ -122,7 +127,7 @@ def _value_key(node: DataNode) -> tuple[int, int]:
 
 
 class RunProtocol(PipelineState):
-    """The running half of `Pipeline`: DALI's run protocol, feeding and epochs."""
+    """The running half of `Pipeline`: DALI's run protocol, feeding, epochs, statistics."""
 
     _iterations: IterationGraph | None  # what the executor's thread computes (set by build)
 
@@ -356,3 +361,36 @@ class RunProtocol(PipelineState):
     def enable_api_check(self, enable: bool) -> None:
         """Allows to enable or disable API check in the runtime."""
         self._skip_api_check = not enable
+
+    # ------------------------------------------------------------------ statistics
+    def executor_statistics(self) -> dict[str, Any]:
+        """Per-operator memory statistics of DALI's executor; dali_lite keeps none (empty, as
+        DALI's default executor gives)."""
+        self.build()
+        return {}
+
+    def input_feed_count(self, input_name: str) -> int:
+        """How many batches feed_input must provide before the first run (the prefetch
+        queue's depth, as DALI's); builds the pipeline."""
+        self.build()
+        return self._options.queue_depth
+
+    def external_source_shm_statistics(self) -> dict[str, Any]:
+        """DALI's `capacities` and `per_sample_capacities` of every shared-memory slot, plus
+        `per_source`: capacity, bytes in use, high-water mark and resizes per source and worker
+        (see docs/shared-memory.md).
+
+        DALI's keys say what DALI's would (`parallel/slots.py`). DALI reads a parallel
+        source's batch in the program's thread when it starts an iteration; ours are read by
+        the executor's thread, so the iterations already started are waited for first (up to
+        `SHM_STATISTICS_WAIT_S`), as DALI's `run()` had waited for them."""
+        group = self._resources.parallel
+        if group is None:
+            return {"capacities": [], "per_sample_capacities": [], "per_source": {}}
+        executor = self._resources.executor
+        if executor is not None and not executor.in_own_thread():
+            deadline = time.monotonic() + SHM_STATISTICS_WAIT_S
+            for ticket in executor.tickets():
+                if not executor.wait_done(ticket, max(0.0, deadline - time.monotonic())):
+                    break
+        return group.statistics()

@@ -1,11 +1,13 @@
-"""What the mixins of `Pipeline` share: its state, and the methods one mixin calls on another.
+"""What `Pipeline`'s mixins know of it: the state they share, and what one calls on another.
 
-`Pipeline` (`pipeline.py`) is made of mixins, one concern each (`graph_definition`,
-`run_protocol`, `properties`, `extras`, `checkpointing`). Each derives from `PipelineState`,
-which declares the attributes `Pipeline.__init__` sets and, for the type checker only, the
-methods a mixin calls that another one (or `Pipeline` itself) defines: it adds nothing at run
-time, so the mixins' own definitions are what runs. `PipelineResources` is what must be
-released when the pipeline goes away, held apart so that a finalizer can release it.
+`Pipeline` (`pipeline.py`: its construction, graph definition, build and properties) derives
+from two mixins, `run_protocol.RunProtocol` and `persistence.Persistence`. Each derives from
+`PipelineState`, which declares the attributes of the pipeline they read or write (set in
+`Pipeline.__init__`) and, for the type checker only, the methods a mixin calls that the other
+one or `Pipeline` defines: it adds nothing at run time, so their own definitions are what runs,
+and neither mixin names `Pipeline` (`pipeline.py` imports them). `serialization.py` knows the
+pipeline by it too. `PipelineResources` is what must be released when the pipeline goes away,
+held apart so that a finalizer can release it.
 """
 
 from __future__ import annotations
@@ -44,22 +46,20 @@ class PipelineResources:
 
 
 class PipelineState:
-    """The base of every mixin of `Pipeline`: the pipeline's state (set in `Pipeline.__init__`;
-    a mixin's own state is declared in the mixin) and what the mixins call on one another."""
+    """The base of `Pipeline`'s mixins: the pipeline's state they use (its own state, and a
+    mixin's, are declared where they are owned) and what they call on the pipeline."""
 
     _resources: PipelineResources
     _options: PipelineOptions
     _built: bool
-    # The graph (graph_definition): operators registered while it is defined, the sinks,
-    # the outputs (set_outputs() or define_graph()'s), and the operators in execution order.
+    # The graph: the operators registered while it is defined, the outputs (set_outputs()'s,
+    # or define_graph()'s once checked), and the operators in execution order.
     _registered: list[Operator]
-    _sinks: list[DataNode]
     _graph_outputs: list[DataNode] | None
     _set_outputs_called: tuple[Any, ...] | None
     _operators: list[Operator]
-    _next_op_index: int
-    _built_in_scope_depth: int | None
-    # The run protocol (run_protocol), as DALI's.
+    # The run protocol's state, as DALI's (run_protocol), kept together: a checkpoint reads
+    # and restores its producer's side (the epoch, the next iteration, the end's flags).
     _skip_api_check: bool
     _api_type: str | None
     _first_iter: bool
@@ -75,21 +75,18 @@ class PipelineState:
         # Pipeline's (pipeline.py)
         def build(self) -> None: ...
 
-        def close(self) -> None: ...
-
         def _executor(self) -> Executor: ...
 
         def _check_built(self) -> None: ...
 
         def _outputs_defined(self) -> list[DataNode]: ...
 
-        # GraphDefinition's
         def _define(self, define_graph: Callable[[], Any] | None = None) -> None: ...
 
-        # RunProtocol's
+        # RunProtocol's: what restoring a checkpoint calls
         def reset(self) -> None: ...
 
-        # CheckpointingMixin's: the hooks the run protocol calls
+        # Persistence's: the hooks the run protocol calls
         def _checkpoint_delivered(self, ticket: IterationTicket) -> None: ...
 
         def _checkpoint_epoch_ended(self, ticket: IterationTicket) -> None: ...

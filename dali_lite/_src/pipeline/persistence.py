@@ -1,21 +1,27 @@
-"""The pipeline's side of checkpointing: `checkpoint()`, `Pipeline(checkpoint=...)`, and the
-hooks the run protocol calls so that only delivered iterations count.
+"""The pipeline kept and brought back: checkpoints, serialized bytes, and the graph as DOT.
 
-Mixed into `Pipeline` (as `PipelineExtras` is), so that `pipeline.py` and `run_protocol.py`
-only call a hook at each point that matters: sources set up (before workers start), pipeline
-built, an iteration delivered, an epoch's StopIteration delivered, reset. The format is
+Checkpointing: `checkpoint()`, `Pipeline(checkpoint=...)`, and the hooks the run protocol calls
+so that only delivered iterations count. `pipeline.py` and `run_protocol.py` only call a hook
+at each point that matters: sources set up (before workers start), pipeline built, an
+iteration delivered, an epoch's StopIteration delivered, reset. The format is
 `dali_lite._src.execution.checkpoint`'s; following the sources is `checkpoint_tracking`'s.
-
 DALI's iterators (`plugin.pytorch`, `plugin.jax`) store their own counters in the checkpoint
 through `_get_checkpoint(iterator_data=...)` and read them back from `_iterator_data` after
 the pipeline is built, as they do with NVIDIA DALI.
+
+Serialization: `serialize()`, `deserialize()` and `deserialize_and_build()`, DALI's methods
+over the format of `serialization.py` (loaded on first use: it brings cloudpickle); and
+`save_graph_to_dot_file()`, over `dot.py`'s writer.
+
+Mixed into `Pipeline` (`pipeline.py`) beside `run_protocol.RunProtocol`.
 """
 
 from __future__ import annotations
 
 import os
 import warnings
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -36,7 +42,10 @@ from dali_lite._src.execution.executor import IterationTicket
 from dali_lite._src.ops.external_source import ExternalSource
 from dali_lite._src.ops.source_callbacks import IteratorCall
 from dali_lite._src.ops.source_state import IteratorPosition
+from dali_lite._src.pipeline.dot import graph_to_dot
 from dali_lite._src.pipeline.state import PipelineState
+
+_Pipeline = TypeVar("_Pipeline", bound=PipelineState)
 
 
 class CheckpointState:
@@ -55,9 +64,11 @@ class CheckpointState:
         self.iterator_data: str | None = None
 
 
-class CheckpointingMixin(PipelineState):
-    """Mixed into `Pipeline`; relies on its `_operators`, `_options`, `_epoch_idx`,
-    `_next_iteration`, `_end_reached` and `build()`."""
+class Persistence(PipelineState):
+    """The persistent half of `Pipeline`: checkpoints, serialization, the graph as DOT.
+
+    Relies on its `_operators`, `_options`, `_epoch_idx`, `_next_iteration`, `_end_reached`,
+    `build()`, `_define()` and `reset()`."""
 
     _checkpointing: CheckpointState
 
@@ -226,6 +237,70 @@ class CheckpointingMixin(PipelineState):
         if tracker is not None:
             tracker.on_reset(old_epoch, ended_at, self._epoch_idx)
 
+    # ------------------------------------------------------------------ serialization
+    def serialize(self, define_graph: Callable[[], Any] | None = None,
+                  filename: str | None = None) -> bytes:
+        """The pipeline as bytes (see `dali_lite.serialization`); written to `filename` too."""
+        # Loaded on first use: serialization brings cloudpickle, which most pipelines never need.
+        from dali_lite._src.pipeline.serialization import serialize_pipeline
+
+        _check_define_graph(define_graph)
+        if define_graph is not None and self._set_outputs_called:
+            raise RuntimeError("Duplicate graph definition - `define_graph` argument should "
+                               "not be specified when graph was defined with a call to "
+                               "`set_outputs`.")
+        self._define(define_graph)
+        data = serialize_pipeline(self)
+        if filename is not None:
+            with open(filename, "wb") as file:
+                file.write(data)
+        return data
+
+    def deserialize_and_build(self, serialized_pipeline: bytes | str) -> None:
+        """Deserialize and build the pipeline given in serialized form."""
+        # Loaded on first use: serialization brings cloudpickle, which most pipelines never need.
+        from dali_lite._src.pipeline.serialization import load_into
+
+        load_into(self, serialized_pipeline)
+        self.build()
+
+    @classmethod
+    def deserialize(cls: type[_Pipeline], serialized_pipeline: bytes | str | None = None,
+                    filename: str | os.PathLike[str] | None = None,
+                    **kwargs: Any) -> _Pipeline:
+        """A new, built pipeline from `serialize()` output (bytes, or a file); kwargs override
+        the stored constructor arguments."""
+        # Loaded on first use: serialization brings cloudpickle, which most pipelines never need.
+        from dali_lite._src.pipeline.serialization import deserialize_pipeline
+
+        if (serialized_pipeline is None) == (filename is None):
+            raise ValueError("serialized_pipeline and filename arguments are mutually "
+                             "exclusive. Precisely one of them should be defined.")
+        if filename is not None:
+            with open(filename, "rb") as file:
+                serialized_pipeline = file.read()
+        pipe = deserialize_pipeline(cls, serialized_pipeline or b"", kwargs)
+        pipe.build()  # DALI returns the deserialized pipeline built
+        return pipe
+
+    def save_graph_to_dot_file(self, filename: str, *, show_tensors: bool = False,
+                               show_ids: bool | None = None, use_colors: bool = False) -> None:
+        """Saves the pipeline graph to a Graphviz DOT file (builds the pipeline, as DALI).
+
+        `show_ids` is deprecated in DALI (it warns); here it still adds operator ids."""
+
+        self.build()
+        if show_ids is not None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("default")
+                warnings.warn('The argument "show_ids" is deprecated because it no longer has '
+                              "any effect.\nIt will be removed from future releases.",
+                              DeprecationWarning, stacklevel=2)
+        text = graph_to_dot(self._operators, self._outputs_defined(), show_tensors=show_tensors,
+                            show_ids=bool(show_ids), use_colors=use_colors)
+        with open(filename, "w", encoding="utf-8") as file:
+            file.write(text)
+
 
 def _warn_untracked(tracked: list[Any]) -> None:
     for source in tracked:
@@ -237,3 +312,13 @@ def _warn_untracked(tracked: list[Any]) -> None:
                 "doesn't capture state of such 'source'. When loading the checkpoint, the "
                 "'source' must be manually adjusted by the user to start from the correct "
                 "point, otherwise it will start from the beginning.", stacklevel=4)
+
+
+def _check_define_graph(define_graph: object) -> None:
+    """DALI's refusal of a `define_graph` that is not callable (a file name given to
+    `serialize` positionally, most often)."""
+    if define_graph is not None and not callable(define_graph):
+        hint = (" Didn't you want to write `.serialize(filename=...)`?"
+                if isinstance(define_graph, str) else "")
+        raise TypeError(f"Provided `define_graph` argument is not callable; got "
+                        f"{type(define_graph).__name__}.{hint}")
