@@ -8,7 +8,7 @@ by each (memfd mappings, and /dev/shm files if the fallback is in use). After a 
 high-water capacity) the total must not grow by more than ``--max-growth`` (1%).
 
 With ``--large``, the samples are 256-480 KiB, equal within a batch of 16 and changing from
-batch to batch, so that workers stream them into their slots (``shm/stream.py``).
+batch to batch, so that workers stream them into their slots (``shm/writer.py``).
 
 Usage::
 
@@ -55,7 +55,7 @@ class VaryingSource:
 class LargeSource:
     """Sample ``idx``: uint8 of shape (256 + 32 * (idx // 16 % 8), 1024), 256-480 KiB, filled
     with ``idx % 251``: equal within each 16 samples, so a batch of 16 is streamed into its
-    slot as it is made (``shm/stream.py``), and the shape changes from batch to batch, so slots
+    slot as it is made (``shm/writer.py``), and the shape changes from batch to batch, so slots
     grow and streams break and start again."""
 
     def __call__(self, info: types.SampleInfo) -> np.ndarray:

@@ -101,8 +101,8 @@ class SharedSegment:
         """A new anonymous segment of ``capacity`` bytes (0 allowed: nothing mapped yet).
 
         ``reserve=False`` leaves reserving the pages to the writer (:meth:`prepare_write`,
-        which :func:`shm.codec.write` calls): the worker pool's slots are created so, which
-        keeps the main process from spending ~5 ms per 32 MiB slot before it can hand the
+        which :class:`shm.writer.SlotWriter` calls): the worker pool's slots are created so,
+        which keeps the main process from spending ~5 ms per 32 MiB slot before it can hand the
         slot to a worker, and has the worker reserve the pages in the same pass that maps
         them.
         """

@@ -1,7 +1,10 @@
 """The slot format: how a task's result (outputs x samples of arrays) lies in a segment.
 
-This module owns the byte layout of a slot, its constants and record formats; the writer
-(:mod:`shm.codec`, in a worker) and the reader (:mod:`shm.slot_reader`, in the main process)
+This module owns the byte layout of a slot: its constants, its record formats, and
+:func:`plan_slot`, the one place where the rules below are applied to say where each run and
+the metadata of a result go (for the codec's writes, for a streamed task's first sample, and
+for the main process's placements of a split batch). The writer (:mod:`shm.codec` and
+:mod:`shm.writer`, in a worker) and the reader (:mod:`shm.slot_reader`, in the main process)
 share nothing else. Layout::
 
     [output 0: sample 0, sample 1, ...][output 1: ...] ... [metadata]
@@ -34,9 +37,10 @@ slot can never yield an out-of-bounds array.
 
 from __future__ import annotations
 
+import math
 import struct
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -53,8 +57,10 @@ __all__ = [
     "U8",
     "U64",
     "VERSION",
+    "RunShape",
+    "SlotPlan",
     "align",
-    "single_run_meta_nbytes",
+    "plan_slot",
 ]
 
 MAGIC = b"DLSM"
@@ -81,14 +87,63 @@ for _dt in SUPPORTED_DTYPES:
     READABLE_DTYPES[_dt.newbyteorder("<").str] = _dt.newbyteorder("<")
 
 
+#: A run's record without its dtype code and shape: offset, nbytes, count, and the two
+#: length bytes.
+_RUN_RECORD_NBYTES = RUN_HEAD.size + 2 * U8.size
+
+
 def align(value: int, alignment: int) -> int:
     """``value`` rounded up to a multiple of ``alignment``."""
     return (value + alignment - 1) // alignment * alignment
 
 
-def single_run_meta_nbytes(outputs: Sequence[tuple[str, tuple[int, ...]]]) -> int:
-    """Bytes of the metadata of a result whose every output is one run of samples of the
-    given ``dtype.str`` and shape (what :func:`shm.codec.encode_meta` writes for it)."""
-    return HEADER.size + sum(
-        COUNT.size + RUN_HEAD.size + 2 * U8.size + len(code) + U64.size * len(shape)
-        for code, shape in outputs)
+#: A run as the layout sees it: its dtype as stored (native byte order), its samples' shape,
+#: and how many samples it holds.
+RunShape = tuple[np.dtype[Any], tuple[int, ...], int]
+
+
+class SlotPlan(NamedTuple):
+    """Where a result's runs and its metadata go in a slot (:func:`plan_slot`).
+
+    (A named tuple: made for every task, and a frozen dataclass costs more to build.)"""
+
+    #: The runs planned, outputs x runs.
+    runs: Sequence[Sequence[RunShape]]
+    #: Outputs x runs: the offset of each run's first sample.
+    run_offsets: list[list[int]]
+    meta_offset: int
+
+    @property
+    def meta_nbytes(self) -> int:
+        """The size of the runs' metadata records (what the codec encodes for them);
+        computed when asked, since the codec's writes, which encode the records, never ask."""
+        nbytes = HEADER.size + COUNT.size * len(self.runs)
+        for runs in self.runs:
+            for dtype, shape, _ in runs:
+                nbytes += _RUN_RECORD_NBYTES + len(dtype.str) + U64.size * len(shape)
+        return nbytes
+
+    @property
+    def end(self) -> int:
+        """The first byte past the metadata: what the slot must hold."""
+        return self.meta_offset + self.meta_nbytes
+
+
+def plan_slot(outputs: Sequence[Sequence[RunShape]], base: int = 0) -> SlotPlan:
+    """Where the runs ``outputs`` (outputs x runs) and their metadata go, the data from
+    ``base`` on (0 unless the bytes before it belong to someone else).
+
+    An output's first run starts at the next 64-byte boundary, each further run at the next
+    multiple of its own itemsize; the metadata follows at the next multiple of 8."""
+    run_offsets = []
+    position = base
+    for runs in outputs:
+        offsets: list[int] = []
+        for dtype, shape, count in runs:
+            # align(), inlined: this runs once per run, and a run can be a single sample.
+            alignment = dtype.itemsize if offsets else OUTPUT_ALIGNMENT_BYTES
+            position = (position + alignment - 1) // alignment * alignment
+            offsets.append(position)
+            position += dtype.itemsize * math.prod(shape) * count
+        run_offsets.append(offsets)
+    return SlotPlan(outputs, run_offsets, align(position, META_ALIGNMENT_BYTES))

@@ -3,7 +3,7 @@
 This module owns the numbers a user sees about a segment: how large it is, how much of it
 the last result used, the most any result used, and how often it had to grow. They are kept
 per segment by whoever writes or reads it (a :class:`SegmentUsage` fed with the
-:class:`~shm.codec.SlotLayout` of every result) and reported as an immutable
+:class:`~shm.writer.SlotLayout` of every result) and reported as an immutable
 :class:`SegmentStats` snapshot, so a statistics call never races with the writer.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dali_lite_shm.codec import SlotLayout
+from dali_lite_shm.writer import SlotLayout
 
 __all__ = ["SegmentStats", "SegmentUsage"]
 

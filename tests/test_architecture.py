@@ -292,8 +292,8 @@ def private_names_imported(path: Path, known: set[str], source: str | None = Non
 
 
 def test_the_private_name_finder_sees_both_forms() -> None:
-    known = {"dali_lite_shm", "dali_lite_shm.codec", "dali_lite_shm.stream"}
-    path = ROOT / "shm" / "stream.py"
+    known = {"dali_lite_shm", "dali_lite_shm.codec", "dali_lite_shm.writer"}
+    path = ROOT / "shm" / "writer.py"
     source = ("from dali_lite_shm.codec import _plan, write\nfrom dali_lite_shm import codec\n"
               "import dali_lite_shm.codec as c\nfrom dali_lite_shm import _DaliBaseIterator\n"
               "codec._GROW(c._x, codec.write, _local)\n")

@@ -2,9 +2,9 @@
 
 ``workers`` knows nothing of pipelines: a :class:`WorkerPool` starts processes (fork or
 spawn) that hold a list of callbacks; a task names a callback, its arguments and a shared
-memory segment; the worker writes the callback's arrays into the segment with
-:mod:`shm.codec` and replies with a small message. Errors keep their type and the worker's
-traceback; a dead worker is reported at once.
+memory segment; the worker writes the callback's arrays into the segment with a
+:class:`shm.SlotWriter` and replies with a small message. Errors keep their type and the
+worker's traceback; a dead worker is reported at once.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ class BatchedCallback(Protocol):
 class SampleSink(Protocol):
     """What a batched callback that sets ``call_many_streams = True`` is given with a task's
     arguments, ``call_many(args, stream)``: the task's slot, taking each sample as the
-    callback makes it (a forked or spawned worker's ``shm.stream.SampleStream``).
+    callback makes it (a forked or spawned worker's ``shm.SlotWriter``).
 
     ``put`` copies sample ``index`` (one array per output) into place and returns the views
     of it there, to be returned in place of the arrays; None when it was not taken, and the

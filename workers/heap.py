@@ -2,7 +2,7 @@
 
 A callback that decodes or augments returns a fresh array per sample, and a worker holds all
 of a task's results until it writes them into the task's slot (samples under 256 KiB;
-larger ones are streamed into it as they come, `shm/stream.py`). With glibc's defaults every
+larger ones are streamed into it as they come, `shm/writer.py`). With glibc's defaults every
 such array of more than a few hundred KiB is a fresh ``mmap`` (or heap that was trimmed back
 to the OS after the previous task), so each of its pages is faulted in again on first touch:
 for 16 fresh 2 MiB images that is 34 ms of CPU per task, against 10 ms when the freed memory

@@ -3,8 +3,8 @@
 This module owns the pool's wire protocol. Every message is a small frozen, slotted
 dataclass with named fields (never a bare tuple), so both ends can dispatch on its type and
 a protocol change is a visible diff. Array bytes never travel here: they go through shared
-memory (see :mod:`shm.codec`); a reply carries only the :class:`~shm.codec.SlotLayout` that
-says where they lie.
+memory (see :mod:`shm.writer`); a reply carries only the :class:`~shm.writer.SlotLayout`
+that says where they lie.
 
 Main process -> worker: :class:`AttachSegment` (immediately followed on the same socket by
 the segment's fd, sent with ``multiprocessing.reduction.send_handle``), :class:`DetachSegment`,
@@ -21,8 +21,7 @@ from collections.abc import Sequence
 from dataclasses import Field, dataclass
 from typing import Any, ClassVar
 
-from dali_lite_shm import SlotLayout
-from dali_lite_shm.placement import Placement
+from dali_lite_shm import Placement, SlotLayout
 from dali_lite_workers.errors import RemoteError
 
 __all__ = [

@@ -197,7 +197,7 @@ class WorkerPool(PoolBase):
         replaces the worker and stays usable.
 
         With ``placement`` (and ``data_segment``, the segment it names), the worker writes
-        samples that match it into ``data_segment`` where it says (`shm.placement`); the
+        samples that match it into ``data_segment`` where it says (`shm.Placement`); the
         data segment is sent to the worker as ``segment`` is.
         """
         check_timeout(timeout_s)

@@ -14,7 +14,7 @@ Why it is shaped so:
 
 * Results travel through Ray's object store, whose serializer stores numpy arrays as
   out-of-band buffers (no pickling of array bytes; a read-only view of the store on the same
-  node). The pool then writes them into the task's segment with `shm.codec`, the one copy
+  node). The pool then writes them into the task's segment with `shm.SlotWriter`, the one copy
   this pool adds, so that everything downstream (leases, zero-copy ``as_array()`` of a dense
   batch, statistics) is the local pool's.
 * Callbacks travel pickled with the pipeline's pickler (cloudpickle by default), as under
@@ -44,8 +44,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dali_lite_shm import SharedSegment
-from dali_lite_shm.placement import Placement, write_result
+from dali_lite_shm import Placement, SharedSegment, SlotWriter
 from dali_lite_workers.deadlines import check_timeout
 from dali_lite_workers.errors import (
     PoolClosedError,
@@ -267,7 +266,8 @@ class RayWorkerPool(PoolBase):
         if isinstance(value, RayTaskFailure):
             return TaskFailed(task_id, task.worker, pid, value.call_index, value.error)
         try:
-            layout = write_result(task.segment, value, task.placement, task.data_segment)
+            layout = SlotWriter(task.segment, placement=task.placement,
+                                data=task.data_segment).write(value)
         except BaseException as exc:
             return TaskFailed(task_id, task.worker, pid, -1, RemoteError.from_exception(exc))
         return TaskDone(task_id, task.worker, pid, layout)

@@ -50,17 +50,17 @@ def _merge(outputs: list[list[Any]] | None, result: Any, call_index: int) -> lis
 
 
 def run_calls(callback: Callable[[Any], Any], args: Sequence[Any],
-              stream: SampleSink | None = None) -> TaskOutcome:
+              sink: SampleSink | None = None) -> TaskOutcome:
     """Call `callback` on every item of `args` (or its `call_many` once); never raises.
 
-    `stream` (a `shm.stream.SampleStream`) goes to a `call_many` that takes one
+    `sink` (the task's `shm.SlotWriter`) goes to a `call_many` that takes one
     (``call_many_streams``), which offers it each sample as it is made."""
     call_many = getattr(callback, "call_many", None)
     if call_many is not None:
         # The callback takes the whole task at once (see workers.callbacks.BatchedCallback).
         try:
-            if stream is not None and getattr(callback, "call_many_streams", False):
-                outputs, failure = call_many(args, stream)
+            if sink is not None and getattr(callback, "call_many_streams", False):
+                outputs, failure = call_many(args, sink)
             else:
                 outputs, failure = call_many(args)
         except BaseException as exc:

@@ -36,9 +36,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.reduction import recv_handle
 from typing import Any
 
-from dali_lite_shm import SharedSegment, ShmError
-from dali_lite_shm.placement import write_result
-from dali_lite_shm.stream import SampleStream
+from dali_lite_shm import SharedSegment, ShmError, SlotWriter
 from dali_lite_workers.errors import RemoteError
 from dali_lite_workers.heap import keep_freed_memory
 from dali_lite_workers.messages import (
@@ -248,16 +246,13 @@ def run_task(task: RunTask, state: WorkerState) -> Reply:
     placement = task.placement
     data = None if placement is None else state.segments.get(placement.data_segment_id)
     # Each sample goes into the slot as it is made, while it is still in the caches.
-    stream = SampleStream(segment, len(task.args), placement, data)
-    try:
-        outputs, failure = run_calls(callback, task.args, stream)
+    with SlotWriter(segment, len(task.args), placement, data) as writer:
+        outputs, failure = run_calls(callback, task.args, writer)
         if failure is not None:
             return failed(*failure)
         assert outputs is not None  # no failure: the calls made outputs (TaskOutcome)
         try:
-            layout = write_result(segment, outputs, placement, data, stream)
+            layout = writer.write(outputs)
         except BaseException as exc:
             return failed(-1, exc)
-    finally:
-        stream.close()
     return TaskDone(task.task_id, state.index, state.pid, layout)

@@ -1,4 +1,4 @@
-"""Streamed writes in a pipeline (shm.stream): a worker copies each sample into the slot as
+"""Streamed writes in a pipeline (shm.writer): a worker copies each sample into the slot as
 the callback returns it, and lets the fresh array go, instead of holding the whole task.
 
 Samples of 256 KiB or more are streamed; the tests that need small samples streamed too
@@ -18,7 +18,7 @@ import pytest
 import test_parallel_placement as placement_tests  # a module: its tests are not collected
 from parallel_sources import deadline, pipeline
 
-import dali_lite_shm.stream
+import dali_lite_shm.writer
 from dali_lite import fn
 
 pytestmark = pytest.mark.timeout(300)
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.timeout(300)
 @pytest.fixture
 def stream_everything(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Every sample streamed, however small (workers fork after this)."""
-    monkeypatch.setattr(dali_lite_shm.stream, "STREAM_MIN_SAMPLE_BYTES", 0)
+    monkeypatch.setattr(dali_lite_shm.writer, "STREAM_MIN_SAMPLE_BYTES", 0)
     yield
 
 

@@ -1,4 +1,5 @@
-"""The slot codec: bit-exact round trips, layout guarantees, and what it refuses to write."""
+"""The slot codec, through the writer and the reader: bit-exact round trips, layout
+guarantees, and what it refuses to write."""
 
 from __future__ import annotations
 
@@ -13,7 +14,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from dali_lite_shm import SHM_LIMIT_ENV, SharedSegment, ShmAllocationError, codec, shm_bytes_in_use
+from dali_lite_shm import (
+    SHM_LIMIT_ENV,
+    SharedSegment,
+    ShmAllocationError,
+    SlotLayout,
+    SlotWriter,
+    codec,
+    read,
+    read_runs,
+    shm_bytes_in_use,
+)
+from dali_lite_shm.slot_format import MAX_NDIM
 
 _CODES = ("b1", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2", "f4", "f8", "c8", "c16")
 _DTYPES = [np.dtype(c) for c in _CODES] + [np.dtype(">" + c) for c in _CODES if c[-1] != "1"]
@@ -38,6 +50,11 @@ def sample_arrays(draw: st.DrawFn) -> np.ndarray:
 outputs_strategy = st.lists(st.lists(sample_arrays(), max_size=4), max_size=3)
 
 
+def _write(segment: SharedSegment, outputs: list[list[np.ndarray]]) -> SlotLayout:
+    """An unplaced write, nothing streamed (what a write after a task's last call is)."""
+    return SlotWriter(segment).write(outputs)
+
+
 def _addresses(array: np.ndarray) -> tuple[int, int]:
     start = array.__array_interface__["data"][0]
     return start, start + array.nbytes
@@ -55,7 +72,7 @@ def test_round_trip_is_bit_exact(outputs: list[list[np.ndarray]], start_capacity
     segment = SharedSegment.create(start_capacity)
     try:
         needed = codec.encoded_size(outputs)
-        layout = codec.write(segment, outputs)
+        layout = _write(segment, outputs)
         assert layout.used_nbytes == needed == layout.meta_offset + layout.meta_nbytes
         assert layout.meta_offset % 8 == 0
         assert layout.capacity == segment.capacity >= needed
@@ -64,7 +81,7 @@ def test_round_trip_is_bit_exact(outputs: list[list[np.ndarray]], start_capacity
             assert segment.capacity % 4096 == 0
         lease = segment.lease(layout.used_nbytes, None)
         lo, hi = _addresses(lease)
-        decoded = codec.read(lease, layout.meta_offset, layout.meta_nbytes)
+        decoded = read(lease, layout.meta_offset, layout.meta_nbytes)
         assert [len(samples) for samples in decoded] == [len(samples) for samples in outputs]
         for samples_in, samples_out in zip(outputs, decoded, strict=True):
             for expected, actual in zip(samples_in, samples_out, strict=True):
@@ -92,9 +109,9 @@ def test_equal_samples_are_one_contiguous_block(
     segment = SharedSegment.create(0)
     try:
         # An unrelated output before ours must not disturb the alignment of ours.
-        layout = codec.write(segment, [leading, samples])
+        layout = _write(segment, [leading, samples])
         lease = segment.lease(layout.used_nbytes, None)
-        decoded = codec.read(lease, layout.meta_offset, layout.meta_nbytes)[1]
+        decoded = read(lease, layout.meta_offset, layout.meta_nbytes)[1]
         first, _ = _addresses(decoded[0])
         assert first % 64 == 0
         for before, after in itertools.pairwise(decoded):
@@ -129,10 +146,10 @@ def uniform_batches(draw: st.DrawFn) -> list[np.ndarray]:
     return samples
 
 
-def _written(outputs: list[list[np.ndarray]]) -> tuple[codec.SlotLayout, bytes]:
+def _written(outputs: list[list[np.ndarray]]) -> tuple[SlotLayout, bytes]:
     segment = SharedSegment.create(0)
     try:
-        layout = codec.write(segment, outputs)
+        layout = _write(segment, outputs)
         return layout, segment.array(0, layout.used_nbytes).tobytes()
     finally:
         segment.close()
@@ -145,9 +162,9 @@ def test_a_uniform_batch_is_one_run_whatever_the_source_layout(
 ) -> None:
     segment = SharedSegment.create(0)
     try:
-        layout = codec.write(segment, [leading, samples])
+        layout = _write(segment, [leading, samples])
         lease = segment.lease(layout.used_nbytes, None)
-        runs = codec.read_runs(lease, layout.meta_offset, layout.meta_nbytes)[1]
+        runs = read_runs(lease, layout.meta_offset, layout.meta_nbytes)[1]
         if samples[0].size:
             assert len(runs) == 1 and runs[0].shape == (len(samples), *samples[0].shape)
         expected = np.stack(samples).astype(samples[0].dtype.newbyteorder("="))
@@ -181,9 +198,9 @@ def test_reads_keep_the_lease_alive() -> None:
     segment = SharedSegment.create(0)
     released: list[int] = []
     try:
-        layout = codec.write(segment, [[np.arange(10)]])
+        layout = _write(segment, [[np.arange(10)]])
         lease = segment.lease(layout.used_nbytes, lambda: released.append(1))
-        (array,) = codec.read(lease, layout.meta_offset, layout.meta_nbytes)[0]
+        (array,) = read(lease, layout.meta_offset, layout.meta_nbytes)[0]
         del lease
         gc.collect()
         assert released == []
@@ -200,9 +217,9 @@ def test_empty_results() -> None:
     try:
         cases: list[list[list[np.ndarray]]] = [[], [[]], [[], []]]
         for outputs in cases:
-            layout = codec.write(segment, outputs)
+            layout = _write(segment, outputs)
             lease = segment.lease(layout.used_nbytes, None)
-            assert codec.read(lease, layout.meta_offset, layout.meta_nbytes) == [
+            assert read(lease, layout.meta_offset, layout.meta_nbytes) == [
                 [] for _ in outputs
             ]
     finally:
@@ -212,8 +229,8 @@ def test_empty_results() -> None:
 def test_rewrite_reuses_capacity() -> None:
     segment = SharedSegment.create(0)
     try:
-        first = codec.write(segment, [[np.zeros(5000, np.uint8)]])
-        second = codec.write(segment, [[np.ones(100, np.uint8)]])
+        first = _write(segment, [[np.zeros(5000, np.uint8)]])
+        second = _write(segment, [[np.ones(100, np.uint8)]])
         assert first.grew and not second.grew
         assert second.capacity == first.capacity == 8192
     finally:
@@ -235,13 +252,13 @@ def test_unsupported_dtypes_are_refused(bad: np.ndarray) -> None:
     segment = SharedSegment.create(0)
     try:
         with pytest.raises(TypeError, match="output 0, sample 1"):
-            codec.write(segment, [[np.zeros(1), bad]])
+            _write(segment, [[np.zeros(1), bad]])
     finally:
         segment.close()
 
 
 def test_too_many_dimensions_are_refused() -> None:
-    deep = np.zeros((1,) * (codec.MAX_NDIM + 1))
+    deep = np.zeros((1,) * (MAX_NDIM + 1))
     with pytest.raises(ValueError, match="dimensions"):
         codec.encoded_size([[deep]])
 
@@ -250,9 +267,9 @@ def test_write_beyond_limit_raises_allocation_error(monkeypatch: pytest.MonkeyPa
     segment = SharedSegment.create(0)
     try:
         monkeypatch.setenv(SHM_LIMIT_ENV, str(shm_bytes_in_use() + 4096))
-        codec.write(segment, [[np.zeros(1000, np.uint8)]])
+        _write(segment, [[np.zeros(1000, np.uint8)]])
         with pytest.raises(ShmAllocationError):
-            codec.write(segment, [[np.zeros(10_000, np.uint8)]])
+            _write(segment, [[np.zeros(10_000, np.uint8)]])
     finally:
         segment.close()
 
@@ -263,7 +280,7 @@ def _allocation_error(monkeypatch: pytest.MonkeyPatch, room: int,
     try:
         monkeypatch.setenv(SHM_LIMIT_ENV, str(shm_bytes_in_use() + room))
         with pytest.raises(ShmAllocationError) as info:
-            codec.write(segment, outputs)
+            _write(segment, outputs)
     finally:
         segment.close()
     return info.value
@@ -312,4 +329,4 @@ def test_an_allocation_error_pickles_with_its_advice() -> None:
 
 def test_read_rejects_non_uint8_buffer() -> None:
     with pytest.raises(TypeError, match="uint8"):
-        codec.read(np.zeros(100, np.float32), 0, 10)
+        read(np.zeros(100, np.float32), 0, 10)

@@ -1,4 +1,4 @@
-"""codec.read on hostile input: a valid in-bounds result or CorruptSlotError, nothing else."""
+"""shm.read on hostile input: a valid in-bounds result or CorruptSlotError, nothing else."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dali_lite_shm import CorruptSlotError, SharedSegment, codec
+from dali_lite_shm import CorruptSlotError, SharedSegment, SlotWriter, read
+from dali_lite_shm.slot_format import MAGIC, VERSION
 
 _SAMPLE_OUTPUTS: list[list[np.ndarray]] = [
     [np.arange(12, dtype=np.float32).reshape(3, 4), np.zeros((0, 7), np.int16)],
@@ -20,7 +21,7 @@ _SAMPLE_OUTPUTS: list[list[np.ndarray]] = [
 def _encoded(outputs: list[list[np.ndarray]]) -> tuple[bytes, int, int]:
     segment = SharedSegment.create(0)
     try:
-        layout = codec.write(segment, outputs)
+        layout = SlotWriter(segment).write(outputs)
         return bytes(segment.array(0, layout.used_nbytes)), layout.meta_offset, layout.meta_nbytes
     finally:
         segment.close()
@@ -32,7 +33,7 @@ _VALID, _META_OFFSET, _META_NBYTES = _encoded(_SAMPLE_OUTPUTS)
 def _check(buffer: np.ndarray, meta_offset: int, meta_nbytes: int) -> None:
     """read() either raises CorruptSlotError or returns views inside ``buffer``."""
     try:
-        decoded = codec.read(buffer, meta_offset, meta_nbytes)
+        decoded = read(buffer, meta_offset, meta_nbytes)
     except CorruptSlotError:
         return
     low = buffer.__array_interface__["data"][0]
@@ -93,7 +94,7 @@ def test_random_ranges_and_truncation(meta_offset: int, meta_nbytes: int, cut: i
 @settings(max_examples=200, deadline=None)
 @given(data=st.binary(min_size=0, max_size=512), meta_offset=st.integers(0, 512))
 def test_random_garbage(data: bytes, meta_offset: int) -> None:
-    garbage = codec.MAGIC + struct.pack("<H", codec.VERSION) + data
+    garbage = MAGIC + struct.pack("<H", VERSION) + data
     _check(_buffer(garbage), 0, len(garbage))
     _check(_buffer(data), meta_offset, max(0, len(data) - meta_offset))
 
@@ -111,7 +112,7 @@ def test_specific_corruptions_name_the_field(patch: object, message: str) -> Non
     patch(meta)  # type: ignore[operator]
     buffer = _buffer(_VALID[:_META_OFFSET] + bytes(meta))
     with pytest.raises(CorruptSlotError, match=message):
-        codec.read(buffer, _META_OFFSET, _META_NBYTES)
+        read(buffer, _META_OFFSET, _META_NBYTES)
 
 
 def test_shape_mismatch_names_values() -> None:
@@ -121,4 +122,4 @@ def test_shape_mismatch_names_values() -> None:
     # Header (10) + one count (4) + offset (8): nbytes lives at 22..30.
     meta[22:30] = struct.pack("<Q", 16)
     with pytest.raises(CorruptSlotError, match="nbytes says 16"):
-        codec.read(_buffer(data[:meta_offset] + bytes(meta)), meta_offset, meta_nbytes)
+        read(_buffer(data[:meta_offset] + bytes(meta)), meta_offset, meta_nbytes)

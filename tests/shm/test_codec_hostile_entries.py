@@ -1,4 +1,4 @@
-"""codec.read against metadata built from scratch with hostile fields, record by record.
+"""shm.read against metadata built from scratch with hostile fields, record by record.
 
 ``test_codec_corruption`` mutates a valid slot; this module writes well-formed records whose
 *values* are hostile: offsets and sizes past the data area (up to 2**64 - 1, where sums
@@ -17,22 +17,23 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dali_lite_shm import CorruptSlotError, codec
+from dali_lite_shm import SUPPORTED_DTYPES, CorruptSlotError, read
+from dali_lite_shm.slot_format import MAGIC, VERSION
 
 _HUGE = (2**31 - 1, 2**32, 2**63 - 1, 2**63, 2**64 - 1)
-_CODES = [dt.str for dt in codec.SUPPORTED_DTYPES] + [
+_CODES = [dt.str for dt in SUPPORTED_DTYPES] + [
     "|O", "<U8", "|V16", "<M8[ns]", "|S4", ">f8", "<f8", "", "x" * 40, "\xff\xfe", "<i16",
 ]
 
 
 def _entry(offset: int, nbytes: int, code: bytes, shape: list[int], count: int = 1) -> bytes:
-    # A run record (codec version 2): offset, nbytes of one sample, number of samples.
+    # A run record (slot format version 2): offset, nbytes of one sample, number of samples.
     return (struct.pack("<QQQ", offset, nbytes, count) + struct.pack("<B", len(code)) + code
             + struct.pack("<B", len(shape)) + b"".join(struct.pack("<Q", d) for d in shape))
 
 
 def _slot(data_nbytes: int, outputs: list[list[bytes]]) -> tuple[np.ndarray, int, int]:
-    meta = struct.pack("<4sHI", codec.MAGIC, codec.VERSION, len(outputs))
+    meta = struct.pack("<4sHI", MAGIC, VERSION, len(outputs))
     meta += b"".join(struct.pack("<I", len(entries)) for entries in outputs)
     meta += b"".join(b"".join(entries) for entries in outputs)
     meta_offset = data_nbytes + (-data_nbytes % 8)
@@ -43,7 +44,7 @@ def _slot(data_nbytes: int, outputs: list[list[bytes]]) -> tuple[np.ndarray, int
 
 def _read_checked(buffer: np.ndarray, meta_offset: int, meta_nbytes: int) -> None:
     try:
-        decoded = codec.read(buffer, meta_offset, meta_nbytes)
+        decoded = read(buffer, meta_offset, meta_nbytes)
     except CorruptSlotError:
         return
     low = buffer.__array_interface__["data"][0]
@@ -53,8 +54,8 @@ def _read_checked(buffer: np.ndarray, meta_offset: int, meta_nbytes: int) -> Non
             assert low <= start and start + array.nbytes <= low + meta_offset, (
                 "a view reaches into the metadata or past the slot"
             )
-            assert array.dtype in codec.SUPPORTED_DTYPES or array.dtype.newbyteorder("=") in (
-                codec.SUPPORTED_DTYPES
+            assert array.dtype in SUPPORTED_DTYPES or array.dtype.newbyteorder("=") in (
+                SUPPORTED_DTYPES
             )
             array.tobytes()
 
@@ -69,7 +70,7 @@ _codes = st.one_of(st.sampled_from(_CODES).map(lambda c: c.encode("latin-1")),
 def _entries(draw: st.DrawFn) -> bytes:
     code = draw(_codes)
     shape = draw(_shapes)
-    if draw(st.booleans()) and code.decode("latin-1") in _CODES[: len(codec.SUPPORTED_DTYPES)]:
+    if draw(st.booleans()) and code.decode("latin-1") in _CODES[: len(SUPPORTED_DTYPES)]:
         # Consistent size for the shape: only offsets (or the data area) can be wrong.
         nbytes = int(np.prod([min(d, 2**20) for d in shape], dtype=object)) * np.dtype(
             code.decode()).itemsize
@@ -90,7 +91,7 @@ def test_hostile_records_never_yield_out_of_bounds_views(
 
 @settings(max_examples=200, deadline=None)
 @given(data_nbytes=st.integers(8, 256), offset=st.integers(0, 600), count=st.integers(0, 80),
-       code=st.sampled_from([dt.str for dt in codec.SUPPORTED_DTYPES]))
+       code=st.sampled_from([dt.str for dt in SUPPORTED_DTYPES]))
 def test_consistent_records_are_read_exactly_when_in_bounds(
     data_nbytes: int, offset: int, count: int, code: str
 ) -> None:
@@ -100,12 +101,12 @@ def test_consistent_records_are_read_exactly_when_in_bounds(
     )
     inside = offset + count * itemsize <= meta_offset
     if inside:
-        (array,) = codec.read(buffer, meta_offset, meta_nbytes)[0]
+        (array,) = read(buffer, meta_offset, meta_nbytes)[0]
         expected = buffer[offset : offset + count * itemsize].view(code)
         np.testing.assert_array_equal(array, expected)
     else:
         with pytest.raises(CorruptSlotError, match="past the data area"):
-            codec.read(buffer, meta_offset, meta_nbytes)
+            read(buffer, meta_offset, meta_nbytes)
 
 
 @pytest.mark.parametrize(
@@ -125,4 +126,4 @@ def test_consistent_records_are_read_exactly_when_in_bounds(
 def test_each_hostile_field_is_named(record: bytes, words: str) -> None:
     buffer, meta_offset, meta_nbytes = _slot(64, [[record]])
     with pytest.raises(CorruptSlotError, match=words):
-        codec.read(buffer, meta_offset, meta_nbytes)
+        read(buffer, meta_offset, meta_nbytes)

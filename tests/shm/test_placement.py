@@ -1,7 +1,7 @@
-"""Placed writes (shm.placement): several writers lay their samples back to back in one
-segment, each where it was told, and a reader gets them back as one array; a writer whose
-samples do not match what it was told writes its own layout instead, and nothing it writes
-overlaps another writer's bytes."""
+"""Placed writes (shm.SlotWriter given a shm.Placement): several writers lay their samples
+back to back in one segment, each where it was told, and a reader gets them back as one
+array; a writer whose samples do not match what it was told writes its own layout instead,
+and nothing it writes overlaps another writer's bytes."""
 
 from __future__ import annotations
 
@@ -10,14 +10,26 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dali_lite_shm import CorruptSlotError, SharedSegment, codec, slot_format, slot_reader
-from dali_lite_shm.placement import Placement, write_placed, write_result
+from dali_lite_shm import (
+    CorruptSlotError,
+    Placement,
+    SharedSegment,
+    SlotLayout,
+    SlotWriter,
+    read_placed_runs,
+    read_runs,
+)
 
 _DTYPES = [np.dtype(c) for c in ("u1", "i2", "f4", "f8", "c8")] + [np.dtype(">i4")]
 
 
 def _samples(dtype: np.dtype, shape: tuple[int, ...], first: int, count: int) -> list:
     return [np.full(shape, first + i, dtype=dtype) for i in range(count)]
+
+
+def _write(own: SharedSegment, outputs: list, placement: Placement,
+           data: SharedSegment) -> SlotLayout:
+    return SlotWriter(own, placement=placement, data=data).write(outputs)
 
 
 def _placements(data_id: int, layout: list[tuple[np.dtype, tuple[int, ...]]], counts: list[int],
@@ -61,7 +73,7 @@ def test_writers_lay_a_batch_back_to_back(counts: list[int], layout: list, misma
             outputs = [_samples(dtype, shape, first, count) for dtype, shape in layout]
             if index == mismatch:  # this writer's samples have another shape
                 outputs[0] = [np.zeros((*layout[0][1], 2), layout[0][0])] * count
-            layouts.append(write_result(owns[index], outputs, placement, data))
+            layouts.append(_write(owns[index], outputs, placement, data))
             first += count
         total = sum(counts)
         whole = data.array()
@@ -71,9 +83,9 @@ def test_writers_lay_a_batch_back_to_back(counts: list[int], layout: list, misma
             if written.placed:
                 meta = own.array()[written.meta_offset:
                                    written.meta_offset + written.meta_nbytes].tobytes()
-                runs = slot_reader.read_placed_runs(whole, meta)
+                runs = read_placed_runs(whole, meta)
             else:
-                runs = slot_reader.read_runs(own.array(), written.meta_offset, written.meta_nbytes)
+                runs = read_runs(own.array(), written.meta_offset, written.meta_nbytes)
             assert len(runs) == len(layout)
         if placed:
             # Every output of the batch is one array at its start: no join needed.
@@ -94,9 +106,7 @@ def test_a_writer_that_does_not_match_writes_nothing_where_it_was_told() -> None
     try:
         data.array()[:] = 0xAA
         wrong = [[np.zeros(5, np.uint8), np.zeros(5, np.uint8)]]
-        assert write_placed(data, own, wrong, second) is None
-        assert (data.array() == 0xAA).all()
-        layout = write_result(own, wrong, second, data)
+        layout = _write(own, wrong, second, data)
         assert not layout.placed and layout.meta_offset >= 10
         assert (data.array() == 0xAA).all()
     finally:
@@ -109,10 +119,9 @@ def test_too_little_room_for_the_metadata_falls_back() -> None:
     data = SharedSegment.create(1 << 12)
     try:
         outputs = [_samples(np.dtype("f4"), (3, 3), 0, 2)]
-        assert write_placed(data, data, outputs, placement) is None
-        layout = write_result(data, outputs, placement, data)
-        assert not layout.placed
-        runs = slot_reader.read_runs(data.array(), layout.meta_offset, layout.meta_nbytes)
+        layout = _write(data, outputs, placement, data)
+        assert not layout.placed and layout.meta_offset >= placement.fallback_base
+        runs = read_runs(data.array(), layout.meta_offset, layout.meta_nbytes)
         np.testing.assert_array_equal(runs[0][0], np.stack(outputs[0]))
     finally:
         data.close()
@@ -122,26 +131,13 @@ def test_placed_metadata_is_checked_against_the_data_segment() -> None:
     (placement,), _ = _placements(1, [(np.dtype("u1"), (8,))], [4])
     data, own = SharedSegment.create(1 << 12), SharedSegment.create(1 << 12)
     try:
-        layout = write_placed(data, own, [_samples(np.dtype("u1"), (8,), 0, 4)], placement)
-        assert layout is not None and layout.placed
+        layout = _write(own, [_samples(np.dtype("u1"), (8,), 0, 4)], placement, data)
+        assert layout.placed
         meta = own.array()[layout.meta_offset:layout.meta_offset + layout.meta_nbytes].tobytes()
         with pytest.raises(CorruptSlotError, match="extend past"):
-            slot_reader.read_placed_runs(data.array()[:16], meta)  # the runs need 32 bytes
+            read_placed_runs(data.array()[:16], meta)  # the runs need 32 bytes
         with pytest.raises(CorruptSlotError, match="header"):
-            slot_reader.read_placed_runs(data.array(), meta[:4])
+            read_placed_runs(data.array(), meta[:4])
     finally:
         data.close()
         own.close()
-
-
-@settings(max_examples=40, deadline=None)
-@given(layout=st.lists(st.tuples(st.sampled_from(_DTYPES),
-                                 st.lists(st.integers(1, 4), max_size=4).map(tuple)),
-                       min_size=1, max_size=4),
-       count=st.integers(1, 5))
-def test_the_metadata_size_a_placement_reserves_is_what_is_written(layout: list,
-                                                                    count: int) -> None:
-    runs = [[codec.Run(0, int(np.prod(shape)) * dtype.itemsize, dtype.newbyteorder("="), shape,
-                       _samples(dtype, shape, 0, count))] for dtype, shape in layout]
-    expected = [(dtype.newbyteorder("=").str, shape) for dtype, shape in layout]
-    assert slot_format.single_run_meta_nbytes(expected) == len(codec.encode_meta(runs))

@@ -5,7 +5,8 @@ A tmpfs or a memory cgroup that runs out does not fail a write into a page that 
 allocated: it kills the writer with SIGBUS. So every writer reserves (``posix_fallocate``)
 the bytes it is about to copy into, and a growth reserves the bytes it adds. These tests
 look at the file's allocated blocks at the moment of each copy, and make the reservation
-fail, for each writer: the codec's write, a placed write, a streamed sample, and growth.
+fail, for each way of writing: an unplaced write, a placed write, a streamed sample, and
+growth.
 """
 
 from __future__ import annotations
@@ -18,9 +19,7 @@ import numpy as np
 import pytest
 
 import dali_lite_shm.segment as segment_module
-from dali_lite_shm import SharedSegment, ShmAllocationError, codec
-from dali_lite_shm.placement import Placement, write_placed
-from dali_lite_shm.stream import SampleStream
+from dali_lite_shm import Placement, SharedSegment, ShmAllocationError, SlotWriter, codec
 
 _SAMPLE_NBYTES = 64 * 1024
 _COUNT = 4
@@ -47,7 +46,7 @@ def unreserved() -> Iterator[SharedSegment]:
 @pytest.fixture
 def check_copies(monkeypatch: pytest.MonkeyPatch
                  ) -> Callable[[SharedSegment], list[tuple[int, int]]]:
-    """``check_copies(segment)`` wraps ``codec.copy_run`` (every writer copies through it):
+    """``check_copies(segment)`` wraps ``codec.copy_run`` (every write copies through it):
     at each copy, the bytes it writes must already be allocated in ``segment``'s file. It
     returns the list of the byte ranges checked."""
 
@@ -74,21 +73,21 @@ def _full(fd: int, offset: int, length: int) -> None:
     raise OSError(errno.ENOSPC, "No space left on device")
 
 
-def test_codec_write_reserves_before_it_copies(unreserved: SharedSegment,
-                                               check_copies: Callable) -> None:
+def test_a_write_reserves_before_it_copies(unreserved: SharedSegment,
+                                           check_copies: Callable) -> None:
     checked = check_copies(unreserved)
-    layout = codec.write(unreserved, [_samples()])
+    layout = SlotWriter(unreserved).write([_samples()])
     assert checked, "the write copied nothing through copy_run"
     assert _allocated_bytes(unreserved) >= layout.used_nbytes
 
 
-def test_codec_write_into_full_memory_is_an_allocation_error(
+def test_a_write_into_full_memory_is_an_allocation_error(
     unreserved: SharedSegment, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With the reservation failing (a full tmpfs), the write raises before any copy."""
     monkeypatch.setattr(segment_module.os, "posix_fallocate", _full)
     with pytest.raises(ShmAllocationError, match="No space left"):
-        codec.write(unreserved, [_samples()])
+        SlotWriter(unreserved).write([_samples()])
     assert _allocated_bytes(unreserved) == 0  # nothing was written
 
 
@@ -102,8 +101,8 @@ def _placement() -> Placement:
 def test_placed_write_reserves_before_it_copies(unreserved: SharedSegment,
                                                 check_copies: Callable) -> None:
     checked = check_copies(unreserved)
-    layout = write_placed(unreserved, unreserved, [_samples()], _placement())
-    assert layout is not None and layout.placed
+    layout = SlotWriter(unreserved, placement=_placement(), data=unreserved).write([_samples()])
+    assert layout.placed
     assert checked
 
 
@@ -112,23 +111,20 @@ def test_placed_write_into_full_memory_is_an_allocation_error(
 ) -> None:
     monkeypatch.setattr(segment_module.os, "posix_fallocate", _full)
     with pytest.raises(ShmAllocationError, match="No space left"):
-        write_placed(unreserved, unreserved, [_samples()], _placement())
+        SlotWriter(unreserved, placement=_placement(), data=unreserved).write([_samples()])
     assert _allocated_bytes(unreserved) == 0
 
 
 def test_a_streamed_sample_is_reserved_before_it_is_copied(unreserved: SharedSegment,
                                                            check_copies: Callable) -> None:
     checked = check_copies(unreserved)
-    stream = SampleStream(unreserved, _COUNT, min_sample_nbytes=0)
-    try:
+    with SlotWriter(unreserved, _COUNT, min_sample_nbytes=0) as writer:
         for index, sample in enumerate(_samples()):
-            assert stream.put(index, [sample]) is not None
+            assert writer.put(index, [sample]) is not None
         assert len(checked) == _COUNT
         # Sample by sample: never more than the samples streamed so far (plus a page).
         assert _allocated_bytes(unreserved) < _SAMPLE_NBYTES * _COUNT + os.sysconf(
             "SC_PAGE_SIZE")
-    finally:
-        stream.close()
 
 
 @pytest.mark.parametrize("start", [0, 4096, 100_000])

@@ -308,22 +308,22 @@ def test_prepare_write_failure_becomes_allocation_error(monkeypatch: pytest.Monk
 
 
 def test_a_worker_filling_an_unreserved_slot_is_read_back_by_the_creator() -> None:
-    from dali_lite_shm import codec
+    from dali_lite_shm import read
 
     seg = SharedSegment.create(1 << 16, reserve=False)
     try:
         script = textwrap.dedent(f"""
             import os, numpy as np
-            from dali_lite_shm import SharedSegment, codec
+            from dali_lite_shm import SharedSegment, SlotWriter
             seg = SharedSegment.attach(os.dup({seg.fd}))
-            layout = codec.write(seg, [[np.arange(1000, dtype=np.int32)] * 3])
+            layout = SlotWriter(seg).write([[np.arange(1000, dtype=np.int32)] * 3])
             print(layout.meta_offset, layout.meta_nbytes, layout.used_nbytes)
         """)
         done = run_in_session([sys.executable, "-c", script], capture_output=True, text=True,
                               pass_fds=(seg.fd,), check=True, timeout=60)
         meta_offset, meta_nbytes, used = map(int, done.stdout.split())
         assert _allocated_bytes(seg) >= used  # the writer reserved what it wrote
-        samples = codec.read(seg.lease(used, None), meta_offset, meta_nbytes)[0]
+        samples = read(seg.lease(used, None), meta_offset, meta_nbytes)[0]
         assert len(samples) == 3
         for sample in samples:
             np.testing.assert_array_equal(sample, np.arange(1000, dtype=np.int32))

@@ -1,7 +1,7 @@
-"""Streamed writes (shm.stream): samples copied into the slot as they are made give exactly
-the slot a write after the last sample gives, placed or not; a sample that breaks the
-stream, a slot too small, a write that lands elsewhere: the result is written anew, right,
-with no copy reading bytes it has overwritten."""
+"""Streamed writes (shm.writer's SlotWriter.put): samples copied into the slot as they are
+made give exactly the slot a write after the last sample gives, placed or not; a sample that
+stops the streaming, a slot too small, a write that lands elsewhere: the result is written
+anew, right, with no copy reading bytes it has overwritten."""
 
 from __future__ import annotations
 
@@ -13,10 +13,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dali_lite_shm import SharedSegment, codec, slot_reader
-from dali_lite_shm.codec import read
-from dali_lite_shm.placement import Placement, write_result
-from dali_lite_shm.stream import SampleStream
+from dali_lite_shm import (
+    Placement,
+    SharedSegment,
+    SlotLayout,
+    SlotWriter,
+    codec,
+    read,
+    read_placed_runs,
+)
 
 _DTYPES = [np.dtype(c) for c in ("u1", "i2", "f4", "f8")]
 
@@ -25,24 +30,24 @@ def _sample(dtype: np.dtype, shape: tuple[int, ...], value: int) -> np.ndarray:
     return np.full(shape, value % 100, dtype=dtype)
 
 
-def _offer(stream: SampleStream, outputs: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
+def _offer(writer: SlotWriter, outputs: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
     """What a per-sample callback does: offer sample i of every output, keep the views."""
     kept: list[list[np.ndarray]] = [[] for _ in outputs]
     for i in range(len(outputs[0])):
         samples = [out[i] for out in outputs]
-        views = stream.put(i, samples) if stream.active else None
+        views = writer.put(i, samples) if writer.active else None
         for o, sample in enumerate(views if views is not None else samples):
             kept[o].append(sample)
     return kept
 
 
-def _check(segment: SharedSegment, layout: codec.SlotLayout,
+def _check(segment: SharedSegment, layout: SlotLayout,
            expected: list[list[np.ndarray]], data: SharedSegment | None = None) -> None:
     if data is None:
         got = read(segment.array(0, layout.used_nbytes), layout.meta_offset, layout.meta_nbytes)
     else:
         meta = segment.array()[layout.meta_offset:layout.meta_offset + layout.meta_nbytes]
-        runs = slot_reader.read_placed_runs(data.array(), meta.tobytes())
+        runs = read_placed_runs(data.array(), meta.tobytes())
         got = [[run[i, ...] for run in out for i in range(run.shape[0])] for out in runs]
     assert len(got) == len(expected)
     for got_out, want_out in zip(got, expected):
@@ -64,8 +69,8 @@ _layouts = st.lists(st.tuples(st.sampled_from(_DTYPES),
 def test_a_streamed_result_reads_back_as_written(layout: list, count: int,
                                                   break_at: int | None, break_output: int,
                                                   capacity: int, threshold: int) -> None:
-    """Unplaced: the same layout and values as an unstreamed write, whether the stream
-    covered everything or broke at `break_at` (a sample of another shape), and whether the
+    """Unplaced: the same layout and values as an unstreamed write, whether streaming
+    covered everything or stopped at `break_at` (a sample of another shape), and whether the
     segment had to grow."""
     outputs = [[_sample(dtype, shape, i + 7 * o) for i in range(count)]
                for o, (dtype, shape) in enumerate(layout)]
@@ -77,13 +82,12 @@ def test_a_streamed_result_reads_back_as_written(layout: list, count: int,
     reference = SharedSegment.create(capacity)
     segment = SharedSegment.create(capacity, reserve=False)
     try:
-        want = codec.write(reference, expected)
-        stream = SampleStream(segment, count, min_sample_nbytes=threshold)
-        kept = _offer(stream, outputs)
-        del outputs
-        gc.collect()
-        layout_got = write_result(segment, kept, stream=stream)
-        stream.close()
+        want = SlotWriter(reference).write(expected)
+        with SlotWriter(segment, count, min_sample_nbytes=threshold) as writer:
+            kept = _offer(writer, outputs)
+            del outputs
+            gc.collect()
+            layout_got = writer.write(kept)
         assert (layout_got.meta_offset, layout_got.meta_nbytes, layout_got.used_nbytes) == (
             want.meta_offset, want.meta_nbytes, want.used_nbytes)
         _check(segment, layout_got, expected)
@@ -96,11 +100,11 @@ def test_a_streamed_result_reads_back_as_written(layout: list, count: int,
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(layout=_layouts, counts=st.lists(st.integers(1, 4), min_size=2, max_size=3),
        break_at=st.none() | st.integers(0, 3), meta_capacity=st.sampled_from([16, 512]))
-def test_placed_streams_lay_a_batch_back_to_back(layout: list, counts: list[int],
+def test_placed_writers_lay_a_batch_back_to_back(layout: list, counts: list[int],
                                                  break_at: int | None,
                                                  meta_capacity: int) -> None:
     """Several streamed tasks of one batch, each where its placement says; the second task
-    breaks its stream at `break_at` (another shape) and writes its own layout; a metadata
+    stops its streaming at `break_at` (another shape) and writes its own layout; a metadata
     room too small sends every task to its own layout. Every sample reads back right."""
     total = sum(counts)
     starts, position = [], 0
@@ -127,10 +131,9 @@ def test_placed_streams_lay_a_batch_back_to_back(layout: list, counts: list[int]
                 dtype, shape = layout[0]
                 outputs[0][break_at] = _sample(dtype, (*shape, 3), 2)
             expected = [[a.copy() for a in out] for out in outputs]
-            stream = SampleStream(owns[index], count, placement, data, min_sample_nbytes=0)
-            kept = _offer(stream, outputs)
-            result = write_result(owns[index], kept, placement, data, stream)
-            stream.close()
+            with SlotWriter(owns[index], count, placement, data, min_sample_nbytes=0) as writer:
+                kept = _offer(writer, outputs)
+                result = writer.write(kept)
             _check(owns[index], result, expected, data if result.placed else None)
             first += count
     finally:
@@ -141,15 +144,15 @@ def test_placed_streams_lay_a_batch_back_to_back(layout: list, counts: list[int]
 def test_a_sample_is_freed_as_soon_as_it_is_streamed_and_keeps_its_bytes() -> None:
     segment = SharedSegment.create(1 << 20, reserve=False)
     try:
-        stream = SampleStream(segment, 2, min_sample_nbytes=0)
+        writer = SlotWriter(segment, 2, min_sample_nbytes=0)
         first = np.arange(1000, dtype=np.int32)
         alive = weakref.ref(first)
-        (view,) = stream.put(0, [first])
+        (view,) = writer.put(0, [first])
         first[:] = -1  # changed after it was returned: the slot has it as it was
         del first
         assert alive() is None
-        (second,) = stream.put(1, [np.ones(1000, np.int32)])
-        layout = write_result(segment, [[view, second]], stream=stream)
+        (second,) = writer.put(1, [np.ones(1000, np.int32)])
+        layout = writer.write([[view, second]])
         np.testing.assert_array_equal(read(segment.array(0, layout.used_nbytes),
                                            layout.meta_offset, layout.meta_nbytes)[0][0],
                                       np.arange(1000, dtype=np.int32))
@@ -159,28 +162,28 @@ def test_a_sample_is_freed_as_soon_as_it_is_streamed_and_keeps_its_bytes() -> No
 
 @pytest.mark.parametrize("sample", [np.zeros(10, ">i4"), np.zeros(0, "u1"),
                                     np.zeros(2, "M8[s]"), [1, 2]])
-def test_what_a_stream_does_not_take_stops_it(sample: object) -> None:
+def test_what_streaming_does_not_take_stops_it(sample: object) -> None:
     """Byte-swapped, empty, an unsupported dtype, not an array, or below the size: left to
-    the writer."""
+    the write after the last call."""
     segment = SharedSegment.create(1 << 16)
     try:
-        stream = SampleStream(segment, 1, min_sample_nbytes=0)
-        assert stream.put(0, [sample]) is None
-        assert not stream.active and not stream.streamed
+        writer = SlotWriter(segment, 1, min_sample_nbytes=0)
+        assert writer.put(0, [sample]) is None
+        assert not writer.active and not writer.streamed
     finally:
         segment.close()
     small = SharedSegment.create(1 << 16)
     try:
-        stream = SampleStream(small, 1, min_sample_nbytes=1 << 20)
-        assert stream.put(0, [np.zeros(10)]) is None and not stream.active
+        writer = SlotWriter(small, 1, min_sample_nbytes=1 << 20)
+        assert writer.put(0, [np.zeros(10)]) is None and not writer.active
     finally:
         small.close()
 
 
-def test_an_error_while_streaming_is_left_to_the_writer(monkeypatch: pytest.MonkeyPatch
+def test_an_error_while_streaming_is_left_to_the_write(monkeypatch: pytest.MonkeyPatch
                                                         ) -> None:
-    """A copy that fails while streaming stops the stream without raising; the write
-    meets the same error and raises it, as before streaming existed."""
+    """A copy that fails while streaming stops the streaming without raising; the write
+    meets the same error and raises it, as a write without streaming does."""
     segment = SharedSegment.create(1 << 16)
     real = codec.copy_run
 
@@ -188,15 +191,15 @@ def test_an_error_while_streaming_is_left_to_the_writer(monkeypatch: pytest.Monk
         raise OSError("no copy")
 
     try:
-        stream = SampleStream(segment, 2, min_sample_nbytes=0)
-        views = stream.put(0, [np.ones(8)])
+        writer = SlotWriter(segment, 2, min_sample_nbytes=0)
+        views = writer.put(0, [np.ones(8)])
         assert views is not None
         monkeypatch.setattr(codec, "copy_run", failing)
-        assert stream.put(1, [np.ones(8)]) is None and not stream.active
+        assert writer.put(1, [np.ones(8)]) is None and not writer.active
         with pytest.raises(OSError, match="no copy"):
-            write_result(segment, [[views[0], np.ones(8)]], stream=stream)
+            writer.write([[views[0], np.ones(8)]])
         monkeypatch.setattr(codec, "copy_run", real)
-        layout = write_result(segment, [[views[0], np.full(8, 2.0)]], stream=stream)
+        layout = writer.write([[views[0], np.full(8, 2.0)]])
         got = read(segment.array(0, layout.used_nbytes), layout.meta_offset,
                    layout.meta_nbytes)[0]
         np.testing.assert_array_equal(np.concatenate(got), [1.0] * 8 + [2.0] * 8)
@@ -204,9 +207,9 @@ def test_an_error_while_streaming_is_left_to_the_writer(monkeypatch: pytest.Monk
         segment.close()
 
 
-def test_a_broken_stream_leaves_its_start_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Samples streamed before the one that broke the stream are where the write puts them
-    (the first run of the first output): only the rest is copied, and nothing is copied
+def test_stopped_streaming_leaves_its_start_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Samples streamed before the one that stopped the streaming are where the write puts
+    them (the first run of the first output): only the rest is copied, and nothing is copied
     from the slot."""
     segment = SharedSegment.create(1 << 16)
     copied: list[list[np.ndarray]] = []
@@ -219,11 +222,11 @@ def test_a_broken_stream_leaves_its_start_in_place(monkeypatch: pytest.MonkeyPat
     try:
         samples = [np.full(100, i, np.int32) for i in range(2)]
         samples += [np.full(50, 2, np.int32), np.full(100, 3, np.int32)]
-        stream = SampleStream(segment, 4, min_sample_nbytes=0)
-        kept = _offer(stream, [samples])
-        assert not stream.active and stream.streamed
+        writer = SlotWriter(segment, 4, min_sample_nbytes=0)
+        kept = _offer(writer, [samples])
+        assert not writer.active and writer.streamed
         monkeypatch.setattr(codec, "copy_run", counting)
-        layout = write_result(segment, kept, stream=stream)
+        layout = writer.write(kept)
         assert [len(arrays) for arrays in copied] == [1, 1]  # samples 2 and 3
         assert all(a.flags.owndata for arrays in copied for a in arrays)
         got = read(segment.array(0, layout.used_nbytes), layout.meta_offset,

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from dali_lite_shm import SharedSegment, codec
+from dali_lite_shm import SharedSegment, read
 from dali_lite_workers import Reply, TaskDone, WorkerPool
 
 START_METHODS = ("fork", "spawn")
@@ -192,7 +192,7 @@ def read_reply(reply: Reply, segment: SharedSegment) -> list[list[np.ndarray]]:
     if reply.layout.capacity > segment.capacity:
         segment.refresh()
     lease = segment.lease(reply.layout.used_nbytes, None)
-    return codec.read(lease, reply.layout.meta_offset, reply.layout.meta_nbytes)
+    return read(lease, reply.layout.meta_offset, reply.layout.meta_nbytes)
 
 
 @contextmanager

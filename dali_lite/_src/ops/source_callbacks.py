@@ -176,7 +176,7 @@ class PerSampleCall(_SourceCall):
         return outputs
 
     def _stream(self, stream: SampleSink, index: int, result: Any) -> Any:
-        """`result` as views of where `stream` (`shm.stream`) put it, so its fresh arrays go
+        """`result` as views of where `stream` (`shm.SlotWriter`) put it, so its fresh arrays go
         while warm; as is, stopping the stream, if not one valid array per output."""
         k = self.num_outputs
         items = [result] if k is None else result[:k] if type(result) in (tuple, list) else ()

@@ -12,7 +12,8 @@ run per output and returns it as one view, with no copy. A task whose samples do
 (the shapes changed) writes its own layout in its own slot and the batch is joined with a copy;
 that batch teaches the new layout (or none) to the next ones.
 
-Layout of a data slot (the first task's own slot)::
+The data slot's layout is the slot format's for the whole batch (`shm.slot_format.plan_slot`,
+one run per output), followed by room for the first task's metadata::
 
     [output 0: all samples of the batch][output 1: ...] ... [task 0's metadata][task 0's
     own layout, only if its samples did not match]
@@ -29,12 +30,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from dali_lite._src.parallel.slots import SLOT_ALIGNMENT_BYTES, Slot, align_up
-from dali_lite_shm.placement import Placement
-from dali_lite_shm.slot_format import (
-    META_ALIGNMENT_BYTES,
-    OUTPUT_ALIGNMENT_BYTES,
-    single_run_meta_nbytes,
-)
+from dali_lite_shm import Placement
+from dali_lite_shm.slot_format import OUTPUT_ALIGNMENT_BYTES, plan_slot
 
 #: Per output: (dtype.str, sample shape, bytes per sample).
 DenseLayout = tuple[tuple[str, tuple[int, ...], int], ...]
@@ -62,24 +59,17 @@ def dense_layout_of(outputs: Sequence[Sequence[np.ndarray]],
     return tuple(layout) or None
 
 
-def _meta_capacity(layout: DenseLayout) -> int:
-    nbytes = single_run_meta_nbytes([(dtype_str, shape) for dtype_str, shape, _ in layout])
-    return align_up(nbytes, OUTPUT_ALIGNMENT_BYTES)
-
-
 def plan_placements(data_slot: Slot, layout: DenseLayout, batch_size: int,
                     ranges: Sequence[tuple[int, int]]) -> list[Placement | None]:
     """A placement for each task (`ranges`: first sample in the batch, samples) of a batch
     whose data slot is `data_slot` (the first task's, given to it and not yet written):
     grows that slot to hold the batch, its first task's metadata and room behind them."""
-    starts = []
-    position = 0
-    for _, _, nbytes in layout:
-        position = align_up(position, OUTPUT_ALIGNMENT_BYTES)
-        starts.append(position)
-        position += nbytes * batch_size
-    meta_capacity = _meta_capacity(layout)
-    first_meta = align_up(position, META_ALIGNMENT_BYTES)
+    batch = plan_slot([[(np.dtype(dtype_str), shape, batch_size)]
+                       for dtype_str, shape, _ in layout])
+    starts = [start for (start,) in batch.run_offsets]
+    # A task's metadata is the batch's with its own counts: the same size, whatever they are.
+    meta_capacity = align_up(batch.meta_nbytes, OUTPUT_ALIGNMENT_BYTES)
+    first_meta = batch.meta_offset
     first_fallback = align_up(first_meta + meta_capacity, OUTPUT_ALIGNMENT_BYTES)
     # The pages are reserved by the writers (shm.SharedSegment.prepare_write), as for any
     # slot; growing here only sizes the file while no task can be writing it.

@@ -1,6 +1,6 @@
 """Reading a completed batch: the replies of its tasks turned into views of their slots.
 
-Each task's result is read with `shm.slot_reader` as one `(n, *shape)` view per run of equal
+Each task's result is read with `shm.read_runs` as one `(n, *shape)` view per run of equal
 samples, straight out of the slot it lies in: the task's own slot, or, for a placed task, the
 batch's data slot (its metadata is copied out of its own slot, which then goes back at once).
 Every view holds its slot's lease, so no slot is written again while the program can still
@@ -18,7 +18,7 @@ import numpy as np
 from dali_lite._src.parallel.placement import join_placed
 from dali_lite._src.parallel.slots import Slot
 from dali_lite._src.parallel.tasks import ScheduledBatch
-from dali_lite_shm import slot_reader
+from dali_lite_shm import read_placed_runs, read_runs
 from dali_lite_workers import TaskDone
 
 __all__ = ["read_batch"]
@@ -57,10 +57,10 @@ def read_batch(batch: ScheduledBatch, lease: Callable[[Slot, int], np.ndarray],
                 task.slot_released = True
                 release(task.slot)
             assert data is not None  # a placed task's batch has a data slot
-            runs = slot_reader.read_placed_runs(data, meta)
+            runs = read_placed_runs(data, meta)
         else:
             assert own is not None  # leased above: the task's slot, or the batch's data slot
-            runs = slot_reader.read_runs(own, layout.meta_offset, layout.meta_nbytes)
+            runs = read_runs(own, layout.meta_offset, layout.meta_nbytes)
         del own
         if not outputs:
             outputs = [[] for _ in runs]
