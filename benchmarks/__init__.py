@@ -1,4 +1,4 @@
-"""Side-by-side benchmarks of dali_lite against NVIDIA DALI and PyTorch's DataLoader.
+"""Side-by-side benchmarks of dali_lite against NVIDIA DALI, PyTorch's DataLoader and Grain.
 
 Run ``python -m benchmarks`` (or ``python benchmarks/run.py``); see :mod:`benchmarks.run` for
 the options and ``benchmarks/RESULTS.md`` for the latest figures and what they mean.

@@ -4,7 +4,8 @@ A *result* is the dict a measurement process returns (:func:`benchmarks.child.me
 ``peak_bytes``/``peak_rss_bytes``/``peak_shm_bytes`` for the start workload, or ``error``.
 The report shows, per workload and metric, the median over repeats of each loader with its
 range, the ratio of dali_lite's median to each peer's, the issue's target and whether it is
-met. A loader that is not installed, or whose runs all failed, says so in its column.
+met. A loader that is not installed, or whose runs all failed, says so in its column. The
+peers are DALI, the DataLoader and Grain.
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ Result = dict[str, Any]
 
 LOADER_TITLES = {"dali_lite": "dali_lite", "dali": "DALI", "torch": "DataLoader",
                  "dali_lite_ray": "dali_lite on Ray",
-                 "dali_lite_torch": "dali_lite iterator", "dali_torch": "DALI iterator"}
+                 "dali_lite_torch": "dali_lite iterator", "dali_torch": "DALI iterator",
+                 "grain": "Grain"}
 #: In the iterator table, each PyTorch iterator loader stands in for its library.
 _ITERATOR_ROLES = {"dali_lite_torch": "dali_lite", "dali_torch": "dali", "torch": "torch"}
-PEERS = ("dali", "torch")
+PEERS = ("dali", "torch", "grain")
 #: Samples per second with every worker busy on the heavy callback and no overhead at all.
 HEAVY_IDEAL_SAMPLES_PER_S = NUM_WORKERS / HEAVY_CPU_S
 _MIB = 1024 * 1024

@@ -249,16 +249,27 @@ def _chain_note(workloads: Sequence[str]) -> str:
             f"DALI and dali_lite alike.")
 
 
-def _header(args: argparse.Namespace, workloads: Sequence[str],
+def _grain_note(loaders: Sequence[str]) -> str:
+    if "grain" not in loaders:
+        return ""
+    return (f" Grain: {NUM_WORKERS} workers (always spawned: Grain has no other start method), "
+            f"worker_buffer_size={PREFETCH}, ReadOptions(num_threads=0, prefetch_buffer_size=0) "
+            f"(one callback at a time per worker), batched by its Batch operation in the "
+            f"workers; a batch consumed as np.asarray of Grain's shared-memory array.")
+
+
+def _header(args: argparse.Namespace, workloads: Sequence[str], loaders: Sequence[str],
             load_before: tuple[float, ...], elapsed_s: float) -> str:
     memory = psutil.virtual_memory().total / _GIB
     load_after = os.getloadavg()
+    grain = f", grain {_version('grain')}" if "grain" in loaders else ""
     return "\n".join([
         f"Machine: {os.cpu_count()} logical cores ({psutil.cpu_count(logical=False)} physical"
         f"{_affinity_note()}), "
         f"{_cpu_model()}, {memory:.1f} GiB memory; {platform.system()} {platform.release()}; "
         f"Python {platform.python_version()}, numpy {_version('numpy')}, "
-        f"torch {_version('torch')}, nvidia-dali-cuda120 {_version('nvidia-dali-cuda120')}.",
+        f"torch {_version('torch')}, nvidia-dali-cuda120 {_version('nvidia-dali-cuda120')}"
+        f"{grain}.",
         "",
         f"Code: {_code_state()}. Load average (1 min) {load_before[0]:.2f} before, "
         f"{load_after[0]:.2f} after; the run took {elapsed_s / 60:.1f} min.",
@@ -271,7 +282,7 @@ def _header(args: argparse.Namespace, workloads: Sequence[str],
         f"(through the PyTorch iterators: the torch.Tensor's .numpy()). "
         f"{args.repeats} repeat(s), batch counts x{args.scale:g}; each cell is the median "
         f"(min-max) over the repeats; ratios are dali_lite's median over the peer's."
-        f"{_chain_note(workloads)}",
+        f"{_grain_note(loaders)}{_chain_note(workloads)}",
         f"Command: `python -m benchmarks {' '.join(args.argv)}`".rstrip() + ".",
     ])
 
@@ -301,7 +312,7 @@ def _names(values: list[str] | None, known: Sequence[str], what: str) -> list[st
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks",
-        description="dali_lite against DALI and PyTorch's DataLoader, side by side.")
+        description="dali_lite against DALI, PyTorch's DataLoader and Grain, side by side.")
     parser.add_argument("--quick", action="store_true",
                         help=f"batch counts x{_QUICK_SCALE} and 1 repeat (unless given)")
     parser.add_argument("--repeats", type=int, help=f"repeats (default {_DEFAULT_REPEATS})")
@@ -315,7 +326,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, help="write the table into this markdown file")
     parser.add_argument("--json", type=Path, help="write every raw result to this JSON file")
     parser.add_argument("--chart", type=Path, metavar="FILE.png",
-                        help="draw dali_lite, DALI and the DataLoader side by side into this PNG "
+                        help="draw dali_lite and its peers side by side into this PNG "
                              "(needs matplotlib; python -m benchmarks.chart redraws from --json)")
     parser.add_argument("--noise-limit", type=float, default=_NOISE_LIMIT,
                         help="rerun a measurement while other processes took more than this "
@@ -404,7 +415,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     + (f", peak {result['peak_bytes'] / 2**20:,.0f} MiB"
                        if "peak_bytes" in result else ""))
                 _log(f"[{repeat + 1}/{args.repeats}] {workload:8s} {label:18s} {summary}")
-    header = _header(args, workloads, load_before, time.monotonic() - started)
+    header = _header(args, workloads, loaders, load_before, time.monotonic() - started)
     section = render(results, loaders, missing, header, variants)
     print(section)
     if args.out is not None:

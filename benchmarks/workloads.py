@@ -2,8 +2,9 @@
 
 Every loader runs the same module-level function per sample, ``sample(index) -> ndarray``:
 DALI and dali_lite through :class:`PerSample` (which reads ``SampleInfo.idx_in_epoch``), the
-DataLoader through :class:`SampleDataset` (``__getitem__``). Both wrappers are module-level
-classes holding a module-level function, so fork inherits them and spawn could pickle them.
+DataLoader and Grain through :class:`SampleDataset` (``__getitem__``; Grain's data source).
+Both wrappers are module-level classes holding a module-level function, so fork inherits them
+and spawn pickles them.
 
 The functions are built so that the loader, not the callback, is what is measured:
 
@@ -87,8 +88,12 @@ def large_sample(index: int) -> np.ndarray:
     """A 2 MiB ``(1024, 683, 3)`` uint8 image (one of four fixed ones; no per-call cost)."""
     if not _large_images:
         rng = np.random.default_rng(0)
+        # Made whole, then added in one step: a loader may call this from several threads of
+        # a worker at once (Grain's reader threads, by default), and none may see a list that
+        # holds some of the images only.
         _large_images.extend(
-            rng.integers(0, 256, size=LARGE_SHAPE, dtype=np.uint8) for _ in range(_LARGE_VARIANTS)
+            [rng.integers(0, 256, size=LARGE_SHAPE, dtype=np.uint8)
+             for _ in range(_LARGE_VARIANTS)]
         )
     return _large_images[index % _LARGE_VARIANTS]
 
@@ -131,7 +136,7 @@ def chain_sample(index: int) -> np.ndarray:
     if not _chain_images:
         rng = np.random.default_rng(2)
         _chain_images.extend(
-            rng.integers(0, 256, size=CHAIN_SHAPE, dtype=np.uint8) for _ in range(CHAIN_BATCH)
+            [rng.integers(0, 256, size=CHAIN_SHAPE, dtype=np.uint8) for _ in range(CHAIN_BATCH)]
         )
     return _chain_images[index % CHAIN_BATCH]
 

@@ -3,16 +3,23 @@
 It goes through the same code path as ``python -m benchmarks``: the command line, one fresh
 measurement process per workload, memory sampling from outside, the markdown report and the
 ``--out``/``--json`` files. The figures themselves are not checked, only that every workload
-produced them.
+produced them. Grain's cases skip where grain is not installed (CI does not install the bench
+extra); the runs that start spawned workers check that no process of theirs is left behind.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sys
+import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,6 +31,62 @@ _PYTHONPATH = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPAT
 @pytest.fixture(autouse=True)
 def _repo_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(ROOT))
+
+
+_TAG_ENV = "DALI_LITE_BENCH_SMOKE_TAG"
+_LEFTOVER_WAIT_S = 15.0
+
+
+def _tagged_processes(tag: str) -> list[int]:
+    """The processes (but this one) whose environment carries ``tag``: every process a
+    benchmark run started from this test inherits it, wherever it was re-parented to."""
+    needle = f"{_TAG_ENV}={tag}".encode()
+    found = []
+    for pid in psutil.pids():
+        if pid == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as environ:
+                if needle in environ.read().split(b"\0"):
+                    found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+@pytest.fixture
+def no_leftovers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Fails the test if a process it started (a measurement, a worker, a resource tracker)
+    outlives it by more than a few seconds, and ends those processes."""
+    tag = uuid.uuid4().hex
+    monkeypatch.setenv(_TAG_ENV, tag)
+    yield
+    deadline = time.monotonic() + _LEFTOVER_WAIT_S
+    while (left := _tagged_processes(tag)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for pid in left:
+        with contextlib.suppress(psutil.Error):
+            psutil.Process(pid).kill()
+    assert not left, f"processes left behind: {left}"
+
+
+def _table(text: str, after: str = "") -> list[dict[str, str]]:
+    """The rows of the first table in ``text`` after the line ``after``, as header -> cell."""
+    lines = text.split(after, 1)[1].splitlines() if after else text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| workload |"))
+    header = [cell.strip() for cell in lines[start].strip("|").split("|")]
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append(dict(zip(header, (cell.strip() for cell in line.strip("|").split("|")))))
+    return rows
+
+
+def _figure(cell: str) -> float:
+    """A table cell's median ("5.5k (5.1k-6.0k)" -> 5500.0, "0.45 (DALI)" -> 0.45)."""
+    number = cell.split()[0].replace(",", "")
+    return float(number[:-1]) * 1000 if number.endswith("k") else float(number)
 
 
 def test_the_benchmark_command_runs_every_workload(tmp_path: Path) -> None:
@@ -195,6 +258,83 @@ def test_the_pytorch_iterators_get_a_table_of_their_own(
     assert varying.count("not run") == len(chosen) - 1
 
 
+def _title(name: str) -> str:
+    from benchmarks.report import LOADER_TITLES
+
+    return LOADER_TITLES[name]
+
+
+def _skip_without_grain() -> None:
+    from benchmarks.loaders import available
+
+    if not available("grain"):
+        pytest.skip("grain is not installed (the bench extra: pip install -e '.[bench]'; CI "
+                    "does not install it)")
+
+
+#: Spawns Grain's workers in a process of its own (Grain's absl flags, its resource tracker and
+#: its spawned workers stay out of pytest's process), checks the first batches of a dense and
+#: a varying workload against the workload's own samples, and closes the loader. Worker w of
+#: W batches the records w, w + W, ...; the batches come from the workers in turn.
+_GRAIN_BATCHES = """
+import numpy as np
+from benchmarks.loaders import NUM_WORKERS as W, join_samples, make_loader
+from benchmarks.workloads import WORKLOADS
+
+if __name__ == "__main__":
+    for name in ("tiny", "varying"):
+        workload = WORKLOADS[name]
+        loader = make_loader("grain", workload, 3)
+        loader.start()
+        for batch_index in range(3):
+            first = W * (batch_index // W) * workload.batch_size + batch_index % W
+            indices = range(first, first + W * workload.batch_size, W)
+            expected = (np.stack([workload.sample(i) for i in indices]) if workload.dense
+                        else join_samples([workload.sample(i) for i in indices]))
+            assert np.array_equal(loader.next_batch(), expected), (name, batch_index)
+        loader.close()
+    print("same batches")
+"""
+
+
+def test_grain_batches_hold_the_workloads_samples(no_leftovers: None) -> None:
+    """Grain runs the very callbacks the other loaders run: its first batches are the
+    workload's samples, each worker's share of them batched by Grain (stacked, or as a list
+    for varying)."""
+    import subprocess
+
+    _skip_without_grain()
+    done = subprocess.run(
+        [sys.executable, "-c", _GRAIN_BATCHES], cwd=ROOT, capture_output=True, text=True,
+        timeout=180, check=False, env={**os.environ, "PYTHONPATH": _PYTHONPATH})
+    assert done.returncode == 0 and "same batches" in done.stdout, done.stderr[-3000:]
+
+
+@pytest.mark.timeout(300)
+def test_grain_runs_beside_dali_lite_with_ratios(capsys: pytest.CaptureFixture[str],
+                                                 tmp_path: Path, no_leftovers: None) -> None:
+    """Grain as a peer: its own column, the ratio dali_lite/Grain, and (Grain being the only
+    peer here) the target's check against it; its workers are spawned, its only way."""
+    from benchmarks import run
+
+    _skip_without_grain()
+    raw = tmp_path / "results.json"
+    code = run.main(["--only", "dali_lite,grain", "--workloads", "tiny,varying", "--repeats",
+                     "1", "--scale", "0.02", "--retries", "0", "--json", str(raw)])
+    assert code == 0
+    text = capsys.readouterr().out
+    rows = _table(text)
+    assert [row["workload"] for row in rows] == ["tiny", "varying", "varying"]
+    for row in rows:
+        assert _figure(row["Grain"]) > 0 and _figure(row["dali_lite/Grain"]) > 0
+    assert rows[0]["met"] in ("yes", f"no ({_figure(rows[0]['dali_lite/Grain']):.2f}x)")
+    assert "grain 0." in text and "always spawned" in text  # the version and the settings
+    results = json.loads(raw.read_text())
+    grain = [r for r in results if r["loader"] == "grain"]
+    assert len(grain) == 2
+    assert all("grain" in r["library_path"] for r in grain)
+
+
 def test_the_gpu_scaling_command_measures_what_it_can_here() -> None:
     """`python -m benchmarks --gpu`: a row per worker count; without CUDA the GPU columns
     say why (on the lent GPU machine they hold figures)."""
@@ -247,8 +387,8 @@ def test_the_soak_runs_and_checks_every_batch(mode: list[str]) -> None:
 
 
 def _fake_results() -> list[dict[str, object]]:
-    """Two repeats of every workload for the three loaders, figures made up."""
-    scale = {"dali_lite": 4.0, "dali": 1.0, "torch": 2.0}
+    """Two repeats of every workload for the four loaders, figures made up."""
+    scale = {"dali_lite": 4.0, "dali": 1.0, "torch": 2.0, "grain": 1.6}
     results: list[dict[str, object]] = []
     for repeat in range(2):
         for workload in ("tiny", "large", "large-fresh", "large-split", "heavy", "start",
@@ -279,11 +419,12 @@ def test_the_chart_is_a_small_png_of_the_tables_figures(tmp_path: Path) -> None:
     results = _fake_results()
     figures = figures_from_results(results, ["Machine: a test"])
     assert figures.values[("tiny", "samples/s")] == {"dali_lite": 6000.0, "dali": 1500.0,
-                                                     "torch": 3000.0}
+                                                     "torch": 3000.0, "grain": 2400.0}
     assert figures.values[("start", "build -> first batch, ms")]["dali"] == 50.0
     assert figures.notes[0] == "Machine: a test" and "medians of 2 repeats" in figures.notes[1]
     # The markdown table says the same as the raw results.
-    table = render(results, ["dali_lite", "dali", "torch"], {}, "Machine: a test\n\nCode: x.")
+    table = render(results, ["dali_lite", "dali", "torch", "grain"], {},
+                   "Machine: a test\n\nCode: x.")
     parsed = figures_from_markdown("<!-- BEGIN BENCHMARK TABLE -->\n\n" + table)
     assert parsed.values == figures.values
 
