@@ -10,8 +10,8 @@ Modules:
 * :mod:`benchmarks.loaders`: one adapter per loader that builds it, yields batches and turns
   each into one contiguous numpy array;
 * :mod:`benchmarks.child`: one measurement, run in a fresh interpreter;
-* :mod:`benchmarks.memory`: the memory of a process tree (RSS plus shared memory), sampled
-  from outside;
+* :mod:`benchmarks.memory`: the memory of a process tree (RSS, USS, PSS, shared memory),
+  sampled from outside;
 * :mod:`benchmarks.report`: medians, ratios, targets and the markdown table;
 * :mod:`benchmarks.chart`: the same medians as a PNG bar chart (`--chart`, or redrawn from a
   `--json` or `--out` file);

@@ -8,7 +8,10 @@
 (``benchmarks.child``) started from this process, one after the other; the order of the
 loaders rotates from repeat to repeat so that none always runs first after a quiet spell. For
 the start workload this process samples the measurement's process tree memory every
-:data:`_MEMORY_INTERVAL_S` (:mod:`benchmarks.memory`). The table shows medians over the
+:data:`_MEMORY_INTERVAL_S` (:mod:`benchmarks.memory`); for the memory workloads it reads the
+tree's USS, PSS and shared memory every :data:`_STEADY_INTERVAL_S` while the loader is in
+steady state (the measurement marks it on stdout, :mod:`benchmarks.child`); they run only when
+asked for (``--workloads memory``). The table shows medians over the
 repeats with their range; ``--out`` writes it into a markdown file, replacing only the part
 between :data:`BEGIN_MARK` and :data:`END_MARK` when the file has them, so the prose around
 the table in ``RESULTS.md`` survives a rerun. ``--chart`` draws the same medians as a PNG
@@ -31,6 +34,7 @@ import os
 import platform
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -46,7 +50,7 @@ if __package__ in (None, ""):  # run as a script: python benchmarks/run.py
 import psutil
 
 from benchmarks.chart import draw, figures_from_results
-from benchmarks.child import RESULT_PREFIX
+from benchmarks.child import ACK_ENV, RESULT_PREFIX, STEADY_END_MARK, STEADY_MARK
 from benchmarks.loaders import (
     DENSE_ONLY,
     LOADERS,
@@ -56,9 +60,9 @@ from benchmarks.loaders import (
     START_METHOD,
     available,
 )
-from benchmarks.memory import sample_tree
+from benchmarks.memory import TreeFootprint, sample_footprint, sample_tree
 from benchmarks.report import render
-from benchmarks.workloads import WORKLOADS
+from benchmarks.workloads import GROUPS, WORKLOADS
 
 __all__ = ["BEGIN_MARK", "END_MARK", "import_root", "main", "run_one"]
 
@@ -66,6 +70,8 @@ ROOT = Path(__file__).resolve().parent.parent
 BEGIN_MARK = "<!-- BEGIN BENCHMARK TABLE (written by python -m benchmarks --out) -->"
 END_MARK = "<!-- END BENCHMARK TABLE -->"
 _MEMORY_INTERVAL_S = 0.01
+# smaps_rollup walks a process's page tables: a few ms for a process that imported torch.
+_STEADY_INTERVAL_S = 0.1
 _POLL_INTERVAL_S = 0.05
 _DEFAULT_TIMEOUT_S = 300.0
 _DEFAULT_REPEATS = 5
@@ -149,8 +155,58 @@ def run_one(loader: str, workload: str, scale: float, timeout_s: float,
         return _run_child(loader, workload, scale, timeout_s, root)
 
 
+class _SteadyState:
+    """The memory workloads' sampling: the tree's footprint every poll between the
+    measurement's two marks on stdout, then the acknowledgement it waits for."""
+
+    def __init__(self, ack_path: Path) -> None:
+        self.ack_path = ack_path
+        self.samples: list[TreeFootprint] = []
+        self.started = self.done = False
+
+    def poll(self, pid: int, stdout_fd: int) -> None:
+        if self.done:
+            return
+        # pread: the measurement writes through the same open file, at the offset they share.
+        lines = os.pread(stdout_fd, os.fstat(stdout_fd).st_size, 0).decode(
+            errors="replace").splitlines()
+        self.started = self.started or STEADY_MARK in lines
+        if not self.started:
+            return
+        ended = STEADY_END_MARK in lines
+        sample = sample_footprint(pid)
+        if sample is not None:
+            self.samples.append(sample)
+        if ended:  # that sample was the last, taken with the loader still open
+            self.ack_path.touch()
+            self.done = True
+
+    def figures(self) -> dict[str, Any]:
+        if not self.samples:
+            return {"error": "no memory sample in steady state"}
+
+        def median(values: list[int]) -> float:
+            return float(statistics.median(values))
+
+        return {
+            "uss_bytes": median([s.uss_bytes for s in self.samples]),
+            "pss_bytes": median([s.pss_bytes for s in self.samples]),
+            "pss_shmem_bytes": median([s.pss_shmem_bytes for s in self.samples]),
+            "shm_bytes": median([s.shm_bytes for s in self.samples]),
+            "footprint_bytes": median([s.total_bytes for s in self.samples]),
+            "memory_samples": len(self.samples),
+            "processes": max(s.processes for s in self.samples),
+        }
+
+
 def _run_child(loader: str, workload: str, scale: float, timeout_s: float,
                root: Path | None) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="bench-ack-") as ack_dir:
+        return _run_child_in(loader, workload, scale, timeout_s, root, Path(ack_dir) / "ack")
+
+
+def _run_child_in(loader: str, workload: str, scale: float, timeout_s: float,
+                  root: Path | None, ack_path: Path) -> dict[str, Any]:
     command = [sys.executable, "-c", _BOOT, str(ROOT), str(root or ""), loader, workload,
                repr(scale)]
     env = None
@@ -160,6 +216,9 @@ def _run_child(loader: str, workload: str, scale: float, timeout_s: float,
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             filter(None, [str(root), str(ROOT), os.environ.get("PYTHONPATH")]))}
     sample_memory = WORKLOADS[workload].startup
+    steady = _SteadyState(ack_path) if WORKLOADS[workload].memory else None
+    if steady is not None:
+        env = {**(env or os.environ), ACK_ENV: str(ack_path)}
     peak: tuple[int, int, int] = (0, 0, 0)  # total, rss, shm
     stderr = None if os.environ.get("BENCH_VERBOSE") else subprocess.DEVNULL
     # stdout goes to a file, so a chatty library can never block on a full pipe.
@@ -169,7 +228,8 @@ def _run_child(loader: str, workload: str, scale: float, timeout_s: float,
                          env=env, start_new_session=True) as proc,
     ):
         deadline = time.monotonic() + timeout_s
-        interval = _MEMORY_INTERVAL_S if sample_memory else _POLL_INTERVAL_S
+        interval = (_MEMORY_INTERVAL_S if sample_memory else
+                    _STEADY_INTERVAL_S if steady is not None else _POLL_INTERVAL_S)
         try:
             while proc.poll() is None:
                 if time.monotonic() > deadline:
@@ -181,6 +241,8 @@ def _run_child(loader: str, workload: str, scale: float, timeout_s: float,
                     memory = sample_tree(proc.pid)
                     if memory is not None and memory.total_bytes > peak[0]:
                         peak = (memory.total_bytes, memory.rss_bytes, memory.shm_bytes)
+                if steady is not None:
+                    steady.poll(proc.pid, stdout_file.fileno())
                 time.sleep(interval)
         except BaseException:
             _kill_group(proc)  # Ctrl-C or an error here: leave no measurement behind
@@ -194,6 +256,8 @@ def _run_child(loader: str, workload: str, scale: float, timeout_s: float,
     result: dict[str, Any] = json.loads(lines[-1][len(RESULT_PREFIX):])
     if sample_memory and "error" not in result:
         result["peak_bytes"], result["peak_rss_bytes"], result["peak_shm_bytes"] = peak
+    if steady is not None and "error" not in result:
+        result.update(steady.figures())
     return result
 
 
@@ -258,6 +322,17 @@ def _grain_note(loaders: Sequence[str]) -> str:
             f"workers; a batch consumed as np.asarray of Grain's shared-memory array.")
 
 
+def _groups_note(workloads: Sequence[str]) -> str:
+    notes = []
+    if any(WORKLOADS[name].memory for name in workloads):
+        notes.append(f" The memory workloads: the measurement's process tree (main process and "
+                     f"workers) read from outside every {_STEADY_INTERVAL_S * 1e3:.0f} ms after "
+                     f"the warm-up, while the timed batches run: USS and PSS summed over the "
+                     f"processes, shared memory held counted once per file; each cell the "
+                     f"median of those samples, then of the repeats.")
+    return "".join(notes)
+
+
 def _header(args: argparse.Namespace, workloads: Sequence[str], loaders: Sequence[str],
             load_before: tuple[float, ...], elapsed_s: float) -> str:
     memory = psutil.virtual_memory().total / _GIB
@@ -282,7 +357,7 @@ def _header(args: argparse.Namespace, workloads: Sequence[str], loaders: Sequenc
         f"(through the PyTorch iterators: the torch.Tensor's .numpy()). "
         f"{args.repeats} repeat(s), batch counts x{args.scale:g}; each cell is the median "
         f"(min-max) over the repeats; ratios are dali_lite's median over the peer's."
-        f"{_grain_note(loaders)}{_chain_note(workloads)}",
+        f"{_grain_note(loaders)}{_chain_note(workloads)}{_groups_note(workloads)}",
         f"Command: `python -m benchmarks {' '.join(args.argv)}`".rstrip() + ".",
     ])
 
@@ -299,13 +374,20 @@ def _write_out(path: Path, section: str) -> None:
     path.write_text("# Benchmark results\n\n" + block, encoding="utf-8")
 
 
-def _names(values: list[str] | None, known: Sequence[str], what: str) -> list[str]:
+def _names(values: list[str] | None, known: Sequence[str], what: str,
+           groups: dict[str, tuple[str, ...]] | None = None,
+           default: Sequence[str] | None = None) -> list[str]:
+    """The names asked for, in the order of ``known``; a group's name stands for its members;
+    none asked for: ``default`` (or every known name)."""
     if not values:
-        return list(known)
-    names = [name for value in values for name in value.split(",") if name]
+        return list(known if default is None else default)
+    groups = groups or {}
+    names = [member for value in values for name in value.split(",") if name
+             for member in groups.get(name, (name,))]
     unknown = sorted(set(names) - set(known))
     if unknown:
-        raise SystemExit(f"unknown {what}: {', '.join(unknown)}; choose from {', '.join(known)}")
+        raise SystemExit(f"unknown {what}: {', '.join(unknown)}; choose from "
+                         f"{', '.join([*known, *groups])}")
     return [name for name in known if name in names]
 
 
@@ -319,7 +401,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--only", action="append", metavar="LOADER",
                         help=f"loaders to run (comma-separated): {', '.join(LOADERS)}")
     parser.add_argument("--workloads", action="append", metavar="NAME",
-                        help=f"workloads to run (comma-separated): {', '.join(WORKLOADS)}")
+                        help=f"workloads to run (comma-separated): {', '.join(WORKLOADS)}; "
+                             f"or a group: {', '.join(GROUPS)} (default: all but the groups)")
     parser.add_argument("--scale", type=float, help="multiply the batch counts")
     parser.add_argument("--timeout", type=float, default=_DEFAULT_TIMEOUT_S,
                         help="seconds one measurement may take")
@@ -383,7 +466,8 @@ def _compare_trees(values: list[str] | None) -> list[tuple[str, Path]]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     loaders = _names(args.only, list(LOADERS), "loader")
-    workloads = _names(args.workloads, list(WORKLOADS), "workload")
+    workloads = _names(args.workloads, list(WORKLOADS), "workload", GROUPS,
+                       [name for name, workload in WORKLOADS.items() if workload.default])
     missing = {name: f"not installed ({LOADERS[name]})" for name in loaders
                if not available(name)}
     # (column label, loader, source tree or None for this one)
@@ -413,7 +497,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"{result['bytes_per_s'] / 1e9:.2f} GB/s, "
                     f"first batch {result['first_batch_s'] * 1e3:.0f} ms"
                     + (f", peak {result['peak_bytes'] / 2**20:,.0f} MiB"
-                       if "peak_bytes" in result else ""))
+                       if "peak_bytes" in result else "")
+                    + (f", USS {result['uss_bytes'] / 2**20:,.0f} MiB, PSS "
+                       f"{result['pss_bytes'] / 2**20:,.0f} MiB, shm "
+                       f"{result['shm_bytes'] / 2**20:,.0f} MiB"
+                       if "uss_bytes" in result else ""))
                 _log(f"[{repeat + 1}/{args.repeats}] {workload:8s} {label:18s} {summary}")
     header = _header(args, workloads, loaders, load_before, time.monotonic() - started)
     section = render(results, loaders, missing, header, variants)

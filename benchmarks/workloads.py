@@ -26,7 +26,12 @@ The functions are built so that the loader, not the callback, is what is measure
   the arrays reused, so the source costs nothing), then ``fn.cast`` to float, ``* (1 / 255)``
   and ``fn.crop_mirror_normalize`` (224x224, ImageNet mean and std, mirrored by
   ``fn.random.coin_flip``, CHW). For dali_lite and DALI only: the DataLoader has no such
-  operators (:attr:`Workload.loaders`).
+  operators (:attr:`Workload.loaders`);
+* ``memory-tiny``, ``memory-large`` (group ``memory``): the tiny and large workloads, their
+  process tree's memory read in steady state, after the warm-up: USS, PSS and shared memory
+  (:mod:`benchmarks.memory`).
+
+The group runs only when asked for (``--workloads memory``), not by default.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ __all__ = [
     "CHAIN_SEED",
     "CHAIN_SHAPE",
     "CHAIN_STD",
+    "GROUPS",
     "WORKLOADS",
     "BatchOf",
     "PerSample",
@@ -208,6 +214,10 @@ class Workload:
     loaders: frozenset[str] | None = None
     #: What the table says for a loader it does not apply to.
     not_applicable: str = "n/a"
+    #: Read USS, PSS and shared memory of the process tree in steady state (after warm-up).
+    memory: bool = False
+    #: Run when no ``--workloads`` are given.
+    default: bool = True
 
     def applies_to(self, loader: str) -> bool:
         """Whether ``loader`` (a name of :data:`benchmarks.loaders.LOADERS`) can run this."""
@@ -227,6 +237,10 @@ class Workload:
 
 _LARGE_NBYTES = LARGE_SHAPE[0] * LARGE_SHAPE[1] * LARGE_SHAPE[2]
 _CHAIN_NBYTES = CHAIN_SHAPE[0] * CHAIN_SHAPE[1] * CHAIN_SHAPE[2]
+#: The loaders themselves (not through Ray or the PyTorch iterators), for the memory
+#: workloads.
+_PLAIN_LOADERS = frozenset({"dali_lite", "dali", "torch", "grain"})
+_PEERS_ONLY = "n/a (dali_lite and its peers only)"
 
 WORKLOADS: dict[str, Workload] = {
     w.name: w
@@ -250,5 +264,18 @@ WORKLOADS: dict[str, Workload] = {
                  bytes_per_sample_hint=_CHAIN_NBYTES + 64, chain=True,
                  loaders=frozenset({"dali_lite", "dali"}),
                  not_applicable="n/a (no such operators)"),
+        # Steady state: long enough (about 1 s for the fastest loader here) for several
+        # samples of the tree's memory, and past every loader's warm-up allocations.
+        Workload("memory-tiny", tiny_sample, 256, warmup_batches=40, timed_batches=1500,
+                 bytes_per_sample_hint=TINY_NBYTES + 64, memory=True, default=False,
+                 loaders=_PLAIN_LOADERS, not_applicable=_PEERS_ONLY),
+        Workload("memory-large", large_sample, 16, warmup_batches=10, timed_batches=200,
+                 bytes_per_sample_hint=_LARGE_NBYTES + 64, memory=True, default=False,
+                 loaders=_PLAIN_LOADERS, not_applicable=_PEERS_ONLY),
     )
+}
+
+#: Workloads run together under one name: ``--workloads memory``.
+GROUPS: dict[str, tuple[str, ...]] = {
+    "memory": ("memory-tiny", "memory-large"),
 }

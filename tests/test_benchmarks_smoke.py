@@ -91,7 +91,7 @@ def _figure(cell: str) -> float:
 
 def test_the_benchmark_command_runs_every_workload(tmp_path: Path) -> None:
     from benchmarks.run import BEGIN_MARK, END_MARK, main
-    from benchmarks.workloads import WORKLOADS
+    from benchmarks.workloads import GROUPS, WORKLOADS
 
     out = tmp_path / "RESULTS.md"
     out.write_text(f"# Title\n\nprose before\n\n{BEGIN_MARK}\nold table\n{END_MARK}\nprose after\n")
@@ -100,7 +100,9 @@ def test_the_benchmark_command_runs_every_workload(tmp_path: Path) -> None:
                  "--out", str(out), "--json", str(raw)])
     assert code == 0
     results = json.loads(raw.read_text())
-    assert {r["workload"] for r in results} == set(WORKLOADS)
+    # Every workload but the groups (memory, first-batch), which run only when asked for.
+    grouped = {name for members in GROUPS.values() for name in members}
+    assert grouped and {r["workload"] for r in results} == set(WORKLOADS) - grouped
     for result in results:
         assert "error" not in result, result
         assert result["samples_per_s"] > 0 and result["bytes"] > 0
@@ -109,7 +111,7 @@ def test_the_benchmark_command_runs_every_workload(tmp_path: Path) -> None:
     assert start["peak_bytes"] >= start["peak_shm_bytes"] > 0  # the slots were seen
     text = out.read_text()
     assert "prose before" in text and "prose after" in text and "old table" not in text
-    for name in WORKLOADS:
+    for name in set(WORKLOADS) - grouped:
         assert f"| {name} |" in text
 
 
@@ -333,6 +335,74 @@ def test_grain_runs_beside_dali_lite_with_ratios(capsys: pytest.CaptureFixture[s
     grain = [r for r in results if r["loader"] == "grain"]
     assert len(grain) == 2
     assert all("grain" in r["library_path"] for r in grain)
+
+
+@pytest.mark.timeout(300)
+def test_the_memory_workloads_report_uss_pss_and_shared_memory(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, no_leftovers: None) -> None:
+    """`--workloads memory`: the tree's USS, PSS and shared memory in steady state, per
+    loader, with the ratios to each peer (dali_lite's shared memory over DALI's among them)."""
+    from benchmarks import loaders, run
+
+    chosen = [name for name in ("dali_lite", "dali", "torch", "grain") if loaders.available(name)]
+    raw = tmp_path / "results.json"
+    code = run.main(["--only", ",".join(chosen), "--workloads", "memory", "--repeats", "1",
+                     "--scale", "0.02", "--retries", "0", "--json", str(raw)])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "| tiny |" not in text  # no main table: only the memory workloads ran
+    rows = _table(text, "Memory in steady state")
+    assert {row["workload"] for row in rows} == {"memory-tiny", "memory-large"}
+    assert {row["metric"] for row in rows} == {
+        "USS, MiB (sum over processes)", "PSS, MiB (sum over processes)",
+        "shared memory held, MiB", "PSS outside shared memory + shared memory held, MiB"}
+    for row in rows:
+        for name in chosen:
+            assert _figure(row[_title(name)]) > 0, (row, name)
+        if len(chosen) > 1:
+            assert row["dali_lite/smallest peer"].endswith(")"), row
+    if "dali" in chosen:
+        shm = next(row for row in rows if row["workload"] == "memory-large"
+                   and row["metric"] == "shared memory held, MiB")
+        assert _figure(shm["dali_lite/DALI"]) == pytest.approx(
+            _figure(shm["dali_lite"]) / _figure(shm["DALI"]), rel=0.05)
+    for result in json.loads(raw.read_text()):
+        assert result["memory_samples"] >= 1, result
+        assert result["pss_bytes"] >= result["uss_bytes"] > 0 and result["shm_bytes"] > 0
+        assert result["processes"] >= 3  # the main process and 2 workers at least
+
+
+def test_the_workload_groups_run_only_when_asked_for() -> None:
+    from benchmarks.run import _names
+    from benchmarks.workloads import GROUPS, WORKLOADS
+
+    default = [name for name, workload in WORKLOADS.items() if workload.default]
+    assert _names(None, list(WORKLOADS), "workload", GROUPS, default) == default
+    assert _names(["memory", "tiny"], list(WORKLOADS), "workload", GROUPS, default) == [
+        "tiny", "memory-tiny", "memory-large"]
+    with pytest.raises(SystemExit, match="memory"):  # the groups are named as choices
+        _names(["no-such"], list(WORKLOADS), "workload", GROUPS, default)
+
+
+def test_the_new_tables_name_the_best_peer() -> None:
+    """The memory table's ratio to the smallest peer, naming that peer, from made-up
+    figures."""
+    from benchmarks.report import render
+
+    memory = {"dali_lite": 100.0, "dali": 400.0, "torch": 300.0, "grain": 200.0}
+    results = []
+    for loader in memory:
+        results.append({"loader": loader, "workload": "memory-tiny", "first_batch_s": 0.1,
+                        "batches": 1, "main_cpu_s": 0.1, "workers_cpu_s": 0.1,
+                        "elapsed_s": 0.1, **{key: memory[loader] * 2**20 for key in (
+                            "uss_bytes", "pss_bytes", "shm_bytes", "footprint_bytes")}})
+    text = render(results, list(memory), {}, "Machine: a test")
+    assert "| tiny |" not in text and "target" not in text  # no main table, no targets
+    rows = _table(text, "Memory in steady state")
+    assert len(rows) == 4
+    for row in rows:
+        assert row["dali_lite"] == "100.0" and row["dali_lite/smallest peer"] == "0.50 (Grain)"
+        assert row["dali_lite/DALI"] == "0.25"
 
 
 def test_the_gpu_scaling_command_measures_what_it_can_here() -> None:
