@@ -12,6 +12,8 @@ Modules:
 * :mod:`benchmarks.child`: one measurement, run in a fresh interpreter;
 * :mod:`benchmarks.memory`: the memory of a process tree (RSS, USS, PSS, shared memory),
   sampled from outside;
+* ``training_main.py``: the main module of the first-batch measurements (it imports torch, as
+  a training script does);
 * :mod:`benchmarks.report`: medians, ratios, targets and the markdown table;
 * :mod:`benchmarks.chart`: the same medians as a PNG bar chart (`--chart`, or redrawn from a
   `--json` or `--out` file);

@@ -3,6 +3,8 @@
 Settings, kept equal wherever the loaders have an equivalent knob:
 
 * 2 worker processes, started with ``fork`` (but Grain, which always spawns its workers);
+  the first-batch workloads choose other counts and start methods
+  (:attr:`~benchmarks.workloads.Workload.workers`, ``start_method``);
 * DALI and dali_lite: ``prefetch_queue_depth=2`` for the pipeline *and* the parallel source,
   the same ``bytes_per_sample_hint``, ``device_id=None`` (CPU only), ``num_threads=2``;
 * DataLoader: ``prefetch_factor=2``, ``persistent_workers=True``, no pinned memory, default
@@ -58,7 +60,10 @@ __all__ = [
     "join_samples",
     "loader_library",
     "make_loader",
+    "preload",
+    "start_method",
     "support_libraries",
+    "worker_count",
 ]
 
 NUM_WORKERS = 2
@@ -130,15 +135,15 @@ class _PipelineLoader:
     """DALI or dali_lite: a pipeline with one parallel per-sample external_source."""
 
     def __init__(self, module: Any, fn: Any, workload: Workload,
-                 start_method: str = START_METHOD) -> None:
+                 py_start_method: str | None = None) -> None:
         self.dense = workload.dense
         self.pipe = module.Pipeline(
             batch_size=workload.batch_size,
             num_threads=NUM_THREADS,
             device_id=None,
             prefetch_queue_depth=PREFETCH,
-            py_num_workers=NUM_WORKERS,
-            py_start_method=start_method,
+            py_num_workers=worker_count(workload),
+            py_start_method=py_start_method or workload.start_method or START_METHOD,
         )
         with self.pipe:
             out = fn.external_source(
@@ -209,7 +214,7 @@ class _RayLoader(_PipelineLoader):
         import dali_lite
         import dali_lite.fn
 
-        super().__init__(dali_lite, dali_lite.fn, workload, start_method="ray")
+        super().__init__(dali_lite, dali_lite.fn, workload, py_start_method="ray")
 
     def start(self) -> None:
         import ray
@@ -272,10 +277,10 @@ class _TorchLoader:
         self.loader = torch.utils.data.DataLoader(
             dataset,  # type: ignore[arg-type]  # duck-typed map-style dataset
             batch_size=workload.batch_size,
-            num_workers=NUM_WORKERS,
+            num_workers=worker_count(workload),
             prefetch_factor=PREFETCH,
             persistent_workers=True,
-            multiprocessing_context=START_METHOD,
+            multiprocessing_context=workload.start_method or START_METHOD,
             collate_fn=None if workload.dense else _list_collate,
         )
         self.iterator: Any = None
@@ -322,7 +327,7 @@ class _GrainLoader:
         # batches come from the workers in turn, so every worker needs records for all of
         # them: a batch-sized remainder is dropped, and a worker that has none stops the
         # iteration early.
-        workers = NUM_WORKERS
+        workers = worker_count(workload)
         dataset = SampleDataset(workload.sample,
                                 workload.batch_size * workers * (total_batches + 4))
         self.loader = grain.DataLoader(

@@ -7,10 +7,10 @@ range, the ratio of dali_lite's median to each peer's, the issue's target and wh
 met. A loader that is not installed, or whose runs all failed, says so in its column. The
 peers are DALI, the DataLoader and Grain.
 
-The memory workloads (run only when asked for) get a table of their own,
-:data:`MEMORY_METRICS`: the same medians and ratios to each peer, no targets, and one more
-column, dali_lite's median over the best peer's (the one using the least memory), with that
-peer's name.
+The first-batch and memory workloads (run only when asked for) get tables of their own,
+:data:`FIRST_BATCH_METRICS` and :data:`MEMORY_METRICS`: the same medians and ratios to each
+peer, no targets, and one more column, dali_lite's median over the best peer's (the faster
+one, or the one using the least memory), with that peer's name.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from typing import Any
 from benchmarks.loaders import NUM_WORKERS
 from benchmarks.workloads import HEAVY_CPU_S, WORKLOADS
 
-__all__ = ["LOADER_TITLES", "MEMORY_METRICS", "METRICS", "PEERS", "Metric", "metric_values",
-           "render"]
+__all__ = ["FIRST_BATCH_METRICS", "LOADER_TITLES", "MEMORY_METRICS", "METRICS", "PEERS",
+           "Metric", "metric_values", "render"]
 
 Result = dict[str, Any]
 
@@ -108,6 +108,12 @@ METRICS: tuple[Metric, ...] = (
            lambda r: r["samples_per_s"], _count, True, "dali", 1.0, ">= 1x DALI"),
 )
 
+#: The first-batch workloads' table: one row per start method and worker count.
+FIRST_BATCH_METRICS: tuple[Metric, ...] = tuple(
+    Metric(name, "construction -> first batch, ms", lambda r: r["first_batch_s"], _ms, False)
+    for name, workload in WORKLOADS.items() if workload.first_batch
+)
+
 def _field(key: str) -> Callable[[Result], float]:
     return lambda result: float(result[key])
 
@@ -153,7 +159,7 @@ def _not_run(workload: str, loader: str) -> str:
     """Why a loader has no figures of a workload it did not run: the workload is not for it
     (the DataLoader has no operators for the chain), or it was not asked for."""
     known = WORKLOADS.get(workload)
-    return known.not_applicable if known and not known.applies_to(loader) else "not run"
+    return known.why_not(loader) if known and not known.applies_to(loader) else "not run"
 
 
 def _ratio_text(ratio: float | None) -> str:
@@ -276,7 +282,7 @@ def comparison_table(results: Sequence[Result], variants: Sequence[str]) -> str:
               *(f"{v}/dali_lite" for v in variants)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     workloads_run = {r.get("workload") for r in results}
-    for metric in (*METRICS, *MEMORY_METRICS):
+    for metric in (*METRICS, *FIRST_BATCH_METRICS, *MEMORY_METRICS):
         if metric.workload not in workloads_run:
             continue
         base = metric_values(results, "dali_lite", metric)
@@ -326,6 +332,11 @@ def render(results: Sequence[Result], loaders: Sequence[str], missing: dict[str,
     for variant in variants if main_rows else ():
         parts += ["", f"The same peers' runs against `{variant}` in the role of dali_lite:", "",
                   results_table(_relabel(results, variant), with_subject, missing)]
+    if any(m.workload in workloads_run for m in FIRST_BATCH_METRICS):
+        parts += ["", "Time to the first batch, from the loader's construction (`Pipeline(...)`,"
+                  " `DataLoader(...)`), the main module importing torch (medians):", "",
+                  results_table(peers_only, loaders, missing, FIRST_BATCH_METRICS,
+                                "dali_lite/faster peer")]
     if any(m.workload in workloads_run for m in MEMORY_METRICS):
         parts += ["", "Memory in steady state, main process and workers (medians of the "
                   "samples, then of the repeats):", "",

@@ -10,8 +10,10 @@ loaders rotates from repeat to repeat so that none always runs first after a qui
 the start workload this process samples the measurement's process tree memory every
 :data:`_MEMORY_INTERVAL_S` (:mod:`benchmarks.memory`); for the memory workloads it reads the
 tree's USS, PSS and shared memory every :data:`_STEADY_INTERVAL_S` while the loader is in
-steady state (the measurement marks it on stdout, :mod:`benchmarks.child`); they run only when
-asked for (``--workloads memory``). The table shows medians over the
+steady state (the measurement marks it on stdout, :mod:`benchmarks.child`), and the first-batch
+workloads run as the main module ``benchmarks/training_main.py``, which imports torch. The
+groups of workloads (``--workloads memory``, ``first-batch``) run only when asked for. The
+table shows medians over the
 repeats with their range; ``--out`` writes it into a markdown file, replacing only the part
 between :data:`BEGIN_MARK` and :data:`END_MARK` when the file has them, so the prose around
 the table in ``RESULTS.md`` survives a rerun. ``--chart`` draws the same medians as a PNG
@@ -199,6 +201,13 @@ class _SteadyState:
         }
 
 
+def _command(loader: str, workload: str, scale: float, root: Path | None) -> list[str]:
+    args = [str(ROOT), str(root or ""), loader, workload, repr(scale)]
+    if WORKLOADS[workload].first_batch:
+        return [sys.executable, str(ROOT / "benchmarks" / "training_main.py"), *args]
+    return [sys.executable, "-c", _BOOT, *args]
+
+
 def _run_child(loader: str, workload: str, scale: float, timeout_s: float,
                root: Path | None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-ack-") as ack_dir:
@@ -207,8 +216,7 @@ def _run_child(loader: str, workload: str, scale: float, timeout_s: float,
 
 def _run_child_in(loader: str, workload: str, scale: float, timeout_s: float,
                   root: Path | None, ack_path: Path) -> dict[str, Any]:
-    command = [sys.executable, "-c", _BOOT, str(ROOT), str(root or ""), loader, workload,
-               repr(scale)]
+    command = _command(loader, workload, scale, root)
     env = None
     if root is not None:
         # Also for processes that do not inherit sys.path from the measurement (Ray's
@@ -324,6 +332,12 @@ def _grain_note(loaders: Sequence[str]) -> str:
 
 def _groups_note(workloads: Sequence[str]) -> str:
     notes = []
+    if any(WORKLOADS[name].first_batch for name in workloads):
+        notes.append(" The first-batch workloads: time from the loader's construction "
+                     "(Pipeline(...), DataLoader(...), imports done) to the first batch in hand, "
+                     "with the start method and worker count each names, in a measurement "
+                     "process whose main module imports torch first (benchmarks/"
+                     "training_main.py), so that every spawned worker imports it again.")
     if any(WORKLOADS[name].memory for name in workloads):
         notes.append(f" The memory workloads: the measurement's process tree (main process and "
                      f"workers) read from outside every {_STEADY_INTERVAL_S * 1e3:.0f} ms after "

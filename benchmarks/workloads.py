@@ -29,9 +29,14 @@ The functions are built so that the loader, not the callback, is what is measure
   operators (:attr:`Workload.loaders`);
 * ``memory-tiny``, ``memory-large`` (group ``memory``): the tiny and large workloads, their
   process tree's memory read in steady state, after the warm-up: USS, PSS and shared memory
-  (:mod:`benchmarks.memory`).
+  (:mod:`benchmarks.memory`);
+* ``first-batch-{fork,spawn}-{2,8}`` (group ``first-batch``): the large sample, timed from the
+  loader's construction (``Pipeline(...)``, ``DataLoader(...)``) to the first batch in hand,
+  with 2 or 8 workers started by fork or spawn, in a measurement process whose main module
+  imports torch first, as a training script does (``benchmarks/training_main.py``), so that
+  every spawned worker imports torch again.
 
-The group runs only when asked for (``--workloads memory``), not by default.
+The groups run only when asked for (``--workloads memory,first-batch``), not by default.
 """
 
 from __future__ import annotations
@@ -214,6 +219,14 @@ class Workload:
     loaders: frozenset[str] | None = None
     #: What the table says for a loader it does not apply to.
     not_applicable: str = "n/a"
+    #: Per loader, a reason of its own that overrides ``not_applicable``.
+    reasons: tuple[tuple[str, str], ...] = ()
+    #: The workers' start method and count, if not the suite's (``fork``, 2).
+    start_method: str | None = None
+    workers: int | None = None
+    #: Time from the loader's construction, not from ``start()``, to the first batch, in a
+    #: measurement process whose main module imports torch (``benchmarks/training_main.py``).
+    first_batch: bool = False
     #: Read USS, PSS and shared memory of the process tree in steady state (after warm-up).
     memory: bool = False
     #: Run when no ``--workloads`` are given.
@@ -222,6 +235,10 @@ class Workload:
     def applies_to(self, loader: str) -> bool:
         """Whether ``loader`` (a name of :data:`benchmarks.loaders.LOADERS`) can run this."""
         return self.loaders is None or loader in self.loaders
+
+    def why_not(self, loader: str) -> str:
+        """What the table says for ``loader`` when this workload does not apply to it."""
+        return dict(self.reasons).get(loader, self.not_applicable)
 
     def batches(self, scale: float) -> tuple[int, int]:
         """(warm-up, timed) batch counts scaled by ``scale``.
@@ -237,8 +254,8 @@ class Workload:
 
 _LARGE_NBYTES = LARGE_SHAPE[0] * LARGE_SHAPE[1] * LARGE_SHAPE[2]
 _CHAIN_NBYTES = CHAIN_SHAPE[0] * CHAIN_SHAPE[1] * CHAIN_SHAPE[2]
-#: The loaders themselves (not through Ray or the PyTorch iterators), for the memory
-#: workloads.
+#: The loaders themselves (not through Ray or the PyTorch iterators), for the memory and
+#: first-batch workloads.
 _PLAIN_LOADERS = frozenset({"dali_lite", "dali", "torch", "grain"})
 _PEERS_ONLY = "n/a (dali_lite and its peers only)"
 
@@ -272,10 +289,18 @@ WORKLOADS: dict[str, Workload] = {
         Workload("memory-large", large_sample, 16, warmup_batches=10, timed_batches=200,
                  bytes_per_sample_hint=_LARGE_NBYTES + 64, memory=True, default=False,
                  loaders=_PLAIN_LOADERS, not_applicable=_PEERS_ONLY),
+        *(Workload(f"first-batch-{method}-{workers}", large_sample, 16, warmup_batches=0,
+                   timed_batches=4, bytes_per_sample_hint=_LARGE_NBYTES + 64,
+                   start_method=method, workers=workers, first_batch=True, default=False,
+                   loaders=_PLAIN_LOADERS - ({"grain"} if method == "fork" else set()),
+                   not_applicable=_PEERS_ONLY,
+                   reasons=(("grain", "n/a (Grain always spawns)"),))
+          for method in ("fork", "spawn") for workers in (2, 8)),
     )
 }
 
 #: Workloads run together under one name: ``--workloads memory``.
 GROUPS: dict[str, tuple[str, ...]] = {
     "memory": ("memory-tiny", "memory-large"),
+    "first-batch": tuple(name for name in WORKLOADS if name.startswith("first-batch-")),
 }

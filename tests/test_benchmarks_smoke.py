@@ -333,7 +333,7 @@ def test_grain_runs_beside_dali_lite_with_ratios(capsys: pytest.CaptureFixture[s
     assert "grain 0." in text and "always spawned" in text  # the version and the settings
     results = json.loads(raw.read_text())
     grain = [r for r in results if r["loader"] == "grain"]
-    assert len(grain) == 2
+    assert len(grain) == 2 and all(r["start_method"] == "spawn" for r in grain)
     assert all("grain" in r["library_path"] for r in grain)
 
 
@@ -372,6 +372,42 @@ def test_the_memory_workloads_report_uss_pss_and_shared_memory(
         assert result["processes"] >= 3  # the main process and 2 workers at least
 
 
+@pytest.mark.timeout(420)
+def test_the_first_batch_workloads_time_construction_to_the_first_batch(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, no_leftovers: None) -> None:
+    """`first-batch-*`: Pipeline(...) or DataLoader(...) to the first batch, fork and spawn,
+    in a measurement whose main module imports torch; the ratio to the faster peer."""
+    pytest.importorskip("torch")  # the measurement's main module imports it
+    from benchmarks import loaders, run
+
+    # DALI's spawned workers take 15 s or more to start here: left to the full run.
+    chosen = [name for name in ("dali_lite", "torch", "grain") if loaders.available(name)]
+    raw = tmp_path / "results.json"
+    code = run.main(["--only", ",".join(chosen), "--workloads",
+                     "first-batch-fork-2,first-batch-spawn-2", "--repeats", "1", "--scale",
+                     "0.02", "--retries", "0", "--json", str(raw)])
+    assert code == 0
+    rows = {row["workload"]: row
+            for row in _table(capsys.readouterr().out, "Time to the first batch")}
+    assert set(rows) == {"first-batch-fork-2", "first-batch-spawn-2"}
+    for workload, row in rows.items():
+        assert row["metric"] == "construction -> first batch, ms"
+        assert _figure(row["dali_lite"]) > 0 and _figure(row["DataLoader"]) > 0
+        faster = row["dali_lite/faster peer"]
+        peers = [name for name in chosen if name != "dali_lite"
+                 and not (name == "grain" and "fork" in workload)]
+        best = min(peers, key=lambda name: _figure(row[_title(name)]))
+        assert faster.endswith(f"({_title(best)})"), row
+        assert _figure(faster) == pytest.approx(
+            _figure(row["dali_lite"]) / _figure(row[_title(best)]), rel=0.05, abs=0.01)
+    if "grain" in chosen:
+        assert rows["first-batch-fork-2"]["Grain"] == "n/a (Grain always spawns)"
+        assert _figure(rows["first-batch-spawn-2"]["Grain"]) > 0
+    for result in json.loads(raw.read_text()):
+        assert result["first_batch_from"] == "construction" and result["workers"] == 2
+        assert result["start_method"] == result["workload"].split("-")[2]
+
+
 def test_the_workload_groups_run_only_when_asked_for() -> None:
     from benchmarks.run import _names
     from benchmarks.workloads import GROUPS, WORKLOADS
@@ -380,24 +416,32 @@ def test_the_workload_groups_run_only_when_asked_for() -> None:
     assert _names(None, list(WORKLOADS), "workload", GROUPS, default) == default
     assert _names(["memory", "tiny"], list(WORKLOADS), "workload", GROUPS, default) == [
         "tiny", "memory-tiny", "memory-large"]
-    with pytest.raises(SystemExit, match="memory"):  # the groups are named as choices
+    assert len(_names(["first-batch"], list(WORKLOADS), "workload", GROUPS, default)) == 4
+    with pytest.raises(SystemExit, match="first-batch"):  # the groups are named as choices
         _names(["no-such"], list(WORKLOADS), "workload", GROUPS, default)
 
 
 def test_the_new_tables_name_the_best_peer() -> None:
-    """The memory table's ratio to the smallest peer, naming that peer, from made-up
-    figures."""
+    """The first-batch table's ratio to the faster peer and the memory table's to the
+    smallest, each naming that peer, from made-up figures."""
     from benchmarks.report import render
 
+    first = {"dali_lite": 1.0, "dali": 4.0, "torch": 2.0, "grain": 3.0}
     memory = {"dali_lite": 100.0, "dali": 400.0, "torch": 300.0, "grain": 200.0}
     results = []
-    for loader in memory:
+    for loader in first:
+        results.append({"loader": loader, "workload": "first-batch-spawn-8",
+                        "first_batch_s": first[loader], "batches": 1, "main_cpu_s": 0.1,
+                        "workers_cpu_s": 0.1, "elapsed_s": 0.1})
         results.append({"loader": loader, "workload": "memory-tiny", "first_batch_s": 0.1,
                         "batches": 1, "main_cpu_s": 0.1, "workers_cpu_s": 0.1,
                         "elapsed_s": 0.1, **{key: memory[loader] * 2**20 for key in (
                             "uss_bytes", "pss_bytes", "shm_bytes", "footprint_bytes")}})
-    text = render(results, list(memory), {}, "Machine: a test")
+    text = render(results, list(first), {}, "Machine: a test")
     assert "| tiny |" not in text and "target" not in text  # no main table, no targets
+    (spawn,) = _table(text, "Time to the first batch")
+    assert spawn["dali_lite"] == "1000" and spawn["dali_lite/faster peer"] == "0.50 (DataLoader)"
+    assert spawn["dali_lite/Grain"] == "0.33"
     rows = _table(text, "Memory in steady state")
     assert len(rows) == 4
     for row in rows:
