@@ -17,16 +17,20 @@ uses memfd, DALI and PyTorch use shm files); its size is the bytes the file real
 (``st_blocks``), read through ``/proc/PID/map_files`` or ``/proc/PID/fd``, falling back to the
 mapping's length where those cannot be read.
 
-**Steady state (the memory workloads)**, :func:`sample_footprint`, every 100 ms once the loader
-is warm, from each process's ``/proc/PID/smaps_rollup`` (what psutil's ``memory_full_info``
-reads) plus the same shared-memory files:
+**Steady state (the memory workloads)**, :func:`sample_footprint`, every 250 ms once the loader
+is warm, from each process's ``/proc/PID/smaps`` (psutil's ``memory_full_info`` reads the same
+figures, summed, from ``smaps_rollup``; here each mapping of a shared-memory file is told apart
+from the rest) plus the same shared-memory files:
 
 * **USS** (unique set size), ``Private_Clean + Private_Dirty``: the resident pages no other
   process maps, what would be freed if the process exited. Summed over the tree: what each
   process holds for itself (its heap, its private copies of batches). Pages the processes
   share are not in it: the libraries forked workers still share with the main process, a
-  slot that both a worker and the main process map (a shared-memory page that one process
-  alone maps at the moment is in that process's USS).
+  slot that both a worker and the main process map. A shared-memory page that one process
+  alone maps at the moment *is* in its USS: a loader whose worker maps its slots while the
+  main process maps them only to read a batch (dali_lite) has its slots in the workers' USS.
+  Hence **USS outside shared memory** as well: USS less the private pages of shared-memory
+  mappings, the processes' own memory apart from the slots (which the third figure counts).
 * **PSS** (proportional set size): every resident page divided by the number of processes that
   map it. Summed over the tree it counts a page shared among the tree's processes once, and a
   page shared with processes outside the tree (a system library) in part: the tree's fair
@@ -39,7 +43,7 @@ Why both USS and PSS: USS is what the processes cost apart from each other (a lo
 copies each batch into private memory shows there; pages shared after fork do not), PSS what
 the tree costs in all with its shared pages split fairly, so that two loaders' PSS sums compare
 directly however many processes each runs. Shared memory appears in PSS only where mapped,
-hence its own figure from the files. PSS less its shared-memory part (``Pss_Shmem``) plus every
+hence its own figure from the files. PSS outside the shared-memory mappings plus every
 shared-memory file in full (:attr:`TreeFootprint.total_bytes`) is the tree's total with no page
 counted twice, the steady-state counterpart of the peak sample.
 """
@@ -87,31 +91,45 @@ class TreeFootprint:
     """One steady-state sample of a process tree's memory, in bytes (sums over processes)."""
 
     uss_bytes: int
+    #: The part of ``uss_bytes`` in mappings of shared-memory files.
+    uss_shm_bytes: int
     pss_bytes: int
-    #: The part of ``pss_bytes`` in shared-memory pages (``Pss_Shmem``).
-    pss_shmem_bytes: int
+    #: The part of ``pss_bytes`` in mappings of shared-memory files.
+    pss_shm_bytes: int
     #: Shared-memory files held, each counted once, by its allocated bytes.
     shm_bytes: int
     processes: int
 
     @property
+    def uss_outside_shm_bytes(self) -> int:
+        return self.uss_bytes - self.uss_shm_bytes
+
+    @property
     def total_bytes(self) -> int:
         """PSS outside shared memory plus every shared-memory file in full."""
-        return self.pss_bytes - self.pss_shmem_bytes + self.shm_bytes
+        return self.pss_bytes - self.pss_shm_bytes + self.shm_bytes
 
 
-_ROLLUP_FIELDS = ("Pss:", "Pss_Shmem:", "Private_Clean:", "Private_Dirty:")
-
-
-def _rollup(pid: int) -> dict[str, int]:
-    """The fields of ``/proc/PID/smaps_rollup`` this module needs, in bytes."""
-    values: dict[str, int] = {}
-    with open(f"/proc/{pid}/smaps_rollup", encoding="ascii", errors="replace") as rollup:
-        for line in rollup:
-            if line.startswith(_ROLLUP_FIELDS):
-                key, value = line.split(":", 1)
-                values[key] = int(value.split()[0]) * _KIB
-    return values
+def _smaps(pid: int) -> tuple[int, int, int, int]:
+    """(USS, its part in shared-memory mappings, PSS, its part there) of ``pid``, in bytes,
+    from ``/proc/PID/smaps``: a mapping's header line, then its ``Name: value kB`` lines."""
+    uss = uss_shm = pss = pss_shm = 0
+    in_shm = False
+    with open(f"/proc/{pid}/smaps", encoding="ascii", errors="replace") as smaps:
+        for line in smaps:
+            name, _, rest = line.partition(" ")
+            if not name.endswith(":"):  # a header: "start-end perms offset dev inode path"
+                fields = line.split(None, 5)
+                in_shm = len(fields) == 6 and fields[5].startswith(_SHM_PREFIXES)
+            elif name in ("Private_Clean:", "Private_Dirty:"):
+                kib = int(rest.split()[0]) * _KIB
+                uss += kib
+                uss_shm += kib if in_shm else 0
+            elif name == "Pss:":
+                kib = int(rest.split()[0]) * _KIB
+                pss += kib
+                pss_shm += kib if in_shm else 0
+    return uss, uss_shm, pss, pss_shm
 
 
 def _allocated(path: str) -> int | None:
@@ -178,16 +196,15 @@ def sample_footprint(root_pid: int) -> TreeFootprint | None:
         pids = [root_pid, *(child.pid for child in root.children(recursive=True))]
     except psutil.Error:
         return None
-    uss = pss = pss_shmem = counted = 0
+    sums = [0, 0, 0, 0]
+    counted = 0
     shm: dict[tuple[int, int, int], int] = {}
     for pid in pids:
         with contextlib.suppress(OSError, ValueError):
-            values = _rollup(pid)
+            figures = _smaps(pid)
             _shm_files(pid, shm)
-            uss += values.get("Private_Clean", 0) + values.get("Private_Dirty", 0)
-            pss += values.get("Pss", 0)
-            pss_shmem += values.get("Pss_Shmem", 0)
+            sums = [total + value for total, value in zip(sums, figures)]
             counted += 1
     if not counted:
         return None
-    return TreeFootprint(uss, pss, pss_shmem, sum(shm.values()), counted)
+    return TreeFootprint(*sums, sum(shm.values()), counted)

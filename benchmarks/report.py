@@ -124,6 +124,7 @@ MEMORY_METRICS: tuple[Metric, ...] = tuple(
     for name, workload in WORKLOADS.items() if workload.memory
     for title, key in (
         ("USS, MiB (sum over processes)", "uss_bytes"),
+        ("USS outside shared memory, MiB", "uss_outside_shm_bytes"),
         ("PSS, MiB (sum over processes)", "pss_bytes"),
         ("shared memory held, MiB", "shm_bytes"),
         ("PSS outside shared memory + shared memory held, MiB", "footprint_bytes"),

@@ -72,8 +72,10 @@ ROOT = Path(__file__).resolve().parent.parent
 BEGIN_MARK = "<!-- BEGIN BENCHMARK TABLE (written by python -m benchmarks --out) -->"
 END_MARK = "<!-- END BENCHMARK TABLE -->"
 _MEMORY_INTERVAL_S = 0.01
-# smaps_rollup walks a process's page tables: a few ms for a process that imported torch.
-_STEADY_INTERVAL_S = 0.1
+# Reading /proc/PID/smaps takes the runner 10-40 ms per process that imported torch (the
+# kernel walks its page tables for the reader): often enough for steady state, and leaving
+# the measured processes most of the machine.
+_STEADY_INTERVAL_S = 0.25
 _POLL_INTERVAL_S = 0.05
 _DEFAULT_TIMEOUT_S = 300.0
 _DEFAULT_REPEATS = 5
@@ -192,8 +194,9 @@ class _SteadyState:
 
         return {
             "uss_bytes": median([s.uss_bytes for s in self.samples]),
+            "uss_outside_shm_bytes": median([s.uss_outside_shm_bytes for s in self.samples]),
             "pss_bytes": median([s.pss_bytes for s in self.samples]),
-            "pss_shmem_bytes": median([s.pss_shmem_bytes for s in self.samples]),
+            "pss_shm_bytes": median([s.pss_shm_bytes for s in self.samples]),
             "shm_bytes": median([s.shm_bytes for s in self.samples]),
             "footprint_bytes": median([s.total_bytes for s in self.samples]),
             "memory_samples": len(self.samples),
@@ -341,8 +344,9 @@ def _groups_note(workloads: Sequence[str]) -> str:
     if any(WORKLOADS[name].memory for name in workloads):
         notes.append(f" The memory workloads: the measurement's process tree (main process and "
                      f"workers) read from outside every {_STEADY_INTERVAL_S * 1e3:.0f} ms after "
-                     f"the warm-up, while the timed batches run: USS and PSS summed over the "
-                     f"processes, shared memory held counted once per file; each cell the "
+                     f"the warm-up, while the timed batches run: USS (also outside the "
+                     f"mappings of shared-memory files) and PSS summed over the processes, "
+                     f"shared memory held counted once per file; each cell the "
                      f"median of those samples, then of the repeats.")
     return "".join(notes)
 

@@ -221,6 +221,29 @@ def test_memory_of_this_process_tree_is_read() -> None:
     assert memory is not None and memory.rss_bytes > 0 and memory.processes >= 1
 
 
+def test_a_shared_memory_file_is_told_apart_in_uss_and_pss() -> None:
+    """A memfd that only this process maps: its pages are in this process's USS and PSS,
+    and in the shared-memory parts of both, and the file is counted once in full."""
+    import mmap
+
+    from benchmarks.memory import sample_footprint
+
+    size = 8 << 20
+    fd = os.memfd_create("bench-smoke-test")
+    try:
+        os.ftruncate(fd, size)
+        with mmap.mmap(fd, size) as mapped:
+            mapped[:] = b"\1" * size  # every page resident
+            memory = sample_footprint(os.getpid())
+    finally:
+        os.close(fd)
+    assert memory is not None and memory.processes >= 1
+    assert memory.shm_bytes >= size and memory.uss_shm_bytes >= size
+    assert memory.pss_shm_bytes >= size
+    assert memory.uss_outside_shm_bytes == memory.uss_bytes - memory.uss_shm_bytes > 0
+    assert memory.total_bytes == memory.pss_bytes - memory.pss_shm_bytes + memory.shm_bytes
+
+
 def test_py_spy_raw_output_is_grouped_by_process_role() -> None:
     from benchmarks.profiling import parse_raw
 
@@ -354,7 +377,8 @@ def test_the_memory_workloads_report_uss_pss_and_shared_memory(
     rows = _table(text, "Memory in steady state")
     assert {row["workload"] for row in rows} == {"memory-tiny", "memory-large"}
     assert {row["metric"] for row in rows} == {
-        "USS, MiB (sum over processes)", "PSS, MiB (sum over processes)",
+        "USS, MiB (sum over processes)", "USS outside shared memory, MiB",
+        "PSS, MiB (sum over processes)",
         "shared memory held, MiB", "PSS outside shared memory + shared memory held, MiB"}
     for row in rows:
         for name in chosen:
@@ -369,6 +393,7 @@ def test_the_memory_workloads_report_uss_pss_and_shared_memory(
     for result in json.loads(raw.read_text()):
         assert result["memory_samples"] >= 1, result
         assert result["pss_bytes"] >= result["uss_bytes"] > 0 and result["shm_bytes"] > 0
+        assert 0 < result["uss_outside_shm_bytes"] <= result["uss_bytes"]
         assert result["processes"] >= 3  # the main process and 2 workers at least
 
 
@@ -436,14 +461,15 @@ def test_the_new_tables_name_the_best_peer() -> None:
         results.append({"loader": loader, "workload": "memory-tiny", "first_batch_s": 0.1,
                         "batches": 1, "main_cpu_s": 0.1, "workers_cpu_s": 0.1,
                         "elapsed_s": 0.1, **{key: memory[loader] * 2**20 for key in (
-                            "uss_bytes", "pss_bytes", "shm_bytes", "footprint_bytes")}})
+                            "uss_bytes", "uss_outside_shm_bytes", "pss_bytes", "shm_bytes",
+                            "footprint_bytes")}})
     text = render(results, list(first), {}, "Machine: a test")
     assert "| tiny |" not in text and "target" not in text  # no main table, no targets
     (spawn,) = _table(text, "Time to the first batch")
     assert spawn["dali_lite"] == "1000" and spawn["dali_lite/faster peer"] == "0.50 (DataLoader)"
     assert spawn["dali_lite/Grain"] == "0.33"
     rows = _table(text, "Memory in steady state")
-    assert len(rows) == 4
+    assert len(rows) == 5
     for row in rows:
         assert row["dali_lite"] == "100.0" and row["dali_lite/smallest peer"] == "0.50 (Grain)"
         assert row["dali_lite/DALI"] == "0.25"
