@@ -521,7 +521,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                        f"{result['shm_bytes'] / 2**20:,.0f} MiB"
                        if "uss_bytes" in result else ""))
                 _log(f"[{repeat + 1}/{args.repeats}] {workload:8s} {label:18s} {summary}")
-    header = _header(args, workloads, loaders, load_before, time.monotonic() - started)
+    ran = [name for name in loaders if name not in missing]
+    header = _header(args, workloads, ran, load_before, time.monotonic() - started)
     section = render(results, loaders, missing, header, variants)
     print(section)
     if args.out is not None:
