@@ -1,4 +1,4 @@
-"""Side-by-side benchmarks of dali_lite against NVIDIA DALI and PyTorch's DataLoader.
+"""Side-by-side benchmarks of dali_lite against NVIDIA DALI, PyTorch's DataLoader and Grain.
 
 Run ``python -m benchmarks`` (or ``python benchmarks/run.py``); see :mod:`benchmarks.run` for
 the options and ``benchmarks/RESULTS.md`` for the latest figures and what they mean.
@@ -10,8 +10,10 @@ Modules:
 * :mod:`benchmarks.loaders`: one adapter per loader that builds it, yields batches and turns
   each into one contiguous numpy array;
 * :mod:`benchmarks.child`: one measurement, run in a fresh interpreter;
-* :mod:`benchmarks.memory`: the memory of a process tree (RSS plus shared memory), sampled
-  from outside;
+* :mod:`benchmarks.memory`: the memory of a process tree (RSS, USS, PSS, shared memory),
+  sampled from outside;
+* ``training_main.py``: the main module of the first-batch measurements (it imports torch, as
+  a training script does);
 * :mod:`benchmarks.report`: medians, ratios, targets and the markdown table;
 * :mod:`benchmarks.chart`: the same medians as a PNG bar chart (`--chart`, or redrawn from a
   `--json` or `--out` file);

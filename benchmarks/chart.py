@@ -1,4 +1,5 @@
-"""The benchmark comparison as a PNG bar chart: dali_lite, NVIDIA DALI and PyTorch's DataLoader.
+"""The benchmark comparison as a PNG bar chart: dali_lite, NVIDIA DALI, PyTorch's DataLoader and
+Grain.
 
     python -m benchmarks --chart docs/benchmarks.png ...    # draw from the run just made
     python -m benchmarks.chart SOURCE OUT.png              # redraw without running anything
@@ -8,9 +9,10 @@ table that ``--out`` writes (``benchmarks/RESULTS.md``: its table between
 :data:`benchmarks.run.BEGIN_MARK` and ``END_MARK``, with the Machine and Code lines above it).
 Both give the same figures: the medians of :mod:`benchmarks.report`, as its table prints them.
 
-Per workload, each loader's median is drawn relative to the faster of the two peers (DALI and
-the DataLoader), so 1 is the better peer; above each bar its own figure. Throughput (higher is
-better) and start-up (lower is better) are two panels. Needs matplotlib (the ``bench`` extra).
+Per workload, each loader's median is drawn relative to the fastest peer (DALI, the DataLoader
+or Grain), so 1 is the best peer; above each bar its own figure. A loader with no figures (Grain
+where it is not installed) gets no bars. Throughput (higher is better) and start-up (lower is
+better) are two panels. Needs matplotlib (the ``bench`` extra).
 """
 
 from __future__ import annotations
@@ -32,9 +34,10 @@ __all__ = ["CHART_LOADERS", "Figures", "draw", "figures_from_markdown", "figures
            "main"]
 
 #: The loaders the chart compares, in the order of their bars.
-CHART_LOADERS = ("dali_lite", "dali", "torch")
-_NAMES = {"dali_lite": "dali_lite", "dali": "NVIDIA DALI", "torch": "PyTorch DataLoader"}
-_COLORS = {"dali_lite": "#1f5fa8", "dali": "#76b900", "torch": "#ee4c2c"}
+CHART_LOADERS = ("dali_lite", "dali", "torch", "grain")
+_NAMES = {"dali_lite": "dali_lite", "dali": "NVIDIA DALI", "torch": "PyTorch DataLoader",
+          "grain": "Grain"}
+_COLORS = {"dali_lite": "#1f5fa8", "dali": "#76b900", "torch": "#ee4c2c", "grain": "#f4b400"}
 #: Rows left out: varying's GB/s has the same ratios as its samples/s.
 _SKIPPED = {("varying", "GB/s")}
 _BEGIN = "<!-- BEGIN BENCHMARK TABLE"
@@ -58,9 +61,10 @@ def _number(cell: str) -> float | None:
     return value * 1000 if match.group(2) else value
 
 
-def _settings_note(repeats: int | None) -> str:
+def _settings_note(repeats: int | None, figures: Figures) -> str:
     runs = f"medians of {repeats} repeat{'s' if repeats != 1 else ''}" if repeats else "medians"
-    return (f"{NUM_WORKERS} workers ({START_METHOD}) per loader, the same callback in each; "
+    method = f"{START_METHOD}; Grain: spawn" if "grain" in _drawn(figures) else START_METHOD
+    return (f"{NUM_WORKERS} workers ({method}) per loader, the same callback in each; "
             f"{runs}; the table: benchmarks/RESULTS.md")
 
 
@@ -80,7 +84,7 @@ def figures_from_results(results: Sequence[dict[str, Any]],
         if row:
             figures.values[(metric.workload, metric.title)] = row
     repeats = {r.get("repeat") for r in results if "repeat" in r}
-    figures.notes.append(_settings_note(len(repeats) or None))
+    figures.notes.append(_settings_note(len(repeats) or None, figures))
     return figures
 
 
@@ -110,7 +114,7 @@ def figures_from_markdown(text: str) -> Figures:
         if row:
             figures.values.setdefault((cells[0], cells[1]), row)
     repeats = re.search(r"(\d+) repeat\(s\)", text[start:])
-    figures.notes.append(_settings_note(int(repeats.group(1)) if repeats else None))
+    figures.notes.append(_settings_note(int(repeats.group(1)) if repeats else None, figures))
     return figures
 
 
@@ -146,17 +150,24 @@ def _relative(metric: Metric, row: dict[str, float]) -> dict[str, float]:
     return {loader: value / reference for loader, value in row.items() if reference}
 
 
+def _drawn(figures: Figures) -> list[str]:
+    """The loaders with a figure anywhere in ``figures``, in the order of their bars."""
+    return [loader for loader in CHART_LOADERS
+            if any(loader in row for row in figures.values.values())]
+
+
 def _panel(axes: Any, figures: Figures, metrics: list[Metric], title: str, ylabel: str
            ) -> None:
-    width = 0.8 / len(CHART_LOADERS)
+    loaders = _drawn(figures)
+    width = 0.8 / len(loaders)
     rows = [figures.values[(m.workload, m.title)] for m in metrics]
     relative = [_relative(m, row) for m, row in zip(metrics, rows)]
     top = max([1.0, *(h for heights in relative for h in heights.values())])
     for m, (metric, row, heights) in enumerate(zip(metrics, rows, relative)):
-        for i, loader in enumerate(CHART_LOADERS):
+        for i, loader in enumerate(loaders):
             if loader not in heights:
                 continue
-            x, height = m + (i - 1) * width, heights[loader]
+            x, height = m + (i - (len(loaders) - 1) / 2) * width, heights[loader]
             axes.bar(x, height, width * 0.95, color=_COLORS[loader],
                      label=_NAMES[loader] if m == 0 else None)
             axes.text(x, height, " " + _label(metric, row[loader]), rotation=90, ha="center",
@@ -185,7 +196,7 @@ def draw(figures: Figures, out: Path, title: str | None = None) -> Path:
     fast = [m for m in shown if m.higher_is_better]
     start = [m for m in shown if not m.higher_is_better]
     if not shown:
-        raise ValueError("no figures of dali_lite, DALI or the DataLoader to draw")
+        raise ValueError("no figures of dali_lite or of its peers to draw")
     fig = Figure(figsize=(11, 4.6), dpi=100)
     grid = fig.add_gridspec(1, 2, width_ratios=[max(1, len(fast)), max(1, len(start)) + 0.6])
     panels = [(fast, "Throughput (higher is better)", "x the faster peer's"),
@@ -197,10 +208,10 @@ def draw(figures: Figures, out: Path, title: str | None = None) -> Path:
             _panel(axes, figures, metrics, panel_title, ylabel)
             legend_axes = legend_axes or axes
     assert legend_axes is not None
-    fig.legend(*legend_axes.get_legend_handles_labels(), loc="upper right", ncols=3,
-               fontsize=8, frameon=False)
-    fig.suptitle(title or "dali_lite vs NVIDIA DALI vs PyTorch DataLoader", x=0.01, ha="left",
-                 fontsize=11, fontweight="bold")
+    fig.legend(*legend_axes.get_legend_handles_labels(), loc="upper right",
+               ncols=len(_drawn(figures)), fontsize=8, frameon=False)
+    default_title = " vs ".join(_NAMES[loader] for loader in _drawn(figures))
+    fig.suptitle(title or default_title, x=0.01, ha="left", fontsize=11, fontweight="bold")
     notes = "\n".join(textwrap.fill(n, 200) for n in figures.notes)
     fig.text(0.01, 0.01, notes, fontsize=6.5, color="#444444", va="bottom")
     fig.subplots_adjust(left=0.06, right=0.99, top=0.84, bottom=0.12 + 0.028 * notes.count(

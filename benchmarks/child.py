@@ -16,6 +16,18 @@ The protocol, the same for every loader:
    the workers spent meanwhile;
 5. ``close()``.
 
+The first-batch workloads (:attr:`~benchmarks.workloads.Workload.first_batch`) time steps 1
+and 2 together, the library's imports excepted: from the loader's construction
+(``Pipeline(...)``, ``DataLoader(...)``) to the first batch in hand. The runner starts them
+through ``benchmarks/training_main.py``, whose top level imports torch.
+
+For the memory workloads (:attr:`~benchmarks.workloads.Workload.memory`) the process prints
+:data:`STEADY_MARK` to stdout as step 4 begins and :data:`STEADY_END_MARK` as it ends; the
+runner samples the tree's memory in between, once more after the second mark, and then creates
+the file named by the environment variable :data:`ACK_ENV`, which this process waits for
+before ``close()`` (so at least one sample sees the loader in steady state, however short the
+run).
+
 Set ``BENCH_PROFILE_DIR`` to profile step 4 (see :mod:`benchmarks.profiling`).
 """
 
@@ -31,12 +43,24 @@ from typing import Any
 import psutil
 
 from benchmarks import profiling
-from benchmarks.loaders import loader_library, make_loader, support_libraries
+from benchmarks.loaders import (
+    loader_library,
+    make_loader,
+    preload,
+    start_method,
+    support_libraries,
+    worker_count,
+)
 from benchmarks.workloads import WORKLOADS
 
-__all__ = ["RESULT_PREFIX", "measure"]
+__all__ = ["ACK_ENV", "RESULT_PREFIX", "STEADY_END_MARK", "STEADY_MARK", "measure"]
 
 RESULT_PREFIX = "BENCH_RESULT "
+STEADY_MARK = "BENCH_MEMORY_STEADY"
+STEADY_END_MARK = "BENCH_MEMORY_DONE"
+ACK_ENV = "BENCH_MEMORY_ACK"
+_ACK_TIMEOUT_S = 60.0
+_ACK_POLL_S = 0.01
 
 
 def _cpu_s(process: psutil.Process | None) -> float:
@@ -69,13 +93,32 @@ def _machine_busy_s(cpus: list[int]) -> float:
                for name in ("user", "nice", "system", "irq", "softirq", "steal"))
 
 
+def _mark(line: str) -> None:
+    print(line, flush=True)
+
+
+def _wait_for_ack() -> None:
+    """Wait (a bounded time) until the runner says it has sampled the steady state."""
+    path = os.environ.get(ACK_ENV)
+    if not path:
+        return  # run by hand: no one samples
+    deadline = time.monotonic() + _ACK_TIMEOUT_S
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(_ACK_POLL_S)
+
+
 def measure(loader_name: str, workload_name: str, scale: float) -> dict[str, Any]:
     """Run one loader on one workload and return the figures (see the module docstring)."""
     workload = WORKLOADS[workload_name]
     warmup, timed = workload.batches(scale)
-    loader = make_loader(loader_name, workload, warmup + timed + 1)
     me = psutil.Process()
-    started = time.perf_counter()
+    if workload.first_batch:
+        preload(loader_name)  # a program has imported its loader before it builds one
+        started = time.perf_counter()
+        loader = make_loader(loader_name, workload, warmup + timed + 1)
+    else:
+        loader = make_loader(loader_name, workload, warmup + timed + 1)
+        started = time.perf_counter()
     loader.start()
     first = loader.next_batch()
     first_batch_s = time.perf_counter() - started
@@ -89,6 +132,8 @@ def measure(loader_name: str, workload_name: str, scale: float) -> dict[str, Any
     machine_busy = _machine_busy_s(cpus)
     main_cpu = time.process_time()
     nbytes = 0
+    if workload.memory:
+        _mark(STEADY_MARK)
     started = time.perf_counter()
     for _ in range(timed):
         batch = loader.next_batch()
@@ -98,6 +143,9 @@ def measure(loader_name: str, workload_name: str, scale: float) -> dict[str, Any
     workers_cpu = _children_cpu_s(me) - workers_cpu
     machine_busy = _machine_busy_s(cpus) - machine_busy
     runner_cpu = _cpu_s(me.parent()) - runner_cpu
+    if workload.memory:
+        _mark(STEADY_END_MARK)
+        _wait_for_ack()
     profiling.stop_main(profiler)
     del batch
     loader.close()
@@ -106,6 +154,10 @@ def measure(loader_name: str, workload_name: str, scale: float) -> dict[str, Any
         "loader": loader_name,
         "workload": workload_name,
         "first_batch_s": first_batch_s,
+        # What the first batch was timed from: start() or the loader's construction.
+        "first_batch_from": "construction" if workload.first_batch else "start",
+        "start_method": start_method(loader_name, workload),
+        "workers": worker_count(workload),
         "batches": timed,
         "samples": samples,
         "bytes": nbytes,

@@ -2,20 +2,30 @@
 
 Settings, kept equal wherever the loaders have an equivalent knob:
 
-* 2 worker processes, started with ``fork`` by all three loaders;
+* 2 worker processes, started with ``fork`` (but Grain, which always spawns its workers);
+  the first-batch workloads choose other counts and start methods
+  (:attr:`~benchmarks.workloads.Workload.workers`, ``start_method``);
 * DALI and dali_lite: ``prefetch_queue_depth=2`` for the pipeline *and* the parallel source,
   the same ``bytes_per_sample_hint``, ``device_id=None`` (CPU only), ``num_threads=2``;
 * DataLoader: ``prefetch_factor=2``, ``persistent_workers=True``, no pinned memory, default
-  collate (the varying workload cannot be stacked, so there it collates to a list of tensors).
+  collate (the varying workload cannot be stacked, so there it collates to a list of tensors);
+* Grain (``grain.python.DataLoader``): ``worker_count=2``, ``worker_buffer_size=2`` (batches
+  made ahead per worker, as ``prefetch_factor``), the batch made by Grain's ``Batch``
+  operation in the worker (for varying: ``batch_fn=list``, a list of the samples), and
+  ``ReadOptions(num_threads=0, prefetch_buffer_size=0)``: each worker calls the callback on
+  its own thread, one sample at a time, as the other loaders' workers do (and as Grain's
+  documentation advises for data already in memory; its default of 16 reader threads and 500
+  samples read ahead per worker would hold 1 GB of large samples per worker).
 
 The ``chain`` workload (issue 22) measures operators, not workers: DALI and dali_lite alone,
 each with a serial batch source and the same ``num_threads=2``, ``device_id=None`` and
 pipeline ``prefetch_queue_depth=2`` (:class:`_ChainLoader`).
 
 Consumption is the same for all: every batch becomes one contiguous numpy array. A dense batch
-is ``out.as_array()`` (DALI, dali_lite) or ``batch.numpy()`` (the collated tensor); a varying
-batch is its samples, flattened and joined back to back with ``np.concatenate`` (per-sample
-views from ``np.asarray(out[i])`` or ``tensor.numpy()``, none of which copies).
+is ``out.as_array()`` (DALI, dali_lite), ``batch.numpy()`` (the collated tensor) or
+``np.asarray(batch)`` (Grain's batch, a numpy array in shared memory); a varying batch is its
+samples, flattened and joined back to back with ``np.concatenate`` (per-sample views from
+``np.asarray(out[i])``, ``tensor.numpy()`` or Grain's arrays, none of which copies).
 
 Each adapter imports its library only when built, so a measurement process holds just the
 library it measures, and a missing library is reported as such (:class:`LoaderMissing`).
@@ -50,7 +60,10 @@ __all__ = [
     "join_samples",
     "loader_library",
     "make_loader",
+    "preload",
+    "start_method",
     "support_libraries",
+    "worker_count",
 ]
 
 NUM_WORKERS = 2
@@ -71,6 +84,9 @@ LOADERS: dict[str, str] = {
     # refuses batches of unequal shapes).
     "dali_lite_torch": "dali_lite",
     "dali_torch": "nvidia.dali",
+    # Google's Grain (grain.python.DataLoader): the same per-sample function as a
+    # RandomAccessDataSource, batched by Grain in spawned worker processes.
+    "grain": "grain",
 }
 #: Modules a loader needs besides the one LOADERS names.
 _ALSO_NEEDS: dict[str, tuple[str, ...]] = {
@@ -119,15 +135,15 @@ class _PipelineLoader:
     """DALI or dali_lite: a pipeline with one parallel per-sample external_source."""
 
     def __init__(self, module: Any, fn: Any, workload: Workload,
-                 start_method: str = START_METHOD) -> None:
+                 py_start_method: str | None = None) -> None:
         self.dense = workload.dense
         self.pipe = module.Pipeline(
             batch_size=workload.batch_size,
             num_threads=NUM_THREADS,
             device_id=None,
             prefetch_queue_depth=PREFETCH,
-            py_num_workers=NUM_WORKERS,
-            py_start_method=start_method,
+            py_num_workers=worker_count(workload),
+            py_start_method=py_start_method or workload.start_method or START_METHOD,
         )
         with self.pipe:
             out = fn.external_source(
@@ -198,7 +214,7 @@ class _RayLoader(_PipelineLoader):
         import dali_lite
         import dali_lite.fn
 
-        super().__init__(dali_lite, dali_lite.fn, workload, start_method="ray")
+        super().__init__(dali_lite, dali_lite.fn, workload, py_start_method="ray")
 
     def start(self) -> None:
         import ray
@@ -261,10 +277,10 @@ class _TorchLoader:
         self.loader = torch.utils.data.DataLoader(
             dataset,  # type: ignore[arg-type]  # duck-typed map-style dataset
             batch_size=workload.batch_size,
-            num_workers=NUM_WORKERS,
+            num_workers=worker_count(workload),
             prefetch_factor=PREFETCH,
             persistent_workers=True,
-            multiprocessing_context=START_METHOD,
+            multiprocessing_context=workload.start_method or START_METHOD,
             collate_fn=None if workload.dense else _list_collate,
         )
         self.iterator: Any = None
@@ -285,6 +301,94 @@ class _TorchLoader:
         if shutdown is not None:
             shutdown()
         del iterator
+
+
+class _GrainLoader:
+    """Grain's ``DataLoader`` over the same per-sample function as a data source
+    (:class:`SampleDataset` has the ``__getitem__``/``__len__`` of Grain's
+    ``RandomAccessDataSource``), one epoch, unshuffled, batched by Grain's ``Batch`` operation
+    in the workers. Grain always starts its workers with spawn. Grain gives worker ``w`` of
+    ``W`` the records ``w, w + W, w + 2W, ...`` and takes a batch from each worker in turn, so
+    batch ``b`` holds every ``W``-th record from ``W * (b // W) * batch_size + b % W`` on (the
+    other loaders hand out records ``b * batch_size ...`` in order; the callbacks and their
+    costs are the same)."""
+
+    def __init__(self, workload: Workload, total_batches: int) -> None:
+        import grain.python as grain
+        from absl import flags
+
+        # Grain reads its absl flags (--grain_...) as it starts workers; in a program that
+        # never ran absl's app.run that raises UnparsedFlagAccessError unless they are marked
+        # parsed first.
+        if not flags.FLAGS.is_parsed():
+            flags.FLAGS.mark_as_parsed()
+        self.dense = workload.dense
+        # Each worker batches its own slice of the records (w, w + workers, ...) and the
+        # batches come from the workers in turn, so every worker needs records for all of
+        # them: a batch-sized remainder is dropped, and a worker that has none stops the
+        # iteration early.
+        workers = worker_count(workload)
+        dataset = SampleDataset(workload.sample,
+                                workload.batch_size * workers * (total_batches + 4))
+        self.loader = grain.DataLoader(
+            data_source=dataset,
+            sampler=grain.IndexSampler(num_records=len(dataset), shard_options=grain.NoSharding(),
+                                       shuffle=False, num_epochs=1, seed=0),
+            operations=[grain.Batch(batch_size=workload.batch_size, drop_remainder=True,
+                                    batch_fn=None if workload.dense else list)],
+            worker_count=workers,
+            worker_buffer_size=PREFETCH,
+            read_options=grain.ReadOptions(num_threads=0, prefetch_buffer_size=0),
+        )
+        self.iterator: Any = None
+
+    def start(self) -> None:
+        self.iterator = iter(self.loader)
+
+    def next_batch(self) -> np.ndarray:
+        batch = next(self.iterator)
+        if self.dense:
+            return np.asarray(batch)
+        return join_samples([np.asarray(sample) for sample in batch])
+
+    def close(self) -> None:
+        # Grain's DataLoaderIterator has no close() of its own; the dataset iterator it wraps
+        # stops the workers (and would on garbage collection, at a time of its choosing).
+        iterator, self.iterator = self.iterator, None
+        close = getattr(getattr(iterator, "_iterator", None), "close", None)
+        if close is not None:
+            close()
+        del iterator
+
+
+#: What a loader imports before its construction: the first-batch workloads start the clock
+#: after these imports (a user's program has made them by the time it builds a loader).
+_PRELOAD: dict[str, tuple[str, ...]] = {
+    "dali_lite": ("dali_lite", "dali_lite.fn"),
+    "dali": ("nvidia.dali", "nvidia.dali.fn"),
+    "torch": ("torch.utils.data",),
+    "grain": ("absl.flags", "grain.python"),
+}
+
+
+def start_method(name: str, workload: Workload) -> str:
+    """How loader ``name`` starts its workers for ``workload``."""
+    if name == "dali_lite_ray":
+        return "ray"
+    if name == "grain":
+        return "spawn"  # Grain's only one
+    return workload.start_method or START_METHOD
+
+
+def worker_count(workload: Workload) -> int:
+    """The number of worker processes every loader runs for ``workload``."""
+    return workload.workers or NUM_WORKERS
+
+
+def preload(name: str) -> None:
+    """Import what loader ``name`` needs, so that building it imports nothing more."""
+    for module in _PRELOAD.get(name, (LOADERS[name],)):
+        importlib.import_module(module)
 
 
 def _module_file(name: str) -> str | None:
@@ -315,6 +419,8 @@ def make_loader(name: str, workload: Workload, total_batches: int) -> Loader:
         return _ChainLoader(LOADERS[name], workload)
     if name == "torch":
         return _TorchLoader(workload, total_batches)
+    if name == "grain":
+        return _GrainLoader(workload, total_batches)
     if name == "dali_lite_ray":
         return _RayLoader(workload)
     if name in DENSE_ONLY:

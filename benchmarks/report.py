@@ -4,7 +4,13 @@ A *result* is the dict a measurement process returns (:func:`benchmarks.child.me
 ``peak_bytes``/``peak_rss_bytes``/``peak_shm_bytes`` for the start workload, or ``error``.
 The report shows, per workload and metric, the median over repeats of each loader with its
 range, the ratio of dali_lite's median to each peer's, the issue's target and whether it is
-met. A loader that is not installed, or whose runs all failed, says so in its column.
+met. A loader that is not installed, or whose runs all failed, says so in its column. The
+peers are DALI, the DataLoader and Grain.
+
+The first-batch and memory workloads (run only when asked for) get tables of their own,
+:data:`FIRST_BATCH_METRICS` and :data:`MEMORY_METRICS`: the same medians and ratios to each
+peer, no targets, and one more column, dali_lite's median over the best peer's (the faster
+one, or the one using the least memory), with that peer's name.
 """
 
 from __future__ import annotations
@@ -17,16 +23,18 @@ from typing import Any
 from benchmarks.loaders import NUM_WORKERS
 from benchmarks.workloads import HEAVY_CPU_S, WORKLOADS
 
-__all__ = ["LOADER_TITLES", "METRICS", "PEERS", "Metric", "metric_values", "render"]
+__all__ = ["FIRST_BATCH_METRICS", "LOADER_TITLES", "MEMORY_METRICS", "METRICS", "PEERS",
+           "Metric", "metric_values", "render"]
 
 Result = dict[str, Any]
 
 LOADER_TITLES = {"dali_lite": "dali_lite", "dali": "DALI", "torch": "DataLoader",
                  "dali_lite_ray": "dali_lite on Ray",
-                 "dali_lite_torch": "dali_lite iterator", "dali_torch": "DALI iterator"}
+                 "dali_lite_torch": "dali_lite iterator", "dali_torch": "DALI iterator",
+                 "grain": "Grain"}
 #: In the iterator table, each PyTorch iterator loader stands in for its library.
 _ITERATOR_ROLES = {"dali_lite_torch": "dali_lite", "dali_torch": "dali", "torch": "torch"}
-PEERS = ("dali", "torch")
+PEERS = ("dali", "torch", "grain")
 #: Samples per second with every worker busy on the heavy callback and no overhead at all.
 HEAVY_IDEAL_SAMPLES_PER_S = NUM_WORKERS / HEAVY_CPU_S
 _MIB = 1024 * 1024
@@ -73,6 +81,11 @@ def _frac(value: float) -> str:
     return f"{value:.3f}"
 
 
+def _mib1(value: float) -> str:
+    # Shared memory of the tiny workload is a few MiB: whole MiB would hide its ratio.
+    return f"{value / _MIB:,.1f}"
+
+
 METRICS: tuple[Metric, ...] = (
     Metric("tiny", "samples/s", lambda r: r["samples_per_s"], _k, True,
            "peers", 4.0, ">= 4x the faster peer"),
@@ -93,6 +106,29 @@ METRICS: tuple[Metric, ...] = (
     Metric("varying", "GB/s", lambda r: r["bytes_per_s"], _gbs, True),
     Metric("chain", "samples/s (cast, scale, crop_mirror_normalize)",
            lambda r: r["samples_per_s"], _count, True, "dali", 1.0, ">= 1x DALI"),
+)
+
+#: The first-batch workloads' table: one row per start method and worker count.
+FIRST_BATCH_METRICS: tuple[Metric, ...] = tuple(
+    Metric(name, "construction -> first batch, ms", lambda r: r["first_batch_s"], _ms, False)
+    for name, workload in WORKLOADS.items() if workload.first_batch
+)
+
+def _field(key: str) -> Callable[[Result], float]:
+    return lambda result: float(result[key])
+
+
+#: The memory workloads' table (see benchmarks.memory for what each figure means).
+MEMORY_METRICS: tuple[Metric, ...] = tuple(
+    Metric(name, title, _field(key), _mib1, False)
+    for name, workload in WORKLOADS.items() if workload.memory
+    for title, key in (
+        ("USS, MiB (sum over processes)", "uss_bytes"),
+        ("USS outside shared memory, MiB", "uss_outside_shm_bytes"),
+        ("PSS, MiB (sum over processes)", "pss_bytes"),
+        ("shared memory held, MiB", "shm_bytes"),
+        ("PSS outside shared memory + shared memory held, MiB", "footprint_bytes"),
+    )
 )
 
 
@@ -124,7 +160,7 @@ def _not_run(workload: str, loader: str) -> str:
     """Why a loader has no figures of a workload it did not run: the workload is not for it
     (the DataLoader has no operators for the chain), or it was not asked for."""
     known = WORKLOADS.get(workload)
-    return known.not_applicable if known and not known.applies_to(loader) else "not run"
+    return known.why_not(loader) if known and not known.applies_to(loader) else "not run"
 
 
 def _ratio_text(ratio: float | None) -> str:
@@ -153,17 +189,36 @@ def _target_check(metric: Metric, medians: dict[str, float]) -> str:
     return "yes" if met else f"no ({ratio:.2f}x)"
 
 
+def _best_peer(metric: Metric, medians: dict[str, float]) -> str:
+    """dali_lite's median over the best peer's, and which peer that is."""
+    mine = medians.get("dali_lite")
+    peers = [(medians[p], p) for p in PEERS if medians.get(p)]
+    if mine is None or not peers:
+        return "-"
+    value, peer = max(peers) if metric.higher_is_better else min(peers)
+    return f"{mine / value:.2f} ({LOADER_TITLES[peer]})"
+
+
 def results_table(results: Sequence[Result], loaders: Sequence[str],
-                  missing: dict[str, str]) -> str:
-    """The main table: medians (range), ratios dali_lite/peer, targets."""
+                  missing: dict[str, str], metrics: Sequence[Metric] = METRICS,
+                  best_peer: str | None = None) -> str:
+    """The main table: medians (range), ratios dali_lite/peer, targets.
+
+    ``metrics``: the rows (the main table's by default); targets are shown when any of them
+    has one. ``best_peer``: the title of a column of dali_lite's median over the best peer's.
+    """
     peers = [p for p in PEERS if p in loaders]
+    targets = any(metric.target_kind is not None for metric in metrics)
     header = ["workload", "metric", *(LOADER_TITLES[name] for name in loaders)]
     if "dali_lite" in loaders:
         header += [f"dali_lite/{LOADER_TITLES[p]}" for p in peers]
-    header += ["target", "met"]
+        if best_peer:
+            header.append(best_peer)
+    if targets:
+        header += ["target", "met"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     workloads_run = {r.get("workload") for r in results}
-    for metric in METRICS:
+    for metric in metrics:
         if metric.workload not in workloads_run:
             continue
         medians: dict[str, float] = {}
@@ -182,7 +237,10 @@ def results_table(results: Sequence[Result], loaders: Sequence[str],
             for peer in peers:
                 mine, theirs = medians.get("dali_lite"), medians.get(peer)
                 row.append(_ratio_text(None if mine is None or not theirs else mine / theirs))
-        row += [metric.target_text, _target_check(metric, medians)]
+            if best_peer:
+                row.append(_best_peer(metric, medians))
+        if targets:
+            row += [metric.target_text, _target_check(metric, medians)]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
@@ -225,7 +283,7 @@ def comparison_table(results: Sequence[Result], variants: Sequence[str]) -> str:
               *(f"{v}/dali_lite" for v in variants)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     workloads_run = {r.get("workload") for r in results}
-    for metric in METRICS:
+    for metric in (*METRICS, *FIRST_BATCH_METRICS, *MEMORY_METRICS):
         if metric.workload not in workloads_run:
             continue
         base = metric_values(results, "dali_lite", metric)
@@ -266,11 +324,25 @@ def render(results: Sequence[Result], loaders: Sequence[str], missing: dict[str,
     gets its own table against the peers, and a table compares them with dali_lite.
     """
     peers_only = [r for r in results if r.get("loader") not in variants]
-    parts = [header, "", results_table(peers_only, loaders, missing)]
+    workloads_run = {r.get("workload") for r in results}
+    main_rows = not workloads_run or any(m.workload in workloads_run for m in METRICS)
+    parts = [header]
+    if main_rows:
+        parts += ["", results_table(peers_only, loaders, missing)]
     with_subject = list(dict.fromkeys(["dali_lite", *loaders]))
-    for variant in variants:
+    for variant in variants if main_rows else ():
         parts += ["", f"The same peers' runs against `{variant}` in the role of dali_lite:", "",
                   results_table(_relabel(results, variant), with_subject, missing)]
+    if any(m.workload in workloads_run for m in FIRST_BATCH_METRICS):
+        parts += ["", "Time to the first batch, from the loader's construction (`Pipeline(...)`,"
+                  " `DataLoader(...)`), the main module importing torch (medians):", "",
+                  results_table(peers_only, loaders, missing, FIRST_BATCH_METRICS,
+                                "dali_lite/faster peer")]
+    if any(m.workload in workloads_run for m in MEMORY_METRICS):
+        parts += ["", "Memory in steady state, main process and workers (medians of the "
+                  "samples, then of the repeats):", "",
+                  results_table(peers_only, loaders, missing, MEMORY_METRICS,
+                                "dali_lite/smallest peer")]
     if "dali_lite_torch" in loaders and _as_iterators(results):
         shown = [_ITERATOR_ROLES[name] for name in _ITERATOR_ROLES if name in loaders]
         parts += ["", "Through the PyTorch iterators (`plugin.pytorch.DALIGenericIterator` of "

@@ -8,7 +8,12 @@
 (``benchmarks.child``) started from this process, one after the other; the order of the
 loaders rotates from repeat to repeat so that none always runs first after a quiet spell. For
 the start workload this process samples the measurement's process tree memory every
-:data:`_MEMORY_INTERVAL_S` (:mod:`benchmarks.memory`). The table shows medians over the
+:data:`_MEMORY_INTERVAL_S` (:mod:`benchmarks.memory`); for the memory workloads it reads the
+tree's USS, PSS and shared memory every :data:`_STEADY_INTERVAL_S` while the loader is in
+steady state (the measurement marks it on stdout, :mod:`benchmarks.child`), and the first-batch
+workloads run as the main module ``benchmarks/training_main.py``, which imports torch. The
+groups of workloads (``--workloads memory``, ``first-batch``) run only when asked for. The
+table shows medians over the
 repeats with their range; ``--out`` writes it into a markdown file, replacing only the part
 between :data:`BEGIN_MARK` and :data:`END_MARK` when the file has them, so the prose around
 the table in ``RESULTS.md`` survives a rerun. ``--chart`` draws the same medians as a PNG
@@ -31,6 +36,7 @@ import os
 import platform
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -46,7 +52,7 @@ if __package__ in (None, ""):  # run as a script: python benchmarks/run.py
 import psutil
 
 from benchmarks.chart import draw, figures_from_results
-from benchmarks.child import RESULT_PREFIX
+from benchmarks.child import ACK_ENV, RESULT_PREFIX, STEADY_END_MARK, STEADY_MARK
 from benchmarks.loaders import (
     DENSE_ONLY,
     LOADERS,
@@ -56,9 +62,9 @@ from benchmarks.loaders import (
     START_METHOD,
     available,
 )
-from benchmarks.memory import sample_tree
+from benchmarks.memory import TreeFootprint, sample_footprint, sample_tree
 from benchmarks.report import render
-from benchmarks.workloads import WORKLOADS
+from benchmarks.workloads import GROUPS, WORKLOADS
 
 __all__ = ["BEGIN_MARK", "END_MARK", "import_root", "main", "run_one"]
 
@@ -66,6 +72,10 @@ ROOT = Path(__file__).resolve().parent.parent
 BEGIN_MARK = "<!-- BEGIN BENCHMARK TABLE (written by python -m benchmarks --out) -->"
 END_MARK = "<!-- END BENCHMARK TABLE -->"
 _MEMORY_INTERVAL_S = 0.01
+# Reading /proc/PID/smaps takes the runner 10-40 ms per process that imported torch (the
+# kernel walks its page tables for the reader): often enough for steady state, and leaving
+# the measured processes most of the machine.
+_STEADY_INTERVAL_S = 0.25
 _POLL_INTERVAL_S = 0.05
 _DEFAULT_TIMEOUT_S = 300.0
 _DEFAULT_REPEATS = 5
@@ -149,10 +159,67 @@ def run_one(loader: str, workload: str, scale: float, timeout_s: float,
         return _run_child(loader, workload, scale, timeout_s, root)
 
 
+class _SteadyState:
+    """The memory workloads' sampling: the tree's footprint every poll between the
+    measurement's two marks on stdout, then the acknowledgement it waits for."""
+
+    def __init__(self, ack_path: Path) -> None:
+        self.ack_path = ack_path
+        self.samples: list[TreeFootprint] = []
+        self.started = self.done = False
+
+    def poll(self, pid: int, stdout_fd: int) -> None:
+        if self.done:
+            return
+        # pread: the measurement writes through the same open file, at the offset they share.
+        lines = os.pread(stdout_fd, os.fstat(stdout_fd).st_size, 0).decode(
+            errors="replace").splitlines()
+        self.started = self.started or STEADY_MARK in lines
+        if not self.started:
+            return
+        ended = STEADY_END_MARK in lines
+        sample = sample_footprint(pid)
+        if sample is not None:
+            self.samples.append(sample)
+        if ended:  # that sample was the last, taken with the loader still open
+            self.ack_path.touch()
+            self.done = True
+
+    def figures(self) -> dict[str, Any]:
+        if not self.samples:
+            return {"error": "no memory sample in steady state"}
+
+        def median(values: list[int]) -> float:
+            return float(statistics.median(values))
+
+        return {
+            "uss_bytes": median([s.uss_bytes for s in self.samples]),
+            "uss_outside_shm_bytes": median([s.uss_outside_shm_bytes for s in self.samples]),
+            "pss_bytes": median([s.pss_bytes for s in self.samples]),
+            "pss_shm_bytes": median([s.pss_shm_bytes for s in self.samples]),
+            "shm_bytes": median([s.shm_bytes for s in self.samples]),
+            "footprint_bytes": median([s.total_bytes for s in self.samples]),
+            "memory_samples": len(self.samples),
+            "processes": max(s.processes for s in self.samples),
+        }
+
+
+def _command(loader: str, workload: str, scale: float, root: Path | None) -> list[str]:
+    args = [str(ROOT), str(root or ""), loader, workload, repr(scale)]
+    if WORKLOADS[workload].first_batch:
+        return [sys.executable, str(ROOT / "benchmarks" / "training_main.py"), *args]
+    return [sys.executable, "-c", _BOOT, *args]
+
+
 def _run_child(loader: str, workload: str, scale: float, timeout_s: float,
                root: Path | None) -> dict[str, Any]:
-    command = [sys.executable, "-c", _BOOT, str(ROOT), str(root or ""), loader, workload,
-               repr(scale)]
+    with tempfile.TemporaryDirectory(prefix="bench-ack-") as ack_dir:
+        return _run_child_in(loader, workload, scale, timeout_s, root, Path(ack_dir) / "ack")
+
+
+def _run_child_in(loader: str, workload: str, scale: float, timeout_s: float,
+                  root: Path | None, ack_path: Path) -> dict[str, Any]:
+    command = _command(loader, workload, scale, root)
     env = None
     if root is not None:
         # Also for processes that do not inherit sys.path from the measurement (Ray's
@@ -160,6 +227,9 @@ def _run_child(loader: str, workload: str, scale: float, timeout_s: float,
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             filter(None, [str(root), str(ROOT), os.environ.get("PYTHONPATH")]))}
     sample_memory = WORKLOADS[workload].startup
+    steady = _SteadyState(ack_path) if WORKLOADS[workload].memory else None
+    if steady is not None:
+        env = {**(env or os.environ), ACK_ENV: str(ack_path)}
     peak: tuple[int, int, int] = (0, 0, 0)  # total, rss, shm
     stderr = None if os.environ.get("BENCH_VERBOSE") else subprocess.DEVNULL
     # stdout goes to a file, so a chatty library can never block on a full pipe.
@@ -169,7 +239,8 @@ def _run_child(loader: str, workload: str, scale: float, timeout_s: float,
                          env=env, start_new_session=True) as proc,
     ):
         deadline = time.monotonic() + timeout_s
-        interval = _MEMORY_INTERVAL_S if sample_memory else _POLL_INTERVAL_S
+        interval = (_MEMORY_INTERVAL_S if sample_memory else
+                    _STEADY_INTERVAL_S if steady is not None else _POLL_INTERVAL_S)
         try:
             while proc.poll() is None:
                 if time.monotonic() > deadline:
@@ -181,6 +252,8 @@ def _run_child(loader: str, workload: str, scale: float, timeout_s: float,
                     memory = sample_tree(proc.pid)
                     if memory is not None and memory.total_bytes > peak[0]:
                         peak = (memory.total_bytes, memory.rss_bytes, memory.shm_bytes)
+                if steady is not None:
+                    steady.poll(proc.pid, stdout_file.fileno())
                 time.sleep(interval)
         except BaseException:
             _kill_group(proc)  # Ctrl-C or an error here: leave no measurement behind
@@ -194,6 +267,8 @@ def _run_child(loader: str, workload: str, scale: float, timeout_s: float,
     result: dict[str, Any] = json.loads(lines[-1][len(RESULT_PREFIX):])
     if sample_memory and "error" not in result:
         result["peak_bytes"], result["peak_rss_bytes"], result["peak_shm_bytes"] = peak
+    if steady is not None and "error" not in result:
+        result.update(steady.figures())
     return result
 
 
@@ -249,16 +324,45 @@ def _chain_note(workloads: Sequence[str]) -> str:
             f"DALI and dali_lite alike.")
 
 
-def _header(args: argparse.Namespace, workloads: Sequence[str],
+def _grain_note(loaders: Sequence[str]) -> str:
+    if "grain" not in loaders:
+        return ""
+    return (f" Grain: {NUM_WORKERS} workers (always spawned: Grain has no other start method), "
+            f"worker_buffer_size={PREFETCH}, ReadOptions(num_threads=0, prefetch_buffer_size=0) "
+            f"(one callback at a time per worker), batched by its Batch operation in the "
+            f"workers; a batch consumed as np.asarray of Grain's shared-memory array.")
+
+
+def _groups_note(workloads: Sequence[str]) -> str:
+    notes = []
+    if any(WORKLOADS[name].first_batch for name in workloads):
+        notes.append(" The first-batch workloads: time from the loader's construction "
+                     "(Pipeline(...), DataLoader(...), imports done) to the first batch in hand, "
+                     "with the start method and worker count each names, in a measurement "
+                     "process whose main module imports torch first (benchmarks/"
+                     "training_main.py), so that every spawned worker imports it again.")
+    if any(WORKLOADS[name].memory for name in workloads):
+        notes.append(f" The memory workloads: the measurement's process tree (main process and "
+                     f"workers) read from outside every {_STEADY_INTERVAL_S * 1e3:.0f} ms after "
+                     f"the warm-up, while the timed batches run: USS (also outside the "
+                     f"mappings of shared-memory files) and PSS summed over the processes, "
+                     f"shared memory held counted once per file; each cell the "
+                     f"median of those samples, then of the repeats.")
+    return "".join(notes)
+
+
+def _header(args: argparse.Namespace, workloads: Sequence[str], loaders: Sequence[str],
             load_before: tuple[float, ...], elapsed_s: float) -> str:
     memory = psutil.virtual_memory().total / _GIB
     load_after = os.getloadavg()
+    grain = f", grain {_version('grain')}" if "grain" in loaders else ""
     return "\n".join([
         f"Machine: {os.cpu_count()} logical cores ({psutil.cpu_count(logical=False)} physical"
         f"{_affinity_note()}), "
         f"{_cpu_model()}, {memory:.1f} GiB memory; {platform.system()} {platform.release()}; "
         f"Python {platform.python_version()}, numpy {_version('numpy')}, "
-        f"torch {_version('torch')}, nvidia-dali-cuda120 {_version('nvidia-dali-cuda120')}.",
+        f"torch {_version('torch')}, nvidia-dali-cuda120 {_version('nvidia-dali-cuda120')}"
+        f"{grain}.",
         "",
         f"Code: {_code_state()}. Load average (1 min) {load_before[0]:.2f} before, "
         f"{load_after[0]:.2f} after; the run took {elapsed_s / 60:.1f} min.",
@@ -271,7 +375,7 @@ def _header(args: argparse.Namespace, workloads: Sequence[str],
         f"(through the PyTorch iterators: the torch.Tensor's .numpy()). "
         f"{args.repeats} repeat(s), batch counts x{args.scale:g}; each cell is the median "
         f"(min-max) over the repeats; ratios are dali_lite's median over the peer's."
-        f"{_chain_note(workloads)}",
+        f"{_grain_note(loaders)}{_chain_note(workloads)}{_groups_note(workloads)}",
         f"Command: `python -m benchmarks {' '.join(args.argv)}`".rstrip() + ".",
     ])
 
@@ -288,34 +392,42 @@ def _write_out(path: Path, section: str) -> None:
     path.write_text("# Benchmark results\n\n" + block, encoding="utf-8")
 
 
-def _names(values: list[str] | None, known: Sequence[str], what: str) -> list[str]:
+def _names(values: list[str] | None, known: Sequence[str], what: str,
+           groups: dict[str, tuple[str, ...]] | None = None,
+           default: Sequence[str] | None = None) -> list[str]:
+    """The names asked for, in the order of ``known``; a group's name stands for its members;
+    none asked for: ``default`` (or every known name)."""
     if not values:
-        return list(known)
-    names = [name for value in values for name in value.split(",") if name]
+        return list(known if default is None else default)
+    groups = groups or {}
+    names = [member for value in values for name in value.split(",") if name
+             for member in groups.get(name, (name,))]
     unknown = sorted(set(names) - set(known))
     if unknown:
-        raise SystemExit(f"unknown {what}: {', '.join(unknown)}; choose from {', '.join(known)}")
+        raise SystemExit(f"unknown {what}: {', '.join(unknown)}; choose from "
+                         f"{', '.join([*known, *groups])}")
     return [name for name in known if name in names]
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks",
-        description="dali_lite against DALI and PyTorch's DataLoader, side by side.")
+        description="dali_lite against DALI, PyTorch's DataLoader and Grain, side by side.")
     parser.add_argument("--quick", action="store_true",
                         help=f"batch counts x{_QUICK_SCALE} and 1 repeat (unless given)")
     parser.add_argument("--repeats", type=int, help=f"repeats (default {_DEFAULT_REPEATS})")
     parser.add_argument("--only", action="append", metavar="LOADER",
                         help=f"loaders to run (comma-separated): {', '.join(LOADERS)}")
     parser.add_argument("--workloads", action="append", metavar="NAME",
-                        help=f"workloads to run (comma-separated): {', '.join(WORKLOADS)}")
+                        help=f"workloads to run (comma-separated): {', '.join(WORKLOADS)}; "
+                             f"or a group: {', '.join(GROUPS)} (default: all but the groups)")
     parser.add_argument("--scale", type=float, help="multiply the batch counts")
     parser.add_argument("--timeout", type=float, default=_DEFAULT_TIMEOUT_S,
                         help="seconds one measurement may take")
     parser.add_argument("--out", type=Path, help="write the table into this markdown file")
     parser.add_argument("--json", type=Path, help="write every raw result to this JSON file")
     parser.add_argument("--chart", type=Path, metavar="FILE.png",
-                        help="draw dali_lite, DALI and the DataLoader side by side into this PNG "
+                        help="draw dali_lite and its peers side by side into this PNG "
                              "(needs matplotlib; python -m benchmarks.chart redraws from --json)")
     parser.add_argument("--noise-limit", type=float, default=_NOISE_LIMIT,
                         help="rerun a measurement while other processes took more than this "
@@ -372,7 +484,8 @@ def _compare_trees(values: list[str] | None) -> list[tuple[str, Path]]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     loaders = _names(args.only, list(LOADERS), "loader")
-    workloads = _names(args.workloads, list(WORKLOADS), "workload")
+    workloads = _names(args.workloads, list(WORKLOADS), "workload", GROUPS,
+                       [name for name, workload in WORKLOADS.items() if workload.default])
     missing = {name: f"not installed ({LOADERS[name]})" for name in loaders
                if not available(name)}
     # (column label, loader, source tree or None for this one)
@@ -402,9 +515,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"{result['bytes_per_s'] / 1e9:.2f} GB/s, "
                     f"first batch {result['first_batch_s'] * 1e3:.0f} ms"
                     + (f", peak {result['peak_bytes'] / 2**20:,.0f} MiB"
-                       if "peak_bytes" in result else ""))
+                       if "peak_bytes" in result else "")
+                    + (f", USS {result['uss_bytes'] / 2**20:,.0f} MiB, PSS "
+                       f"{result['pss_bytes'] / 2**20:,.0f} MiB, shm "
+                       f"{result['shm_bytes'] / 2**20:,.0f} MiB"
+                       if "uss_bytes" in result else ""))
                 _log(f"[{repeat + 1}/{args.repeats}] {workload:8s} {label:18s} {summary}")
-    header = _header(args, workloads, load_before, time.monotonic() - started)
+    ran = [name for name in loaders if name not in missing]
+    header = _header(args, workloads, ran, load_before, time.monotonic() - started)
     section = render(results, loaders, missing, header, variants)
     print(section)
     if args.out is not None:

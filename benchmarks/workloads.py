@@ -2,8 +2,9 @@
 
 Every loader runs the same module-level function per sample, ``sample(index) -> ndarray``:
 DALI and dali_lite through :class:`PerSample` (which reads ``SampleInfo.idx_in_epoch``), the
-DataLoader through :class:`SampleDataset` (``__getitem__``). Both wrappers are module-level
-classes holding a module-level function, so fork inherits them and spawn could pickle them.
+DataLoader and Grain through :class:`SampleDataset` (``__getitem__``; Grain's data source).
+Both wrappers are module-level classes holding a module-level function, so fork inherits them
+and spawn pickles them.
 
 The functions are built so that the loader, not the callback, is what is measured:
 
@@ -25,7 +26,17 @@ The functions are built so that the loader, not the callback, is what is measure
   the arrays reused, so the source costs nothing), then ``fn.cast`` to float, ``* (1 / 255)``
   and ``fn.crop_mirror_normalize`` (224x224, ImageNet mean and std, mirrored by
   ``fn.random.coin_flip``, CHW). For dali_lite and DALI only: the DataLoader has no such
-  operators (:attr:`Workload.loaders`).
+  operators (:attr:`Workload.loaders`);
+* ``memory-tiny``, ``memory-large`` (group ``memory``): the tiny and large workloads, their
+  process tree's memory read in steady state, after the warm-up: USS, PSS and shared memory
+  (:mod:`benchmarks.memory`);
+* ``first-batch-{fork,spawn}-{2,8}`` (group ``first-batch``): the large sample, timed from the
+  loader's construction (``Pipeline(...)``, ``DataLoader(...)``) to the first batch in hand,
+  with 2 or 8 workers started by fork or spawn, in a measurement process whose main module
+  imports torch first, as a training script does (``benchmarks/training_main.py``), so that
+  every spawned worker imports torch again.
+
+The groups run only when asked for (``--workloads memory,first-batch``), not by default.
 """
 
 from __future__ import annotations
@@ -44,6 +55,7 @@ __all__ = [
     "CHAIN_SEED",
     "CHAIN_SHAPE",
     "CHAIN_STD",
+    "GROUPS",
     "WORKLOADS",
     "BatchOf",
     "PerSample",
@@ -87,8 +99,12 @@ def large_sample(index: int) -> np.ndarray:
     """A 2 MiB ``(1024, 683, 3)`` uint8 image (one of four fixed ones; no per-call cost)."""
     if not _large_images:
         rng = np.random.default_rng(0)
+        # Made whole, then added in one step: a loader may call this from several threads of
+        # a worker at once (Grain's reader threads, by default), and none may see a list that
+        # holds some of the images only.
         _large_images.extend(
-            rng.integers(0, 256, size=LARGE_SHAPE, dtype=np.uint8) for _ in range(_LARGE_VARIANTS)
+            [rng.integers(0, 256, size=LARGE_SHAPE, dtype=np.uint8)
+             for _ in range(_LARGE_VARIANTS)]
         )
     return _large_images[index % _LARGE_VARIANTS]
 
@@ -131,7 +147,7 @@ def chain_sample(index: int) -> np.ndarray:
     if not _chain_images:
         rng = np.random.default_rng(2)
         _chain_images.extend(
-            rng.integers(0, 256, size=CHAIN_SHAPE, dtype=np.uint8) for _ in range(CHAIN_BATCH)
+            [rng.integers(0, 256, size=CHAIN_SHAPE, dtype=np.uint8) for _ in range(CHAIN_BATCH)]
         )
     return _chain_images[index % CHAIN_BATCH]
 
@@ -203,10 +219,26 @@ class Workload:
     loaders: frozenset[str] | None = None
     #: What the table says for a loader it does not apply to.
     not_applicable: str = "n/a"
+    #: Per loader, a reason of its own that overrides ``not_applicable``.
+    reasons: tuple[tuple[str, str], ...] = ()
+    #: The workers' start method and count, if not the suite's (``fork``, 2).
+    start_method: str | None = None
+    workers: int | None = None
+    #: Time from the loader's construction, not from ``start()``, to the first batch, in a
+    #: measurement process whose main module imports torch (``benchmarks/training_main.py``).
+    first_batch: bool = False
+    #: Read USS, PSS and shared memory of the process tree in steady state (after warm-up).
+    memory: bool = False
+    #: Run when no ``--workloads`` are given.
+    default: bool = True
 
     def applies_to(self, loader: str) -> bool:
         """Whether ``loader`` (a name of :data:`benchmarks.loaders.LOADERS`) can run this."""
         return self.loaders is None or loader in self.loaders
+
+    def why_not(self, loader: str) -> str:
+        """What the table says for ``loader`` when this workload does not apply to it."""
+        return dict(self.reasons).get(loader, self.not_applicable)
 
     def batches(self, scale: float) -> tuple[int, int]:
         """(warm-up, timed) batch counts scaled by ``scale``.
@@ -222,6 +254,10 @@ class Workload:
 
 _LARGE_NBYTES = LARGE_SHAPE[0] * LARGE_SHAPE[1] * LARGE_SHAPE[2]
 _CHAIN_NBYTES = CHAIN_SHAPE[0] * CHAIN_SHAPE[1] * CHAIN_SHAPE[2]
+#: The loaders themselves (not through Ray or the PyTorch iterators), for the memory and
+#: first-batch workloads.
+_PLAIN_LOADERS = frozenset({"dali_lite", "dali", "torch", "grain"})
+_PEERS_ONLY = "n/a (dali_lite and its peers only)"
 
 WORKLOADS: dict[str, Workload] = {
     w.name: w
@@ -245,5 +281,26 @@ WORKLOADS: dict[str, Workload] = {
                  bytes_per_sample_hint=_CHAIN_NBYTES + 64, chain=True,
                  loaders=frozenset({"dali_lite", "dali"}),
                  not_applicable="n/a (no such operators)"),
+        # Steady state: long enough (about 1 s for the fastest loader here) for several
+        # samples of the tree's memory, and past every loader's warm-up allocations.
+        Workload("memory-tiny", tiny_sample, 256, warmup_batches=40, timed_batches=1500,
+                 bytes_per_sample_hint=TINY_NBYTES + 64, memory=True, default=False,
+                 loaders=_PLAIN_LOADERS, not_applicable=_PEERS_ONLY),
+        Workload("memory-large", large_sample, 16, warmup_batches=10, timed_batches=200,
+                 bytes_per_sample_hint=_LARGE_NBYTES + 64, memory=True, default=False,
+                 loaders=_PLAIN_LOADERS, not_applicable=_PEERS_ONLY),
+        *(Workload(f"first-batch-{method}-{workers}", large_sample, 16, warmup_batches=0,
+                   timed_batches=4, bytes_per_sample_hint=_LARGE_NBYTES + 64,
+                   start_method=method, workers=workers, first_batch=True, default=False,
+                   loaders=_PLAIN_LOADERS - ({"grain"} if method == "fork" else set()),
+                   not_applicable=_PEERS_ONLY,
+                   reasons=(("grain", "n/a (Grain always spawns)"),))
+          for method in ("fork", "spawn") for workers in (2, 8)),
     )
+}
+
+#: Workloads run together under one name: ``--workloads memory``.
+GROUPS: dict[str, tuple[str, ...]] = {
+    "memory": ("memory-tiny", "memory-large"),
+    "first-batch": tuple(name for name in WORKLOADS if name.startswith("first-batch-")),
 }

@@ -3,16 +3,23 @@
 It goes through the same code path as ``python -m benchmarks``: the command line, one fresh
 measurement process per workload, memory sampling from outside, the markdown report and the
 ``--out``/``--json`` files. The figures themselves are not checked, only that every workload
-produced them.
+produced them. Grain's cases skip where grain is not installed (CI does not install the bench
+extra); the runs that start spawned workers check that no process of theirs is left behind.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sys
+import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,9 +33,65 @@ def _repo_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(ROOT))
 
 
+_TAG_ENV = "DALI_LITE_BENCH_SMOKE_TAG"
+_LEFTOVER_WAIT_S = 15.0
+
+
+def _tagged_processes(tag: str) -> list[int]:
+    """The processes (but this one) whose environment carries ``tag``: every process a
+    benchmark run started from this test inherits it, wherever it was re-parented to."""
+    needle = f"{_TAG_ENV}={tag}".encode()
+    found = []
+    for pid in psutil.pids():
+        if pid == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as environ:
+                if needle in environ.read().split(b"\0"):
+                    found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+@pytest.fixture
+def no_leftovers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Fails the test if a process it started (a measurement, a worker, a resource tracker)
+    outlives it by more than a few seconds, and ends those processes."""
+    tag = uuid.uuid4().hex
+    monkeypatch.setenv(_TAG_ENV, tag)
+    yield
+    deadline = time.monotonic() + _LEFTOVER_WAIT_S
+    while (left := _tagged_processes(tag)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for pid in left:
+        with contextlib.suppress(psutil.Error):
+            psutil.Process(pid).kill()
+    assert not left, f"processes left behind: {left}"
+
+
+def _table(text: str, after: str = "") -> list[dict[str, str]]:
+    """The rows of the first table in ``text`` after the line ``after``, as header -> cell."""
+    lines = text.split(after, 1)[1].splitlines() if after else text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| workload |"))
+    header = [cell.strip() for cell in lines[start].strip("|").split("|")]
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append(dict(zip(header, (cell.strip() for cell in line.strip("|").split("|")))))
+    return rows
+
+
+def _figure(cell: str) -> float:
+    """A table cell's median ("5.5k (5.1k-6.0k)" -> 5500.0, "0.45 (DALI)" -> 0.45)."""
+    number = cell.split()[0].replace(",", "")
+    return float(number[:-1]) * 1000 if number.endswith("k") else float(number)
+
+
 def test_the_benchmark_command_runs_every_workload(tmp_path: Path) -> None:
     from benchmarks.run import BEGIN_MARK, END_MARK, main
-    from benchmarks.workloads import WORKLOADS
+    from benchmarks.workloads import GROUPS, WORKLOADS
 
     out = tmp_path / "RESULTS.md"
     out.write_text(f"# Title\n\nprose before\n\n{BEGIN_MARK}\nold table\n{END_MARK}\nprose after\n")
@@ -37,7 +100,9 @@ def test_the_benchmark_command_runs_every_workload(tmp_path: Path) -> None:
                  "--out", str(out), "--json", str(raw)])
     assert code == 0
     results = json.loads(raw.read_text())
-    assert {r["workload"] for r in results} == set(WORKLOADS)
+    # Every workload but the groups (memory, first-batch), which run only when asked for.
+    grouped = {name for members in GROUPS.values() for name in members}
+    assert grouped and {r["workload"] for r in results} == set(WORKLOADS) - grouped
     for result in results:
         assert "error" not in result, result
         assert result["samples_per_s"] > 0 and result["bytes"] > 0
@@ -46,7 +111,7 @@ def test_the_benchmark_command_runs_every_workload(tmp_path: Path) -> None:
     assert start["peak_bytes"] >= start["peak_shm_bytes"] > 0  # the slots were seen
     text = out.read_text()
     assert "prose before" in text and "prose after" in text and "old table" not in text
-    for name in WORKLOADS:
+    for name in set(WORKLOADS) - grouped:
         assert f"| {name} |" in text
 
 
@@ -156,6 +221,29 @@ def test_memory_of_this_process_tree_is_read() -> None:
     assert memory is not None and memory.rss_bytes > 0 and memory.processes >= 1
 
 
+def test_a_shared_memory_file_is_told_apart_in_uss_and_pss() -> None:
+    """A memfd that only this process maps: its pages are in this process's USS and PSS,
+    and in the shared-memory parts of both, and the file is counted once in full."""
+    import mmap
+
+    from benchmarks.memory import sample_footprint
+
+    size = 8 << 20
+    fd = os.memfd_create("bench-smoke-test")
+    try:
+        os.ftruncate(fd, size)
+        with mmap.mmap(fd, size) as mapped:
+            mapped[:] = b"\1" * size  # every page resident
+            memory = sample_footprint(os.getpid())
+    finally:
+        os.close(fd)
+    assert memory is not None and memory.processes >= 1
+    assert memory.shm_bytes >= size and memory.uss_shm_bytes >= size
+    assert memory.pss_shm_bytes >= size
+    assert memory.uss_outside_shm_bytes == memory.uss_bytes - memory.uss_shm_bytes > 0
+    assert memory.total_bytes == memory.pss_bytes - memory.pss_shm_bytes + memory.shm_bytes
+
+
 def test_py_spy_raw_output_is_grouped_by_process_role() -> None:
     from benchmarks.profiling import parse_raw
 
@@ -193,6 +281,198 @@ def test_the_pytorch_iterators_get_a_table_of_their_own(
     # A tensor per batch cannot hold the varying workload: those cells say it was not run.
     varying = next(line for line in table.splitlines() if line.startswith("| varying |"))
     assert varying.count("not run") == len(chosen) - 1
+
+
+def _title(name: str) -> str:
+    from benchmarks.report import LOADER_TITLES
+
+    return LOADER_TITLES[name]
+
+
+def _skip_without_grain() -> None:
+    from benchmarks.loaders import available
+
+    if not available("grain"):
+        pytest.skip("grain is not installed (the bench extra: pip install -e '.[bench]'; CI "
+                    "does not install it)")
+
+
+#: Spawns Grain's workers in a process of its own (Grain's absl flags, its resource tracker and
+#: its spawned workers stay out of pytest's process), checks the first batches of a dense and
+#: a varying workload against the workload's own samples, and closes the loader. Worker w of
+#: W batches the records w, w + W, ...; the batches come from the workers in turn.
+_GRAIN_BATCHES = """
+import numpy as np
+from benchmarks.loaders import NUM_WORKERS as W, join_samples, make_loader
+from benchmarks.workloads import WORKLOADS
+
+if __name__ == "__main__":
+    for name in ("tiny", "varying"):
+        workload = WORKLOADS[name]
+        loader = make_loader("grain", workload, 3)
+        loader.start()
+        for batch_index in range(3):
+            first = W * (batch_index // W) * workload.batch_size + batch_index % W
+            indices = range(first, first + W * workload.batch_size, W)
+            expected = (np.stack([workload.sample(i) for i in indices]) if workload.dense
+                        else join_samples([workload.sample(i) for i in indices]))
+            assert np.array_equal(loader.next_batch(), expected), (name, batch_index)
+        loader.close()
+    print("same batches")
+"""
+
+
+def test_grain_batches_hold_the_workloads_samples(no_leftovers: None) -> None:
+    """Grain runs the very callbacks the other loaders run: its first batches are the
+    workload's samples, each worker's share of them batched by Grain (stacked, or as a list
+    for varying)."""
+    import subprocess
+
+    _skip_without_grain()
+    done = subprocess.run(
+        [sys.executable, "-c", _GRAIN_BATCHES], cwd=ROOT, capture_output=True, text=True,
+        timeout=180, check=False, env={**os.environ, "PYTHONPATH": _PYTHONPATH})
+    assert done.returncode == 0 and "same batches" in done.stdout, done.stderr[-3000:]
+
+
+@pytest.mark.timeout(300)
+def test_grain_runs_beside_dali_lite_with_ratios(capsys: pytest.CaptureFixture[str],
+                                                 tmp_path: Path, no_leftovers: None) -> None:
+    """Grain as a peer: its own column, the ratio dali_lite/Grain, and (Grain being the only
+    peer here) the target's check against it; its workers are spawned, its only way."""
+    from benchmarks import run
+
+    _skip_without_grain()
+    raw = tmp_path / "results.json"
+    code = run.main(["--only", "dali_lite,grain", "--workloads", "tiny,varying", "--repeats",
+                     "1", "--scale", "0.02", "--retries", "0", "--json", str(raw)])
+    assert code == 0
+    text = capsys.readouterr().out
+    rows = _table(text)
+    assert [row["workload"] for row in rows] == ["tiny", "varying", "varying"]
+    for row in rows:
+        assert _figure(row["Grain"]) > 0 and _figure(row["dali_lite/Grain"]) > 0
+    assert rows[0]["met"] in ("yes", f"no ({_figure(rows[0]['dali_lite/Grain']):.2f}x)")
+    assert "grain 0." in text and "always spawned" in text  # the version and the settings
+    results = json.loads(raw.read_text())
+    grain = [r for r in results if r["loader"] == "grain"]
+    assert len(grain) == 2 and all(r["start_method"] == "spawn" for r in grain)
+    assert all("grain" in r["library_path"] for r in grain)
+
+
+@pytest.mark.timeout(300)
+def test_the_memory_workloads_report_uss_pss_and_shared_memory(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, no_leftovers: None) -> None:
+    """`--workloads memory`: the tree's USS, PSS and shared memory in steady state, per
+    loader, with the ratios to each peer (dali_lite's shared memory over DALI's among them)."""
+    from benchmarks import loaders, run
+
+    chosen = [name for name in ("dali_lite", "dali", "torch", "grain") if loaders.available(name)]
+    raw = tmp_path / "results.json"
+    code = run.main(["--only", ",".join(chosen), "--workloads", "memory", "--repeats", "1",
+                     "--scale", "0.02", "--retries", "0", "--json", str(raw)])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "| tiny |" not in text  # no main table: only the memory workloads ran
+    rows = _table(text, "Memory in steady state")
+    assert {row["workload"] for row in rows} == {"memory-tiny", "memory-large"}
+    assert {row["metric"] for row in rows} == {
+        "USS, MiB (sum over processes)", "USS outside shared memory, MiB",
+        "PSS, MiB (sum over processes)",
+        "shared memory held, MiB", "PSS outside shared memory + shared memory held, MiB"}
+    for row in rows:
+        for name in chosen:
+            assert _figure(row[_title(name)]) > 0, (row, name)
+        if len(chosen) > 1:
+            assert row["dali_lite/smallest peer"].endswith(")"), row
+    if "dali" in chosen:
+        shm = next(row for row in rows if row["workload"] == "memory-large"
+                   and row["metric"] == "shared memory held, MiB")
+        assert _figure(shm["dali_lite/DALI"]) == pytest.approx(
+            _figure(shm["dali_lite"]) / _figure(shm["DALI"]), rel=0.05)
+    for result in json.loads(raw.read_text()):
+        assert result["memory_samples"] >= 1, result
+        assert result["pss_bytes"] >= result["uss_bytes"] > 0 and result["shm_bytes"] > 0
+        assert 0 < result["uss_outside_shm_bytes"] <= result["uss_bytes"]
+        assert result["processes"] >= 3  # the main process and 2 workers at least
+
+
+@pytest.mark.timeout(420)
+def test_the_first_batch_workloads_time_construction_to_the_first_batch(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, no_leftovers: None) -> None:
+    """`first-batch-*`: Pipeline(...) or DataLoader(...) to the first batch, fork and spawn,
+    in a measurement whose main module imports torch; the ratio to the faster peer."""
+    pytest.importorskip("torch")  # the measurement's main module imports it
+    from benchmarks import loaders, run
+
+    # DALI's spawned workers take 15 s or more to start here: left to the full run.
+    chosen = [name for name in ("dali_lite", "torch", "grain") if loaders.available(name)]
+    raw = tmp_path / "results.json"
+    code = run.main(["--only", ",".join(chosen), "--workloads",
+                     "first-batch-fork-2,first-batch-spawn-2", "--repeats", "1", "--scale",
+                     "0.02", "--retries", "0", "--json", str(raw)])
+    assert code == 0
+    rows = {row["workload"]: row
+            for row in _table(capsys.readouterr().out, "Time to the first batch")}
+    assert set(rows) == {"first-batch-fork-2", "first-batch-spawn-2"}
+    for workload, row in rows.items():
+        assert row["metric"] == "construction -> first batch, ms"
+        assert _figure(row["dali_lite"]) > 0 and _figure(row["DataLoader"]) > 0
+        faster = row["dali_lite/faster peer"]
+        peers = [name for name in chosen if name != "dali_lite"
+                 and not (name == "grain" and "fork" in workload)]
+        best = min(peers, key=lambda name: _figure(row[_title(name)]))
+        assert faster.endswith(f"({_title(best)})"), row
+        assert _figure(faster) == pytest.approx(
+            _figure(row["dali_lite"]) / _figure(row[_title(best)]), rel=0.05, abs=0.01)
+    if "grain" in chosen:
+        assert rows["first-batch-fork-2"]["Grain"] == "n/a (Grain always spawns)"
+        assert _figure(rows["first-batch-spawn-2"]["Grain"]) > 0
+    for result in json.loads(raw.read_text()):
+        assert result["first_batch_from"] == "construction" and result["workers"] == 2
+        assert result["start_method"] == result["workload"].split("-")[2]
+
+
+def test_the_workload_groups_run_only_when_asked_for() -> None:
+    from benchmarks.run import _names
+    from benchmarks.workloads import GROUPS, WORKLOADS
+
+    default = [name for name, workload in WORKLOADS.items() if workload.default]
+    assert _names(None, list(WORKLOADS), "workload", GROUPS, default) == default
+    assert _names(["memory", "tiny"], list(WORKLOADS), "workload", GROUPS, default) == [
+        "tiny", "memory-tiny", "memory-large"]
+    assert len(_names(["first-batch"], list(WORKLOADS), "workload", GROUPS, default)) == 4
+    with pytest.raises(SystemExit, match="first-batch"):  # the groups are named as choices
+        _names(["no-such"], list(WORKLOADS), "workload", GROUPS, default)
+
+
+def test_the_new_tables_name_the_best_peer() -> None:
+    """The first-batch table's ratio to the faster peer and the memory table's to the
+    smallest, each naming that peer, from made-up figures."""
+    from benchmarks.report import render
+
+    first = {"dali_lite": 1.0, "dali": 4.0, "torch": 2.0, "grain": 3.0}
+    memory = {"dali_lite": 100.0, "dali": 400.0, "torch": 300.0, "grain": 200.0}
+    results = []
+    for loader in first:
+        results.append({"loader": loader, "workload": "first-batch-spawn-8",
+                        "first_batch_s": first[loader], "batches": 1, "main_cpu_s": 0.1,
+                        "workers_cpu_s": 0.1, "elapsed_s": 0.1})
+        results.append({"loader": loader, "workload": "memory-tiny", "first_batch_s": 0.1,
+                        "batches": 1, "main_cpu_s": 0.1, "workers_cpu_s": 0.1,
+                        "elapsed_s": 0.1, **{key: memory[loader] * 2**20 for key in (
+                            "uss_bytes", "uss_outside_shm_bytes", "pss_bytes", "shm_bytes",
+                            "footprint_bytes")}})
+    text = render(results, list(first), {}, "Machine: a test")
+    assert "| tiny |" not in text and "target" not in text  # no main table, no targets
+    (spawn,) = _table(text, "Time to the first batch")
+    assert spawn["dali_lite"] == "1000" and spawn["dali_lite/faster peer"] == "0.50 (DataLoader)"
+    assert spawn["dali_lite/Grain"] == "0.33"
+    rows = _table(text, "Memory in steady state")
+    assert len(rows) == 5
+    for row in rows:
+        assert row["dali_lite"] == "100.0" and row["dali_lite/smallest peer"] == "0.50 (Grain)"
+        assert row["dali_lite/DALI"] == "0.25"
 
 
 def test_the_gpu_scaling_command_measures_what_it_can_here() -> None:
@@ -247,8 +527,8 @@ def test_the_soak_runs_and_checks_every_batch(mode: list[str]) -> None:
 
 
 def _fake_results() -> list[dict[str, object]]:
-    """Two repeats of every workload for the three loaders, figures made up."""
-    scale = {"dali_lite": 4.0, "dali": 1.0, "torch": 2.0}
+    """Two repeats of every workload for the four loaders, figures made up."""
+    scale = {"dali_lite": 4.0, "dali": 1.0, "torch": 2.0, "grain": 1.6}
     results: list[dict[str, object]] = []
     for repeat in range(2):
         for workload in ("tiny", "large", "large-fresh", "large-split", "heavy", "start",
@@ -279,11 +559,12 @@ def test_the_chart_is_a_small_png_of_the_tables_figures(tmp_path: Path) -> None:
     results = _fake_results()
     figures = figures_from_results(results, ["Machine: a test"])
     assert figures.values[("tiny", "samples/s")] == {"dali_lite": 6000.0, "dali": 1500.0,
-                                                     "torch": 3000.0}
+                                                     "torch": 3000.0, "grain": 2400.0}
     assert figures.values[("start", "build -> first batch, ms")]["dali"] == 50.0
     assert figures.notes[0] == "Machine: a test" and "medians of 2 repeats" in figures.notes[1]
     # The markdown table says the same as the raw results.
-    table = render(results, ["dali_lite", "dali", "torch"], {}, "Machine: a test\n\nCode: x.")
+    table = render(results, ["dali_lite", "dali", "torch", "grain"], {},
+                   "Machine: a test\n\nCode: x.")
     parsed = figures_from_markdown("<!-- BEGIN BENCHMARK TABLE -->\n\n" + table)
     assert parsed.values == figures.values
 
