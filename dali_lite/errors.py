@@ -34,7 +34,7 @@ Importing this module loads the worker pool's package (not `import dali_lite` it
 
 from __future__ import annotations
 
-from dali_lite._src.cuda import CudaUnavailableError
+from dali_lite._src.cuda.runtime import CudaUnavailableError
 from dali_lite._src.data.conversions import BatchIndexError, MixedBatchError
 from dali_lite._src.data.tensor_list_cpu import MixedSamplesError
 from dali_lite._src.errors import (

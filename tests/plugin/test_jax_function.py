@@ -343,7 +343,7 @@ def test_calling_without_jax_says_what_to_install(monkeypatch: pytest.MonkeyPatc
 
 # ---------------------------------------------------------------- on a GPU
 def _jax_gpu_skip_reason() -> str | None:
-    from dali_lite._src import cuda
+    from dali_lite._src.cuda import runtime as cuda
 
     reason = cuda.gpu_unavailable_reason()
     if reason is not None:

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from dali_lite._src.cuda_arguments import require_device
+from dali_lite._src.cuda.arguments import require_device
 from dali_lite._src.graph.nodes import DataNode, IterationContext, Operator
 from dali_lite._src.operators.batches import InputBatch
 from dali_lite._src.operators.schema import OperatorSchema

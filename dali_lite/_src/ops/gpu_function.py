@@ -22,7 +22,8 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from dali_lite._src import cuda_arguments, cuda_context
+from dali_lite._src.cuda import arguments as cuda_arguments
+from dali_lite._src.cuda import context as cuda_context
 from dali_lite._src.data.tensor_gpu import to_device_array
 from dali_lite._src.data.tensor_list_gpu import TensorListGPU, is_device_data
 from dali_lite._src.graph.nodes import DataNode, IterationContext

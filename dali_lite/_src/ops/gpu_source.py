@@ -27,7 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dali_lite._src import cuda, cuda_arguments, cuda_context, cuda_memory
+from dali_lite._src.cuda import arguments as cuda_arguments
+from dali_lite._src.cuda import context as cuda_context
+from dali_lite._src.cuda import memory as cuda_memory
+from dali_lite._src.cuda import runtime as cuda
 from dali_lite._src.data.conversions import to_batch_samples, to_sample_array
 from dali_lite._src.data.tensor_gpu import TensorGPU, to_device_array
 from dali_lite._src.data.tensor_list_gpu import TensorListGPU, is_device_data

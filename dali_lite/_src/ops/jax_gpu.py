@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from dali_lite._src import cuda, cuda_arguments, cuda_context
+from dali_lite._src.cuda import arguments as cuda_arguments
+from dali_lite._src.cuda import context as cuda_context
+from dali_lite._src.cuda import runtime as cuda
 from dali_lite._src.data.tensor_list_gpu import TensorListGPU
 from dali_lite._src.graph.nodes import IterationContext
 from dali_lite._src.ops.jax_function import JaxFunction

@@ -29,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from dali_lite._src import cuda, cuda_context
+from dali_lite._src.cuda import context as cuda_context
+from dali_lite._src.cuda import runtime as cuda
 from dali_lite_shm import leased_mapping
 
 __all__ = ["PinnedSlots"]

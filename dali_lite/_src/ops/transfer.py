@@ -34,7 +34,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dali_lite._src import cuda, cuda_arguments, cuda_context, cuda_memory
+from dali_lite._src.cuda import arguments as cuda_arguments
+from dali_lite._src.cuda import context as cuda_context
+from dali_lite._src.cuda import memory as cuda_memory
+from dali_lite._src.cuda import runtime as cuda
 from dali_lite._src.data.tensor_list_gpu import TensorListGPU
 from dali_lite._src.graph.nodes import DataNode, IterationContext, Operator, register_transfer
 from dali_lite._src.options import PipelineView, resolved_num_threads

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from dali_lite._src.cuda import refuse_fork_after_cuda
+from dali_lite._src.cuda.runtime import refuse_fork_after_cuda
 from dali_lite._src.errors import RuntimeValueError, add_context
 from dali_lite._src.ops.source_callbacks import IteratorCall
 from dali_lite._src.options import PipelineOptions

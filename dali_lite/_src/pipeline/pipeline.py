@@ -27,7 +27,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 
-from dali_lite._src import cuda_context
+from dali_lite._src.cuda import context as cuda_context
 from dali_lite._src.execution.executor import Executor
 from dali_lite._src.graph.nodes import DataNode, Operator, topological_order
 from dali_lite._src.graph.scope import PipelineScope

@@ -6,9 +6,9 @@ context, which `refuse_fork_after_cuda()` checks before forking workers (a forke
 CUDA process cannot use CUDA and may deadlock).
 
 What the GPU stages of a pipeline share is built on this module, in three more: the CUDA
-arguments read without a device (`cuda_arguments`), the pipeline's device, stream and events
-(`cuda_context`), and GPU memory: recognising it, viewing it and copying it out
-(`cuda_memory`).
+arguments read without a device (`cuda/arguments.py`), the pipeline's device, stream and
+events (`cuda/context.py`), and GPU memory: recognising it, viewing it and copying it out
+(`cuda/memory.py`).
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from dali_lite._src.cuda import cupy, mark_cuda_initialized
-from dali_lite._src.cuda_context import consumer_stream, stream_object
+from dali_lite._src.cuda.context import consumer_stream, stream_object
+from dali_lite._src.cuda.runtime import cupy, mark_cuda_initialized
 
 #: DLPack device types of memory CUDA kernels can read.
 KDL_CUDA, KDL_CUDA_MANAGED = 2, 13

@@ -16,8 +16,8 @@ import weakref
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from dali_lite._src.cuda import cupy, mark_cuda_initialized
-from dali_lite._src.cuda_arguments import require_device
+from dali_lite._src.cuda.arguments import require_device
+from dali_lite._src.cuda.runtime import cupy, mark_cuda_initialized
 
 if TYPE_CHECKING:
     from dali_lite._src.options import PipelineView
