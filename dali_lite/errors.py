@@ -51,9 +51,9 @@ from dali_lite._src.execution.checkpoint import CheckpointError
 from dali_lite._src.ops.function_errors import FunctionError
 from dali_lite._src.ops.jax_function import ShardingTypeError
 from dali_lite._src.ops.numba_arguments import NumbaArgumentError
-from dali_lite._src.ops.source_callbacks import OutputIndexError
-from dali_lite._src.ops.source_feed import NoDataFedError, UnknownInputError
 from dali_lite._src.pipeline.decorators import UnknownPipelineArgumentError
+from dali_lite._src.sources.callbacks import OutputIndexError
+from dali_lite._src.sources.feed import NoDataFedError, UnknownInputError
 from dali_lite._src.types.dtypes import UnknownTypeError
 from dali_lite_shm.errors import CorruptSlotError, ShmAllocationError, ShmError
 from dali_lite_workers.errors import (

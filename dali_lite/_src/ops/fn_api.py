@@ -16,8 +16,8 @@ from dali_lite._src.graph.nodes import DataNode, Operator
 
 # Registers the operators behind DataNode.gpu() and .cpu() (see graph.nodes.register_transfer).
 from dali_lite._src.ops import transfer as _transfer  # noqa: F401
-from dali_lite._src.ops.external_source import ExternalSource
 from dali_lite._src.ops.python_function import DLTensorPythonFunction, PythonFunction
+from dali_lite._src.sources.external_source import ExternalSource
 
 __all__ = ["dl_tensor_python_function", "external_source", "python_function"]
 

@@ -35,15 +35,15 @@ from dali_lite._src.data.conversions import to_batch_samples, to_sample_array
 from dali_lite._src.data.tensor_gpu import TensorGPU, to_device_array
 from dali_lite._src.data.tensor_list_gpu import TensorListGPU, is_device_data
 from dali_lite._src.graph.nodes import IterationContext
-from dali_lite._src.ops.external_source import ExternalSource
-from dali_lite._src.ops.source_callbacks import (
+from dali_lite._src.ops.transfer import Uploader
+from dali_lite._src.sources.callbacks import (
     IteratorCall,
     PerBatchCall,
     PerSampleCall,
     SourceCall,
     split_outputs,
 )
-from dali_lite._src.ops.transfer import Uploader
+from dali_lite._src.sources.external_source import ExternalSource
 
 if TYPE_CHECKING:
     from dali_lite._src.options import PipelineView

@@ -26,7 +26,6 @@ from dali_lite._src.data.conversions import to_sample_array
 from dali_lite._src.data.tensor_list_cpu import TensorListCPU
 from dali_lite._src.errors import RuntimeTypeError, RuntimeValueError, add_context
 from dali_lite._src.graph.nodes import DataNode, IterationContext, Operator
-from dali_lite._src.ops.assembly import assemble
 from dali_lite._src.ops.function_errors import check_layout, function_error, layout_list
 
 
@@ -186,7 +185,7 @@ class PythonFunction(Operator):
                         f"{first.ndim}"
                     )
             check_layout(layout, first.ndim, what)
-        return assemble(samples, layout)
+        return TensorListCPU._from_sample_views(samples, layout)
 
     def _batch_size(self, samples_in: list[list[np.ndarray]], ctx: IterationContext) -> int:
         if not samples_in:

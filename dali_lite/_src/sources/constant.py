@@ -12,8 +12,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from dali_lite._src.data.tensor_list_cpu import TensorListCPU
 from dali_lite._src.graph.nodes import DataNode, IterationContext, Operator
-from dali_lite._src.ops.assembly import assemble_blocks
 
 _NARROWED = {np.dtype(np.int64): np.dtype(np.int32), np.dtype(np.float64): np.dtype(np.float32)}
 
@@ -50,7 +50,7 @@ class ConstantOutput(Operator):
     def run(self, ctx: IterationContext, inputs: list[Any]) -> list[Any]:
         block = np.ascontiguousarray(np.broadcast_to(self.value, (ctx.batch_size,
                                                                   *self.value.shape)))
-        return [assemble_blocks([block], self.layout)]
+        return [TensorListCPU._from_blocks([block], self.layout)]
 
     def spec(self) -> dict[str, Any]:
         return {"value": self.value.tolist(), "dtype": str(self.value.dtype)}

@@ -1,7 +1,7 @@
 """What an external_source's `source` is: a callable of one argument or none, an iterable, a
 generator or a generator function (`classify_source`, DALI's rules), and its `cycle` mode.
 
-The kind decides which callable of `source_callbacks` polls the source, whether a parallel
+The kind decides which callable of `sources.callbacks` polls the source, whether a parallel
 source may split its batches over workers, and how a checkpoint records its position.
 """
 

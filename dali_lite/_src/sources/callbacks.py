@@ -1,5 +1,5 @@
 """The callables that poll an external_source's `source` for one batch (what kind of source
-it is: `source_kinds`).
+it is: `sources.kinds`).
 
 The same callable objects run in the main process (serial sources) and in worker processes
 (parallel sources): that is what makes parallel output identical to serial output (one
@@ -22,8 +22,8 @@ import numpy as np
 from dali_lite._src.data.conversions import SampleList, to_batch_samples, to_sample_array
 from dali_lite._src.data.tensor_cpu import TensorCPU
 from dali_lite._src.errors import describe_callable
-from dali_lite._src.ops.source_kinds import SourceKind
-from dali_lite._src.ops.source_state import IteratorPosition
+from dali_lite._src.sources.kinds import SourceKind
+from dali_lite._src.sources.state import IteratorPosition
 from dali_lite._src.types.dtypes import NP_TO_DALI
 from dali_lite._src.types.source_info import BatchInfo, SampleInfo
 

@@ -3,7 +3,7 @@
 An iterable, a generator function or a generator polled by an external_source keeps its state
 in a live Python iterator, which cannot be saved. What can be saved is how far it went:
 `IteratorPosition` counts the items taken from the current pass of the source, and records
-the two flags of `source_callbacks.IteratorCall` that decide what the next call does (the
+the two flags of `sources.callbacks.IteratorCall` that decide what the next call does (the
 epoch that already raised StopIteration, and a restart due under ``cycle="raise"``).
 
 The position is tracked *outside* the iterator, from what the pipeline sees of each call (a

@@ -2,14 +2,14 @@
 
 Three ways to get a batch, chosen when the node is created:
 - pull, serial: the source is polled in the executor's thread through the callables of
-  `source_callbacks` (the same objects parallel workers run);
+  `sources.callbacks` (the same objects parallel workers run);
 - pull, parallel: batches come from the pipeline's worker pool: the pipeline attaches the
   engine's side of the source (`dali_lite._src.parallel`), which this module knows only as
   `ParallelBatches`;
-- push: `Pipeline.feed_input()` queues batches (a `source_feed.FeedQueue`), consumed one per
+- push: `Pipeline.feed_input()` queues batches (a `sources.feed.FeedQueue`), consumed one per
   iteration.
 Every batch, whatever its origin, goes through the same checks of dtype, ndim and layout
-(`source_checks.OutputCheck`, one per output).
+(`sources.checks.OutputCheck`, one per output).
 """
 
 from __future__ import annotations
@@ -25,27 +25,23 @@ from dali_lite._src.data.host import split_block
 from dali_lite._src.data.tensor_list_cpu import TensorListCPU
 from dali_lite._src.errors import RuntimeValueError
 from dali_lite._src.graph.nodes import IterationContext, Operator
-from dali_lite._src.ops.assembly import assemble, assemble_blocks
-from dali_lite._src.ops.sample_range import SampleRange
-from dali_lite._src.ops.source_callbacks import (
+from dali_lite._src.options import check_timeout
+from dali_lite._src.sources.callbacks import (
     IteratorCall,
     Outputs,
     PerBatchCall,
     PerSampleCall,
     SourceCall,
 )
-
-# OutputCheck is imported here too: pickles (serialized pipelines) that name it at this
-# module load through it.
-from dali_lite._src.ops.source_checks import OutputCheck, check_blocks, per_output
-from dali_lite._src.ops.source_feed import FeedQueue
-from dali_lite._src.ops.source_kinds import (
+from dali_lite._src.sources.checks import OutputCheck, check_blocks, per_output
+from dali_lite._src.sources.feed import FeedQueue
+from dali_lite._src.sources.kinds import (
     SourceKind,
     check_parallel_source,
     classify_source,
     normalize_cycle,
 )
-from dali_lite._src.options import check_timeout
+from dali_lite._src.sources.sample_range import SampleRange
 from dali_lite._src.types.source_info import BatchInfo
 
 if TYPE_CHECKING:
@@ -295,12 +291,12 @@ class ExternalSource(Operator):
     # ------------------------------------------------------------------ one iteration
     def run(self, ctx: IterationContext, inputs: list[Any]) -> list[TensorListCPU]:
         if self.parallel_source is not None:
-            return [assemble_blocks(blocks, check_blocks(check, blocks))
+            return [TensorListCPU._from_blocks(blocks, check_blocks(check, blocks))
                     for blocks, check in zip(self.parallel_source.fetch(ctx), self.checks)]
         outputs, layouts = self._next_serial_batch(ctx)
         if self.source is not None and not self.no_copy:
             outputs = [_copied(samples) for samples in outputs]
-        return [assemble(samples, check.check(samples, layout))
+        return [TensorListCPU._from_sample_views(samples, check.check(samples, layout))
                 for samples, check, layout in zip(outputs, self.checks, layouts)]
 
     def _next_serial_batch(self, ctx: IterationContext) -> tuple[list[Any], list[str]]:
