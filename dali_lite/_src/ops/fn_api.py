@@ -12,10 +12,10 @@ from collections.abc import Callable
 from typing import Any
 
 from dali_lite._src.errors import UnknownArgumentError
-from dali_lite._src.graph.nodes import DataNode, Operator
 
 # Registers the operators behind DataNode.gpu() and .cpu() (see graph.nodes.register_transfer).
-from dali_lite._src.ops import transfer as _transfer  # noqa: F401
+from dali_lite._src.gpu import transfer as _transfer  # noqa: F401
+from dali_lite._src.graph.nodes import DataNode, Operator
 from dali_lite._src.ops.python_function import DLTensorPythonFunction, PythonFunction
 from dali_lite._src.sources.external_source import ExternalSource
 
@@ -115,7 +115,7 @@ def external_source(
                 "and call .gpu() on its output to move the batches to the GPU"
             )
         # The GPU operators load only for device="gpu": a CPU program never needs them.
-        from dali_lite._src.ops.gpu_source import GPUExternalSource
+        from dali_lite._src.gpu.source import GPUExternalSource
 
         op: ExternalSource = GPUExternalSource(
             source, num_outputs, device=device, cuda_stream=cuda_stream,

@@ -32,7 +32,7 @@ from dali_lite._src.sources.external_source import ExternalSource
 from dali_lite._src.sources.feed import NoDataFedError, UnknownInputError
 
 if TYPE_CHECKING:
-    from dali_lite._src.ops.gpu_source import GPUExternalSource
+    from dali_lite._src.gpu.source import GPUExternalSource
 
 __all__ = ["IterationGraph", "RunProtocol"]
 

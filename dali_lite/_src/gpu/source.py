@@ -34,8 +34,8 @@ from dali_lite._src.cuda import runtime as cuda
 from dali_lite._src.data.conversions import to_batch_samples, to_sample_array
 from dali_lite._src.data.tensor_gpu import TensorGPU, to_device_array
 from dali_lite._src.data.tensor_list_gpu import TensorListGPU, is_device_data
+from dali_lite._src.gpu.transfer import Uploader
 from dali_lite._src.graph.nodes import IterationContext
-from dali_lite._src.ops.transfer import Uploader
 from dali_lite._src.sources.callbacks import (
     IteratorCall,
     PerBatchCall,

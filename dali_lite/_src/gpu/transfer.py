@@ -189,7 +189,7 @@ class Uploader:
         self.workers = max(1, min(_MAX_STAGING_THREADS, resolved_num_threads(pipeline.num_threads)))
         self._pool: ThreadPoolExecutor | None = None
         # Here, not at the top: `import dali_lite` must not import shm (pinned_slots does).
-        from dali_lite._src.ops.pinned_slots import PinnedSlots
+        from dali_lite._src.gpu.pinned_slots import PinnedSlots
 
         self.pinned = PinnedSlots(self.gpu)
 
