@@ -48,9 +48,9 @@ from dali_lite._src.errors import (
     UnknownArgumentError,
 )
 from dali_lite._src.execution.checkpoint import CheckpointError
-from dali_lite._src.ops.function_errors import FunctionError
-from dali_lite._src.ops.jax_function import ShardingTypeError
-from dali_lite._src.ops.numba_arguments import NumbaArgumentError
+from dali_lite._src.functions.errors import FunctionError
+from dali_lite._src.functions.jax_function import ShardingTypeError
+from dali_lite._src.functions.numba_arguments import NumbaArgumentError
 from dali_lite._src.pipeline.decorators import UnknownPipelineArgumentError
 from dali_lite._src.sources.callbacks import OutputIndexError
 from dali_lite._src.sources.feed import NoDataFedError, UnknownInputError

@@ -21,9 +21,9 @@ from dali_lite import fn
 from dali_lite._src.cuda import arguments as cuda_arguments
 from dali_lite._src.cuda import memory as cuda_memory
 from dali_lite._src.cuda import runtime as cuda
+from dali_lite._src.functions.gpu_function import current_dali_stream, gpu_variant
+from dali_lite._src.functions.python_function import DLTensorPythonFunction, PythonFunction
 from dali_lite._src.gpu import transfer
-from dali_lite._src.ops.gpu_function import current_dali_stream, gpu_variant
-from dali_lite._src.ops.python_function import DLTensorPythonFunction, PythonFunction
 from dali_lite.pipeline import Pipeline
 
 

@@ -13,7 +13,7 @@ from gpu_support import requires_gpu
 import dali_lite._src.cuda.context
 from dali_lite import fn
 from dali_lite._src.data.tensor_list_gpu import TensorListGPU
-from dali_lite._src.ops.gpu_function import current_dali_stream
+from dali_lite._src.functions.gpu_function import current_dali_stream
 from dali_lite.pipeline import Pipeline
 
 pytestmark = [requires_gpu, pytest.mark.isolated]  # CUDA in a process of its own

@@ -12,11 +12,11 @@ from collections.abc import Callable
 from typing import Any
 
 from dali_lite._src.errors import UnknownArgumentError
+from dali_lite._src.functions.python_function import DLTensorPythonFunction, PythonFunction
 
 # Registers the operators behind DataNode.gpu() and .cpu() (see graph.nodes.register_transfer).
 from dali_lite._src.gpu import transfer as _transfer  # noqa: F401
 from dali_lite._src.graph.nodes import DataNode, Operator
-from dali_lite._src.ops.python_function import DLTensorPythonFunction, PythonFunction
 from dali_lite._src.sources.external_source import ExternalSource
 
 __all__ = ["dl_tensor_python_function", "external_source", "python_function"]
@@ -149,7 +149,7 @@ def _function_op(
         raise ValueError(f"device must be 'cpu' or 'gpu'; got {device!r}")
     if device == "gpu":
         # The GPU operators load only for device="gpu": a CPU program never needs them.
-        from dali_lite._src.ops.gpu_function import gpu_variant
+        from dali_lite._src.functions.gpu_function import gpu_variant
 
         op_class = gpu_variant(op_class)
     else:

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from typing import Any
 
 from dali_lite._src.errors import RuntimeValueError
+from dali_lite._src.functions.jax_function import INSTALL_HINT, JaxFunction, check_sharding
+from dali_lite._src.functions.python_function import output_layouts_list
 from dali_lite._src.graph.nodes import DataNode
-from dali_lite._src.ops.jax_function import INSTALL_HINT, JaxFunction, check_sharding
-from dali_lite._src.ops.python_function import output_layouts_list
 
 __all__ = ["jax_function"]
 
@@ -115,7 +115,7 @@ def jax_function(
             op_class: type[JaxFunction] = JaxFunction
             if op_device == "gpu":
                 # The GPU variant loads only for device="gpu".
-                from dali_lite._src.ops.jax_gpu import JaxFunctionGPU
+                from dali_lite._src.functions.jax_gpu import JaxFunctionGPU
 
                 op_class = JaxFunctionGPU
             op = op_class(inputs, func, num_outputs=num_outputs,

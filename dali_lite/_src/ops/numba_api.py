@@ -2,8 +2,8 @@
 
 This module owns the public function: it checks that Numba is installed (importing this module
 does not need it), picks the CPU or GPU operator, and returns the operator's outputs. The
-operator itself is `dali_lite.ops.numba_function.NumbaFunction` (CPU) and
-`dali_lite.plugin.numba._gpu.NumbaFunctionGPU` (CUDA).
+operator itself is `functions.numba_function.NumbaFunctionOperator` (CPU) and
+`functions.numba_gpu.NumbaFunctionGPU` (CUDA).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from dali_lite._src.functions.numba_function import INSTALL_HINT, NumbaFunctionOperator
 from dali_lite._src.graph.nodes import DataNode
-from dali_lite._src.ops.numba_function import INSTALL_HINT, NumbaFunction
 
 __all__ = ["numba_function"]
 
@@ -70,10 +70,10 @@ def numba_function(
             else "cpu"
     if device not in ("cpu", "gpu"):
         raise ValueError(f"numba_function: device must be 'cpu' or 'gpu'; got {device!r}")
-    op_class: type[NumbaFunction] = NumbaFunction
+    op_class: type[NumbaFunctionOperator] = NumbaFunctionOperator
     if device == "gpu":
         # The GPU variant (numba.cuda) loads only for device="gpu".
-        from dali_lite._src.ops.numba_gpu import NumbaFunctionGPU
+        from dali_lite._src.functions.numba_gpu import NumbaFunctionGPU
 
         op_class = NumbaFunctionGPU
     else:

@@ -25,8 +25,8 @@ from dali_lite._src.cuda import context as cuda_context
 from dali_lite._src.cuda import runtime as cuda
 from dali_lite._src.data.tensor_list_gpu import TensorListGPU
 from dali_lite._src.errors import add_context
+from dali_lite._src.functions.numba_function import NumbaFunctionOperator
 from dali_lite._src.graph.nodes import DataNode, IterationContext
-from dali_lite._src.ops.numba_function import NumbaFunction
 from dali_lite._src.types.dtypes import to_numpy_dtype
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ def _cuda_kernel(function: Callable[..., Any]) -> Any:
     return numba_cuda.jit(function)
 
 
-class NumbaFunctionGPU(NumbaFunction):
+class NumbaFunctionGPU(NumbaFunctionOperator):
     """NumbaFunction with device='gpu': one CUDA kernel launch per sample."""
 
     def __init__(self, inputs: Sequence[DataNode], **kwargs: Any) -> None:

@@ -11,7 +11,7 @@ What the function returns is held to DALI's rules, so that a program behaves the
 with `num_outputs > 1` a tuple of exactly that many outputs, with `num_outputs == 1` one output
 (of a tuple, DALI uses the first item), per batch a `list` of samples per output, and samples of
 one output sharing dtype and number of dimensions. Errors the function raises reach the caller
-as RuntimeError (DALI's class) that keep their own type too (`function_errors`).
+as RuntimeError (DALI's class) that keep their own type too (`functions.errors`).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import numpy as np
 from dali_lite._src.data.conversions import to_sample_array
 from dali_lite._src.data.tensor_list_cpu import TensorListCPU
 from dali_lite._src.errors import RuntimeTypeError, RuntimeValueError, add_context
+from dali_lite._src.functions.errors import check_layout, function_error, layout_list
 from dali_lite._src.graph.nodes import DataNode, IterationContext, Operator
-from dali_lite._src.ops.function_errors import check_layout, function_error, layout_list
 
 
 class _CapsuleHolder:
@@ -77,7 +77,7 @@ def capsule_to_array(obj: Any, what: str) -> np.ndarray:
 
 
 def output_layouts_list(output_layouts: Any, num_outputs: int, owner: str) -> list[str]:
-    """`output_layouts` as one layout per output (see `function_errors.layout_list`)."""
+    """`output_layouts` as one layout per output (see `functions.errors.layout_list`)."""
     return layout_list(output_layouts, num_outputs, owner)
 
 

@@ -26,9 +26,9 @@ from dali_lite._src.cuda import arguments as cuda_arguments
 from dali_lite._src.cuda import context as cuda_context
 from dali_lite._src.data.tensor_gpu import to_device_array
 from dali_lite._src.data.tensor_list_gpu import TensorListGPU, is_device_data
+from dali_lite._src.functions.python_function import DLTensorPythonFunction, PythonFunction
 from dali_lite._src.gpu.source import contiguous_block
 from dali_lite._src.graph.nodes import DataNode, IterationContext
-from dali_lite._src.ops.python_function import DLTensorPythonFunction, PythonFunction
 
 if TYPE_CHECKING:
     from dali_lite._src.options import PipelineView

@@ -16,8 +16,8 @@ from dali_lite._src.cuda import arguments as cuda_arguments
 from dali_lite._src.cuda import context as cuda_context
 from dali_lite._src.cuda import runtime as cuda
 from dali_lite._src.data.tensor_list_gpu import TensorListGPU
+from dali_lite._src.functions.jax_function import JaxFunction
 from dali_lite._src.graph.nodes import IterationContext
-from dali_lite._src.ops.jax_function import JaxFunction
 
 if TYPE_CHECKING:
     from dali_lite._src.options import PipelineView

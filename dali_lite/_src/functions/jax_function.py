@@ -10,7 +10,7 @@ Batches cross through DLPack, so nothing is copied where JAX can alias the memor
 XLA aliases a batch stored as one C-contiguous, writable block aligned to 64 bytes (other
 batches are copied into JAX once), and every output is aliased back as a numpy array. On the
 GPU the JAX and pipeline streams are synchronised through the DLPack stream protocol (see
-`dali_lite.plugin.jax._gpu`). JAX itself is imported only when the operator is created.
+`functions.jax_gpu`). JAX itself is imported only when the operator is created.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ import numpy as np
 
 from dali_lite._src.data.tensor_list_cpu import TensorListCPU
 from dali_lite._src.errors import RuntimeTypeError, RuntimeValueError, add_context
+from dali_lite._src.functions.errors import check_layout, function_error
+from dali_lite._src.functions.python_function import output_layouts_list
 from dali_lite._src.graph.nodes import DataNode, IterationContext, Operator
-from dali_lite._src.ops.function_errors import check_layout, function_error
-from dali_lite._src.ops.python_function import output_layouts_list
 from dali_lite._src.types.dtypes import to_dali_type
 
 # dali_lite is not on PyPI: the hint names the package itself, and the extra for a clone.
@@ -108,7 +108,7 @@ class JaxFunction(Operator):
         return f"jax_function {getattr(self.function, '__name__', self.name)!r}"
 
     # ------------------------------------------------------------------ conversions
-    # The GPU variant overrides these three (dali_lite.plugin.jax._gpu).
+    # The GPU variant overrides these three (functions.jax_gpu).
     def to_jax(self, batch: Any) -> Any:
         return cpu_input(batch.as_array())
 
@@ -127,7 +127,7 @@ class JaxFunction(Operator):
         try:
             result = self.function(*arrays)
         except Exception as exc:
-            # DALI reports it as a RuntimeError; it keeps its own type too (function_errors).
+            # DALI reports it as a RuntimeError; it keeps its own type too (functions.errors).
             add_context(exc, f"raised by {self.where} in iteration {ctx.iteration}")
             raise function_error(exc, f"{self.where} (iteration {ctx.iteration})") from exc
         del arrays  # DALI's rule: the function must not keep the input arrays

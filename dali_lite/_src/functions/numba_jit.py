@@ -1,6 +1,6 @@
 """Numba machinery for NumbaFunction on the CPU: compilation, caches and the views run_fn gets.
 
-Importing this module imports Numba; `dali_lite.ops.numba_function` imports it only once a
+Importing this module imports Numba; `functions.numba_function` imports it only once a
 NumbaFunction runs, after `numba_function` has checked that Numba is installed.
 
 Compilation: `run_fn` and `setup_fn` are compiled with `numba.njit` (nopython mode), `run_fn`

@@ -1,6 +1,10 @@
 """The NumbaFunction operator behind `dali_lite.plugin.numba.fn.experimental.numba_function`.
 
-This module owns the operator: the per-batch protocol (type and ndim checks against the data,
+This module owns `NumbaFunctionOperator`, the graph's operator (DALI's operator name,
+`NumbaFunction`, is its schema name; the class of that name users call is
+`dali_lite.plugin.numba.experimental.NumbaFunction`).
+
+The operator owns the per-batch protocol (type and ndim checks against the data,
 `setup_fn` for output shapes, allocation of the outputs) and running `run_fn` on the CPU. Its
 arguments are read and checked, once, when the graph is defined, by `numba_arguments`.
 Numba-specific machinery (njit compilation and its caches, the per-sample loop, typed lists)
@@ -40,14 +44,14 @@ import numpy as np
 
 from dali_lite._src.data.tensor_list_cpu import TensorListCPU
 from dali_lite._src.errors import RuntimeTypeError, RuntimeValueError, add_context
-from dali_lite._src.graph.nodes import DataNode, IterationContext, Operator
-from dali_lite._src.ops.numba_arguments import (
+from dali_lite._src.functions.numba_arguments import (
     check_counts,
     check_types_match_ndims,
     dali_types_argument,
     launch_argument,
     ndims_argument,
 )
+from dali_lite._src.graph.nodes import DataNode, IterationContext, Operator
 from dali_lite._src.options import resolved_num_threads
 from dali_lite._src.types.dtypes import dali_type_name, to_numpy_dtype
 
@@ -62,7 +66,7 @@ INSTALL_HINT = ("numba_function needs Numba (numba>=0.58): pip install numba, or
 _PARALLEL_MIN_BYTES = 1 << 16
 
 
-class NumbaFunction(Operator):
+class NumbaFunctionOperator(Operator):
     """Runs a Numba-compiled `run_fn` over the samples (or batches) of its inputs."""
 
     schema_name = "NumbaFunction"
@@ -137,7 +141,7 @@ class NumbaFunction(Operator):
         with self._lock:
             if self._jit is None:
                 # Numba is an optional extra: its compiler loads when a numba_function first runs.
-                from dali_lite._src.ops.numba_jit import CompiledFunctions
+                from dali_lite._src.functions.numba_jit import CompiledFunctions
 
                 self._jit = CompiledFunctions(self.run_fn, self.setup_fn,
                                               len(self.out_types) + len(self.in_types))
@@ -216,7 +220,7 @@ class NumbaFunction(Operator):
             return [TensorListCPU._from_samples([], layout, dtype)
                     for layout, dtype in zip(layouts, dtypes)]
         # Numba is an optional extra: its compiler side loads when a numba_function first runs.
-        from dali_lite._src.ops.numba_jit import batch_argument, output_buffer
+        from dali_lite._src.functions.numba_jit import batch_argument, output_buffer
 
         jit = self.compiled()
         per_sample = not self.batch_processing
