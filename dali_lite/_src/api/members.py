@@ -4,7 +4,7 @@
 `ops_builder`), at the top level or in DALI's submodule of it (`fn.random.uniform`,
 `ops.random.Uniform`). Every DALI operator submodule exists in both, as a module registered in
 `sys.modules` (`import dali_lite.fn.readers` works), whose other DALI names raise
-`OperatorNotImplementedError` (`ops.missing_operators`). Importing this module also makes
+`OperatorNotImplementedError` (`missing_operators`). Importing this module also makes
 DataNode's Python operators (`a + b`, `x[1:]`) build the arithmetic and subscript operators.
 """
 
@@ -13,14 +13,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
+from dali_lite._src.api.fn_builder import make_function
+from dali_lite._src.api.missing_operators import OperatorSubmodule, submodule_paths
+from dali_lite._src.api.ops_builder import make_class
 from dali_lite._src.graph.arithmetic import register_expression_builders
 from dali_lite._src.operators.base import BuiltinOperator
 from dali_lite._src.operators.expressions import expression
-from dali_lite._src.operators.fn_builder import make_function
-from dali_lite._src.operators.ops_builder import make_class
 from dali_lite._src.operators.subscripts import subscript
 from dali_lite._src.operators.table import namespaces
-from dali_lite._src.ops.missing_operators import OperatorSubmodule, submodule_paths
 
 __all__ = ["build_api"]
 

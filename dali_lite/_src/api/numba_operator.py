@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dali_lite._src.api.numba_plugin import numba_function
 from dali_lite._src.graph.nodes import DataNode
-from dali_lite._src.ops.numba_api import numba_function
 
 __all__ = ["NumbaFunction"]
 

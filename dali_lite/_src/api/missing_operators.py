@@ -22,8 +22,8 @@ import difflib
 import types
 from collections.abc import Iterable
 
+from dali_lite._src.api.dali_operator_names import DALI_VERSION, OPERATORS
 from dali_lite._src.errors import OperatorNotImplementedError
-from dali_lite._src.ops.dali_operator_names import DALI_VERSION, OPERATORS
 
 __all__ = ["OperatorSubmodule", "class_name_key", "missing_attribute", "submodule_paths"]
 

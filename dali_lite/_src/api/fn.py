@@ -1,4 +1,5 @@
-"""`dali_lite.fn`: the functional operator API, as `nvidia.dali.fn`.
+"""The functions of `dali_lite.fn` (as `nvidia.dali.fn`) that are not in the operator table:
+`external_source`, `python_function`, `dl_tensor_python_function`.
 
 Each function creates an operator in the graph of the pipeline being defined and returns its
 output `DataNode`(s). Argument names and defaults follow DALI's reference pages.

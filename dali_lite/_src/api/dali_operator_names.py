@@ -4,7 +4,7 @@ writes after `fn.`: `"cast"`, `"random.uniform"`, `"readers.file"`, `"experiment
 Plain data, generated from the installed `nvidia.dali` by `tools/dali_operator_names.py`
 (`python tools/dali_operator_names.py --write` regenerates it; do not edit by hand).
 `dali_lite.fn` uses it to tell a DALI operator that dali_lite does not implement yet from a
-misspelt name (`dali_lite/_src/ops/missing_operators.py`);
+misspelt name (`dali_lite/_src/api/missing_operators.py`);
 `tests/dali_lite/test_missing_operators.py` checks it against the installed DALI.
 """
 

@@ -12,8 +12,8 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from dali_lite._src.api.fn_builder import create, signature_of
 from dali_lite._src.operators.base import BuiltinOperator
-from dali_lite._src.operators.fn_builder import create, signature_of
 
 __all__ = ["OperatorClass", "make_class", "make_wrapper_class"]
 

@@ -1,7 +1,7 @@
 """`dali_lite.plugin.jax.fn.jax_function`, as in DALI: a JAX function as a pipeline operator.
 
 This module owns the decorator: argument checks at decoration time, and, per call inside a
-pipeline definition, creating a `dali_lite.ops.jax_function.JaxFunction` on the DataNodes and
+pipeline definition, creating a `functions.jax_function.JaxFunction` on the DataNodes and
 returning its outputs. Importing it does not import JAX.
 """
 
