@@ -216,7 +216,7 @@ def _missing(loader: str) -> str | None:
         import torch
 
         return None if torch.cuda.is_available() else "no CUDA device for torch"
-    from dali_lite._src.cuda import gpu_unavailable_reason
+    from dali_lite._src.cuda.runtime import gpu_unavailable_reason
 
     return gpu_unavailable_reason()
 

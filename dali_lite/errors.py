@@ -34,7 +34,7 @@ Importing this module loads the worker pool's package (not `import dali_lite` it
 
 from __future__ import annotations
 
-from dali_lite._src.cuda import CudaUnavailableError
+from dali_lite._src.cuda.runtime import CudaUnavailableError
 from dali_lite._src.data.conversions import BatchIndexError, MixedBatchError
 from dali_lite._src.data.tensor_list_cpu import MixedSamplesError
 from dali_lite._src.errors import (
@@ -48,12 +48,12 @@ from dali_lite._src.errors import (
     UnknownArgumentError,
 )
 from dali_lite._src.execution.checkpoint import CheckpointError
-from dali_lite._src.ops.function_errors import FunctionError
-from dali_lite._src.ops.jax_function import ShardingTypeError
-from dali_lite._src.ops.numba_arguments import NumbaArgumentError
-from dali_lite._src.ops.source_callbacks import OutputIndexError
-from dali_lite._src.ops.source_feed import NoDataFedError, UnknownInputError
+from dali_lite._src.functions.errors import FunctionError
+from dali_lite._src.functions.jax_function import ShardingTypeError
+from dali_lite._src.functions.numba_arguments import NumbaArgumentError
 from dali_lite._src.pipeline.decorators import UnknownPipelineArgumentError
+from dali_lite._src.sources.callbacks import OutputIndexError
+from dali_lite._src.sources.feed import NoDataFedError, UnknownInputError
 from dali_lite._src.types.dtypes import UnknownTypeError
 from dali_lite_shm.errors import CorruptSlotError, ShmAllocationError, ShmError
 from dali_lite_workers.errors import (

@@ -10,9 +10,9 @@ other operators raise `dali_lite.errors.OperatorNotImplementedError`.
 
 # No `from __future__ import annotations` here: it would make `ops.annotations` an attribute.
 from dali_lite import fn as _fn
-from dali_lite._src.operators.api import build_api as _build_api
-from dali_lite._src.operators.ops_builder import make_wrapper_class as _wrapper
-from dali_lite._src.ops import missing_operators as _missing_operators
+from dali_lite._src.api import missing_operators as _missing_operators
+from dali_lite._src.api.members import build_api as _build_api
+from dali_lite._src.api.ops_builder import make_wrapper_class as _wrapper
 
 _MEMBERS = _build_api("ops", {
     "ExternalSource": _wrapper(

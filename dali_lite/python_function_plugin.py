@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from dali_lite._src.ops.gpu_function import current_dali_stream
+from dali_lite._src.functions.gpu_function import current_dali_stream
 
 __all__ = ["current_dali_stream"]

@@ -203,10 +203,9 @@ def test_no_import_circles(package: str) -> None:
 #: The rooms of `dali_lite/_src` from the bottom up, as docs/architecture.md lists them: a room
 #: imports only its own modules and rooms of earlier rows (a row's rooms may import each other).
 ROOM_ORDER: tuple[tuple[str, ...], ...] = (
-    ("errors",), ("types",), ("options",), ("cuda",),
-    ("cuda_arguments", "cuda_context", "cuda_memory"), ("data",), ("graph",), ("ops",),
-    ("operators",), ("parallel",), ("execution",), ("pipeline",), ("frameworks",),
-    ("cli", "doctor", "doctor_probe"),
+    ("errors",), ("types",), ("options",), ("cuda",), ("data",), ("graph",), ("sources",),
+    ("gpu",), ("functions",), ("operators",), ("parallel",), ("execution",), ("pipeline",),
+    ("api",), ("frameworks",), ("cli", "doctor", "doctor_probe"),
 )
 _SRC = "dali_lite._src"
 

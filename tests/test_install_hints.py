@@ -145,8 +145,8 @@ def test_every_install_hint_names_an_extra_or_a_package_that_exists() -> None:
 
 
 @pytest.mark.parametrize("module, attribute, extra", [
-    ("dali_lite._src.ops.numba_function", "INSTALL_HINT", "numba"),
-    ("dali_lite._src.ops.jax_function", "INSTALL_HINT", "jax"),
+    ("dali_lite._src.functions.numba_function", "INSTALL_HINT", "numba"),
+    ("dali_lite._src.functions.jax_function", "INSTALL_HINT", "jax"),
     ("dali_lite_workers.ray_launch", "INSTALL_HINT", "ray"),
 ])
 def test_the_runtime_hints_name_the_package_and_the_clone_extra(module: str, attribute: str,

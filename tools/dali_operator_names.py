@@ -1,4 +1,4 @@
-"""Generate `dali_lite/_src/ops/dali_operator_names.py`: the operator names of NVIDIA DALI's
+"""Generate `dali_lite/_src/api/dali_operator_names.py`: the operator names of NVIDIA DALI's
 `fn` module, as the installed `nvidia.dali` has them.
 
     python tools/dali_operator_names.py            # print the module's text
@@ -20,7 +20,7 @@ import sys
 import types
 from pathlib import Path
 
-TARGET = Path(__file__).resolve().parent.parent / "dali_lite/_src/ops/dali_operator_names.py"
+TARGET = Path(__file__).resolve().parent.parent / "dali_lite/_src/api/dali_operator_names.py"
 
 _HEADER = '''"""The names of NVIDIA DALI {version}'s `fn` operators, by the dotted path a program
 writes after `fn.`: `"cast"`, `"random.uniform"`, `"readers.file"`, `"experimental.decoders.image"`.
@@ -28,7 +28,7 @@ writes after `fn.`: `"cast"`, `"random.uniform"`, `"readers.file"`, `"experiment
 Plain data, generated from the installed `nvidia.dali` by `tools/dali_operator_names.py`
 (`python tools/dali_operator_names.py --write` regenerates it; do not edit by hand).
 `dali_lite.fn` uses it to tell a DALI operator that dali_lite does not implement yet from a
-misspelt name (`dali_lite/_src/ops/missing_operators.py`);
+misspelt name (`dali_lite/_src/api/missing_operators.py`);
 `tests/dali_lite/test_missing_operators.py` checks it against the installed DALI.
 """
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from dali_lite._src.ops.fn_api import external_source
+from dali_lite._src.api.fn import external_source
 from dali_lite._src.pipeline.pipeline import Pipeline
 from dali_lite._src.types.source_info import SampleInfo
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-import dali_lite._src.cuda
+import dali_lite._src.cuda.runtime
 
-GPU_UNAVAILABLE = dali_lite._src.cuda.gpu_unavailable_reason()
+GPU_UNAVAILABLE = dali_lite._src.cuda.runtime.gpu_unavailable_reason()
 
 #: Marks a test (or, as `pytestmark`, a module) that needs CuPy and a CUDA device.
 requires_gpu = pytest.mark.skipif(GPU_UNAVAILABLE is not None,

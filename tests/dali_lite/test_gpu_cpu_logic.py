@@ -18,10 +18,12 @@ import pytest
 from leaks import run_in_session
 
 from dali_lite import fn
-from dali_lite._src import cuda, cuda_arguments, cuda_memory
-from dali_lite._src.ops import transfer
-from dali_lite._src.ops.gpu_function import current_dali_stream, gpu_variant
-from dali_lite._src.ops.python_function import DLTensorPythonFunction, PythonFunction
+from dali_lite._src.cuda import arguments as cuda_arguments
+from dali_lite._src.cuda import memory as cuda_memory
+from dali_lite._src.cuda import runtime as cuda
+from dali_lite._src.functions.gpu_function import current_dali_stream, gpu_variant
+from dali_lite._src.functions.python_function import DLTensorPythonFunction, PythonFunction
+from dali_lite._src.gpu import transfer
 from dali_lite.pipeline import Pipeline
 
 
@@ -195,7 +197,7 @@ def test_building_a_gpu_pipeline_touches_no_cuda() -> None:
         import numpy as np
         import dali_lite as dali
         from dali_lite import fn
-        from dali_lite._src import cuda
+        from dali_lite._src.cuda import runtime as cuda
         pipe = dali.Pipeline(batch_size=2, num_threads=1, device_id=0)
         with pipe:
             x = fn.external_source(lambda: [np.zeros(3), np.ones(3)])
@@ -278,7 +280,7 @@ def test_fork_is_refused_after_cuda_is_initialised() -> None:
         import numpy as np
         import dali_lite as dali
         from dali_lite import fn
-        from dali_lite._src.cuda import mark_cuda_initialized
+        from dali_lite._src.cuda.runtime import mark_cuda_initialized
         mark_cuda_initialized()
         pipe = dali.Pipeline(batch_size=2, num_threads=1, device_id=None, py_num_workers=1,
                              py_start_method="fork")

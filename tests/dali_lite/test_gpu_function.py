@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from gpu_support import requires_gpu
 
-import dali_lite._src.cuda_context
+import dali_lite._src.cuda.context
 from dali_lite import fn
 from dali_lite._src.data.tensor_list_gpu import TensorListGPU
-from dali_lite._src.ops.gpu_function import current_dali_stream
+from dali_lite._src.functions.gpu_function import current_dali_stream
 from dali_lite.pipeline import Pipeline
 
 pytestmark = [requires_gpu, pytest.mark.isolated]  # CUDA in a process of its own
@@ -78,7 +78,7 @@ def test_unsynchronized_function_uses_the_dali_stream() -> None:
     import cupy as cp
 
     def negate(capsule: Any) -> Any:
-        with dali_lite._src.cuda_context.stream_object(current_dali_stream()):
+        with dali_lite._src.cuda.context.stream_object(current_dali_stream()):
             return (-cp.from_dlpack(capsule)).__dlpack__()
 
     results = run_graph(lambda x: fn.dl_tensor_python_function(

@@ -1,5 +1,5 @@
 """`.gpu()` of a batch that lies in a shared-memory slot: one DMA straight from the slot, whose
-mapping is registered with CUDA once (ops/pinned_slots). Skipped without CuPy and a device.
+mapping is registered with CUDA once (gpu/pinned_slots). Skipped without CuPy and a device.
 
 What a user relies on: the values, outputs held across later iterations (the slot is not
 reused while a copy reads it), and nothing left registered after close(); what the issue asks

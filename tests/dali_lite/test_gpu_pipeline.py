@@ -12,8 +12,8 @@ import pytest
 from gpu_support import requires_gpu
 from leaks import run_in_session
 
-import dali_lite._src.cuda_arguments
-import dali_lite._src.cuda_context
+import dali_lite._src.cuda.arguments
+import dali_lite._src.cuda.context
 from dali_lite import fn
 from dali_lite._src.data.tensor_list_gpu import TensorListGPU
 from dali_lite.pipeline import Pipeline
@@ -39,7 +39,7 @@ def test_outputs_stay_valid_while_later_iterations_run(depth: object) -> None:
             values = np.unique(batch.as_cpu().as_array())
             assert values.tolist() == [i]
         transfer = pipe._operators[-1]
-        expected = dali_lite._src.cuda_arguments.staging_slots(depth, True)
+        expected = dali_lite._src.cuda.arguments.staging_slots(depth, True)
         assert transfer._uploader.ring.slots == expected
     finally:
         pipe.close()
@@ -70,7 +70,7 @@ def test_stream_priority_is_clamped_to_the_device_range() -> None:
     pipe.build()
     try:
         pipe.run()
-        gpu = dali_lite._src.cuda_context.context_for(pipe)
+        gpu = dali_lite._src.cuda.context.context_for(pipe)
         # Lower numbers are higher priorities, and -100 is past every device's highest: CUDA
         # gives the device's highest (H100: -5; a device without priorities: 0).
         import cupy as cp

@@ -21,8 +21,8 @@ import pytest
 
 import dali_lite as dali
 from dali_lite import fn
+from dali_lite._src.api import dali_operator_names
 from dali_lite._src.operators.table import OPERATORS as OPERATOR_TABLE
-from dali_lite._src.ops import dali_operator_names
 from dali_lite.errors import OperatorNotImplementedError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +46,7 @@ def test_the_stored_operator_list_is_the_installed_dalis() -> None:
     # A fresh interpreter: DALI's plugins add names to its fn module once imported.
     done = subprocess.run([sys.executable, str(ROOT / "tools/dali_operator_names.py")],
                           capture_output=True, text=True, timeout=150, check=True)
-    stored = (ROOT / "dali_lite/_src/ops/dali_operator_names.py").read_text()
+    stored = (ROOT / "dali_lite/_src/api/dali_operator_names.py").read_text()
     if done.stdout != stored:
         def names(text: str) -> set[str]:
             tree = ast.parse(text)
@@ -55,7 +55,7 @@ def test_the_stored_operator_list_is_the_installed_dalis() -> None:
 
         fresh = names(done.stdout)
         old = names(stored)
-        pytest.fail("dali_lite/_src/ops/dali_operator_names.py differs from the installed DALI "
+        pytest.fail("dali_lite/_src/api/dali_operator_names.py differs from the installed DALI "
                     f"(new: {sorted(fresh - old)}, gone: {sorted(old - fresh)}); regenerate "
                     "it with `python tools/dali_operator_names.py --write`")
 

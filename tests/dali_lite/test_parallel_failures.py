@@ -473,11 +473,11 @@ def test_exhausted_shared_memory_is_a_python_error_naming_the_bytes(
 def test_fork_after_cuda_is_refused_unless_workers_were_started_first(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import dali_lite._src.cuda
+    import dali_lite._src.cuda.runtime
 
     early = failing_pipe(PerSampleSource(with_meta=True))
     early.start_py_workers()  # before "CUDA" is initialised: allowed
-    monkeypatch.setattr(dali_lite._src.cuda, "_cuda_initialized", True)
+    monkeypatch.setattr(dali_lite._src.cuda.runtime, "_cuda_initialized", True)
     try:
         with deadline(30):
             assert meta_rows(early.run()[-1]) == expected_meta(BATCH, 0, 0)

@@ -25,7 +25,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 import dali_lite as dali
 from dali_lite import fn, types
-from dali_lite._src.ops.source_feed import NoDataFedError
+from dali_lite._src.sources.feed import NoDataFedError
 
 SOURCES = ("parallel_sample", "parallel_batch", "serial_sample")
 

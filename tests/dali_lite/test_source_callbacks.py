@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dali_lite._src.ops.sample_range import SampleRange
-from dali_lite._src.ops.source_callbacks import PerSampleCall
+from dali_lite._src.sources.callbacks import PerSampleCall
+from dali_lite._src.sources.sample_range import SampleRange
 from dali_lite.types import SampleInfo
 from dali_lite_workers import BatchedCallback
 

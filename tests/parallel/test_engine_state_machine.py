@@ -47,11 +47,11 @@ from programs import (
 )
 
 from dali_lite._src.graph.nodes import IterationContext
-from dali_lite._src.ops.source_callbacks import IteratorCall, PerBatchCall, PerSampleCall
-from dali_lite._src.ops.source_kinds import SourceKind
 from dali_lite._src.options import PipelineOptions
 from dali_lite._src.parallel.group import ParallelSourceGroup, SourceDescription
 from dali_lite._src.parallel.slots import SlotState
+from dali_lite._src.sources.callbacks import IteratorCall, PerBatchCall, PerSampleCall
+from dali_lite._src.sources.kinds import SourceKind
 from dali_lite_workers import TaskTimeoutError, WorkerDiedError
 
 _CYCLES = {None: "no", "quiet": "quiet", "raise": "raise"}

@@ -291,7 +291,7 @@ def test_function_errors_keep_their_type_and_say_where() -> None:
 
 
 def test_output_on_another_device_kind_is_refused() -> None:
-    from dali_lite._src.ops.jax_function import JaxFunction
+    from dali_lite._src.functions.jax_function import JaxFunction
 
     op = JaxFunction([], lambda: None, num_outputs=1, output_layouts=None, sharding=None,
                      device="gpu", preserve=True)
@@ -322,7 +322,7 @@ def test_argument_errors(kwargs: dict[str, Any], error: type[Exception], message
 
 
 def test_devices_are_inferred_and_must_agree() -> None:
-    from dali_lite._src.ops.jax_gpu import JaxFunctionGPU
+    from dali_lite._src.functions.jax_gpu import JaxFunctionGPU
 
     identity = dax.fn.jax_function(lambda x: x)
     gpu_node, cpu_node = DataNode("g", "gpu", None), DataNode("c", "cpu", None)
@@ -343,7 +343,7 @@ def test_calling_without_jax_says_what_to_install(monkeypatch: pytest.MonkeyPatc
 
 # ---------------------------------------------------------------- on a GPU
 def _jax_gpu_skip_reason() -> str | None:
-    from dali_lite._src import cuda
+    from dali_lite._src.cuda import runtime as cuda
 
     reason = cuda.gpu_unavailable_reason()
     if reason is not None:

@@ -202,7 +202,7 @@ def test_data_iterator_refuses_sharding_with_devices() -> None:
 def _jax_gpu_reason() -> str | None:
     if not any(d.platform == "gpu" for d in jax.devices()):
         return "needs JAX with a CUDA device (this JAX runs on the CPU)"
-    from dali_lite._src.cuda import gpu_unavailable_reason
+    from dali_lite._src.cuda.runtime import gpu_unavailable_reason
 
     return gpu_unavailable_reason()
 

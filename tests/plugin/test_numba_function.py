@@ -422,7 +422,7 @@ def test_imports_work_without_numba_and_jax() -> None:
 
 # ---------------------------------------------------------------- on a GPU
 def _gpu_skip_reason() -> str | None:
-    from dali_lite._src import cuda
+    from dali_lite._src.cuda import runtime as cuda
 
     reason = cuda.gpu_unavailable_reason()
     if reason is not None:

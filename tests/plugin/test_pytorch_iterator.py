@@ -350,7 +350,7 @@ def test_pytorch_training_example_leaves_no_temporary_folder(tmp_path: Path) -> 
 def _gpu_reason() -> str | None:
     if not torch.cuda.is_available():
         return "needs a CUDA device visible to PyTorch"
-    from dali_lite._src.cuda import gpu_unavailable_reason
+    from dali_lite._src.cuda.runtime import gpu_unavailable_reason
 
     return gpu_unavailable_reason()
 

@@ -6,9 +6,11 @@ shared memory), or one array per sample (what per-sample callbacks return). It o
 that storage: the samples one by one, the shapes, whether the batch is dense, the batch as one
 ``(N, *sample_shape)`` array (a single dense block is the block itself, with no copy; anything
 else is joined at most once, on demand, and the joined block then replaces the parts so that
-later calls are free) and the samples packed back to back in one buffer. ``TensorListCPU``
-(``tensor_list_cpu``) derives from it and adds DALI's API: reading user data, layouts, the
-NumPy and DLPack protocols, printing.
+later calls are free) and the samples packed back to back in one buffer. Samples given as
+adjacent views of one buffer (a parallel source's shared-memory slot, a dense batch split into
+samples) are held as that one dense block (``contiguous_block``), so that ``as_array()``
+returns it with no copy. ``TensorListCPU`` (``tensor_list_cpu``) derives from it and adds
+DALI's API: reading user data, layouts, the NumPy and DLPack protocols, printing.
 """
 
 from __future__ import annotations
@@ -22,9 +24,41 @@ from dali_lite._src.data.host import HostBatch, split_block
 from dali_lite._src.data.tensor_cpu import checked_layout
 from dali_lite._src.errors import RuntimeValueError
 
-__all__ = ["BatchStorage"]
+__all__ = ["BatchStorage", "contiguous_block"]
 
 _Batch = TypeVar("_Batch", bound="BatchStorage")
+
+
+def contiguous_block(samples: Sequence[np.ndarray]) -> np.ndarray | None:
+    """A (n, *shape) view covering `samples` if they are equal, adjacent and C-contiguous.
+
+    Only samples that are views of one and the same buffer qualify (the same numpy `.base`), so
+    the block never spans memory that belongs to another allocation; the block keeps that
+    buffer alive exactly as the samples did.
+    """
+    if not samples:
+        return None
+    first = samples[0]
+    owner = first.base
+    if owner is None or not first.flags.c_contiguous:
+        return None
+    shape, dtype, nbytes = first.shape, first.dtype, first.nbytes
+    start = first.__array_interface__["data"][0]
+    for position, sample in enumerate(samples):
+        if (
+            sample.base is not owner
+            or sample.shape != shape
+            or sample.dtype != dtype
+            or not sample.flags.c_contiguous
+            or sample.__array_interface__["data"][0] != start + position * nbytes
+        ):
+            return None
+    return np.lib.stride_tricks.as_strided(
+        first,
+        shape=(len(samples), *shape),
+        strides=(nbytes, *first.strides),
+        writeable=bool(first.flags.writeable),
+    )
 
 
 class BatchStorage(HostBatch):
@@ -62,6 +96,16 @@ class BatchStorage(HostBatch):
         tl._dtype = samples[0].dtype if samples else (None if dtype is None else np.dtype(dtype))
         tl._layout = checked_layout(layout, samples[0].ndim if samples else None, "TensorList")
         return tl
+
+    @classmethod
+    def _from_sample_views(cls: type[_Batch], samples: Sequence[np.ndarray],
+                           layout: str = "") -> _Batch:
+        """Internal: a batch over already validated per-sample arrays, held as one dense block
+        when they are adjacent in one buffer (`contiguous_block`), else as the samples."""
+        block = contiguous_block(samples)
+        if block is not None:
+            return cls._from_blocks([block], layout)
+        return cls._from_samples(list(samples), layout)
 
     @classmethod
     def _from_blocks(

@@ -23,7 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from dali_lite._src import cuda, cuda_arguments, cuda_memory
+from dali_lite._src.cuda import arguments as cuda_arguments
+from dali_lite._src.cuda import memory as cuda_memory
+from dali_lite._src.cuda import runtime as cuda
 from dali_lite._src.data import tensor_text
 from dali_lite._src.data.tensor_cpu import (
     NO_LAYOUT,

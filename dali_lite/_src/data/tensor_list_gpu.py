@@ -21,7 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from dali_lite._src import cuda, cuda_context, cuda_memory
+from dali_lite._src.cuda import context as cuda_context
+from dali_lite._src.cuda import memory as cuda_memory
+from dali_lite._src.cuda import runtime as cuda
 from dali_lite._src.data import tensor_text
 from dali_lite._src.data.tensor_cpu import batch_layout, checked_layout
 from dali_lite._src.data.tensor_gpu import TensorGPU, copy_arrays_to_external, to_device_array

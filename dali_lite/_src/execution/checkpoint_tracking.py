@@ -36,10 +36,10 @@ from dali_lite._src.execution.checkpoint import (
     SourceRecord,
     SourceShape,
 )
-from dali_lite._src.ops.external_source import ExternalSource
-from dali_lite._src.ops.source_callbacks import IteratorCall
-from dali_lite._src.ops.source_kinds import SourceKind
-from dali_lite._src.ops.source_state import IteratorPosition
+from dali_lite._src.sources.callbacks import IteratorCall
+from dali_lite._src.sources.external_source import ExternalSource
+from dali_lite._src.sources.kinds import SourceKind
+from dali_lite._src.sources.state import IteratorPosition
 from dali_lite._src.types.source_info import BatchInfo
 
 #: How long a checkpoint at an epoch's end (or a reset) waits for a parallel iterator's

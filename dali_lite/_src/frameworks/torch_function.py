@@ -14,8 +14,8 @@ from typing import Any
 
 import torch.utils.dlpack as torch_dlpack
 
+from dali_lite._src.api import fn as _dali_fn
 from dali_lite._src.frameworks.torch_required import torch
-from dali_lite._src.ops import fn_api as _dali_fn
 
 __all__ = ["TorchPythonFunction", "torch_python_function"]
 

@@ -28,7 +28,7 @@ _operator_ids = itertools.count()
 
 #: The transfer operators `DataNode.gpu()` and `.cpu()` create, by target device. They are
 #: operators, which stand on this module, so the operator room registers them at import
-#: (`dali_lite._src.ops.transfer`) instead of this module importing upwards.
+#: (`dali_lite._src.gpu.transfer`) instead of this module importing upwards.
 _TRANSFERS: dict[str, Callable[[DataNode], DataNode]] = {}
 
 
@@ -80,7 +80,7 @@ class DataNode(DataNodeOperators):
         self.index = index
 
     def gpu(self) -> DataNode:
-        """This batch copied to the GPU of the pipeline (see `dali_lite._src.ops.transfer`)."""
+        """This batch copied to the GPU of the pipeline (see `dali_lite._src.gpu.transfer`)."""
         return _transfer("gpu")(self)
 
     def cpu(self) -> DataNode:

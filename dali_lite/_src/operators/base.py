@@ -17,12 +17,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from dali_lite._src.cuda_arguments import require_device
+from dali_lite._src.cuda.arguments import require_device
 from dali_lite._src.graph.nodes import DataNode, IterationContext, Operator
 from dali_lite._src.operators.batches import InputBatch
 from dali_lite._src.operators.schema import OperatorSchema
-from dali_lite._src.ops.constant import constant_array, constant_node
 from dali_lite._src.options import resolved_num_threads
+from dali_lite._src.sources.constant import constant_array, constant_node
 
 __all__ = ["ArgumentValues", "BuiltinOperator"]
 

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from dali_lite._src.data.host import HostBatch
-from dali_lite._src.ops.assembly import assemble, assemble_blocks
+from dali_lite._src.data.tensor_list_cpu import TensorListCPU
 
 __all__ = ["ArrayModule", "InputBatch", "array_module", "output_batch"]
 
@@ -207,8 +207,8 @@ def output_batch(data: Any, layout: str, device: str) -> Any:
 
         return TensorListGPU(data if not isinstance(data, list) else list(data), layout or None)
     if isinstance(data, np.ndarray):
-        return assemble_blocks([np.ascontiguousarray(data)], layout)
-    return assemble([_contiguous(s) for s in data], layout)
+        return TensorListCPU._from_blocks([np.ascontiguousarray(data)], layout)
+    return TensorListCPU._from_sample_views([_contiguous(s) for s in data], layout)
 
 
 def _contiguous(sample: Any) -> np.ndarray:

@@ -27,7 +27,7 @@ from dali_lite._src.operators import arithmetic_kernels, arithmetic_types
 from dali_lite._src.operators.base import ArgumentValues, BuiltinOperator
 from dali_lite._src.operators.batches import ArrayModule, InputBatch, output_batch
 from dali_lite._src.operators.schema import OperatorSchema
-from dali_lite._src.ops.constant import constant_array, constant_node
+from dali_lite._src.sources.constant import constant_array, constant_node
 from dali_lite._src.types.scalar_constant import ScalarConstant
 
 __all__ = ["ArithmeticExpression", "expression"]

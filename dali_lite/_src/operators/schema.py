@@ -1,10 +1,10 @@
 """What an operator is, as both APIs see it: its names, inputs, arguments and devices.
 
 One `OperatorSchema` describes one DALI operator: `fn.<fn_path>` and `ops.<class_path>` are both
-generated from it (`fn_builder`, `ops_builder`), its implementation class carries it, and the
-operator table (`table`) lists them all. Argument checks that depend only on the description
-(unknown names, missing required ones, a DataNode where DALI takes only constants) live here,
-with DALI's words.
+generated from it (`api/fn_builder.py`, `api/ops_builder.py`), its implementation class
+carries it, and the operator table (`table`) lists them all. Argument checks that depend only
+on the description (unknown names, missing required ones, a DataNode where DALI takes only
+constants) live here, with DALI's words.
 """
 
 from __future__ import annotations

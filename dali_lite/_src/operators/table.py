@@ -3,7 +3,7 @@
 Each family module lists its operator classes in `FAMILY`; the table is their union, keyed by
 the `fn` path (``cast``, ``random.uniform``). A DALI operator that is in no family is not
 implemented: `fn` and `ops` answer it with `OperatorNotImplementedError`
-(`ops.missing_operators`).
+(`api/missing_operators.py`).
 """
 
 from __future__ import annotations

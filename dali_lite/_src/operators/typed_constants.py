@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from dali_lite._src.graph.nodes import DataNode
-from dali_lite._src.ops.constant import constant_array, constant_node
+from dali_lite._src.sources.constant import constant_array, constant_node
 from dali_lite._src.types.dtypes import to_numpy_dtype
 from dali_lite._src.types.enums import DALIDataType
 from dali_lite._src.types.scalar_constant import ScalarConstant

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dali_lite._src.ops.source_callbacks import SourceCall
+from dali_lite._src.sources.callbacks import SourceCall
 
 __all__ = ["SourceCall", "SourceDescription"]
 

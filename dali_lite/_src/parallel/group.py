@@ -16,13 +16,13 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from dali_lite._src.cuda import refuse_fork_after_cuda
+from dali_lite._src.cuda.runtime import refuse_fork_after_cuda
 from dali_lite._src.errors import RuntimeValueError, add_context
-from dali_lite._src.ops.source_callbacks import IteratorCall
 from dali_lite._src.options import PipelineOptions
 from dali_lite._src.parallel.description import SourceCall, SourceDescription
 from dali_lite._src.parallel.source import ParallelSource
 from dali_lite._src.parallel.tasks import Task
+from dali_lite._src.sources.callbacks import IteratorCall
 from dali_lite_workers import (
     RemoteError,
     TaskFailed,
@@ -127,7 +127,7 @@ class ParallelSourceGroup:
         for source in self.sources:
             source.create_slots()
         # A callback the pool cannot send names itself: its repr is the user's source's
-        # (ops.source_callbacks).
+        # (sources.callbacks).
         self.pool.start()
 
     def _new_pool(self, callbacks: Sequence[SourceCall]) -> TaskPool:

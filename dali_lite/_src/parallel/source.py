@@ -72,13 +72,13 @@ import numpy as np
 
 from dali_lite._src.errors import add_context
 from dali_lite._src.graph.nodes import IterationContext
-from dali_lite._src.ops.sample_range import SampleRange
-from dali_lite._src.ops.source_callbacks import IteratorCall, PerSampleCall
 from dali_lite._src.parallel.description import SourceDescription
 from dali_lite._src.parallel.placement import DenseLayout, dense_layout_of, plan_placements
 from dali_lite._src.parallel.read import read_batch
 from dali_lite._src.parallel.slots import Slot, SlotRing, SlotState, tasks_per_batch
 from dali_lite._src.parallel.tasks import IterationCancelled, ScheduledBatch, Task, TaskRouter
+from dali_lite._src.sources.callbacks import IteratorCall, PerSampleCall
+from dali_lite._src.sources.sample_range import SampleRange
 from dali_lite._src.types.source_info import BatchInfo
 from dali_lite_shm import ShmError
 from dali_lite_shm.placement import Placement

@@ -39,11 +39,11 @@ from dali_lite._src.execution.checkpoint_tracking import (
     track_sources,
 )
 from dali_lite._src.execution.executor import IterationTicket
-from dali_lite._src.ops.external_source import ExternalSource
-from dali_lite._src.ops.source_callbacks import IteratorCall
-from dali_lite._src.ops.source_state import IteratorPosition
 from dali_lite._src.pipeline.dot import graph_to_dot
 from dali_lite._src.pipeline.state import PipelineState
+from dali_lite._src.sources.callbacks import IteratorCall
+from dali_lite._src.sources.external_source import ExternalSource
+from dali_lite._src.sources.state import IteratorPosition
 
 _Pipeline = TypeVar("_Pipeline", bound=PipelineState)
 

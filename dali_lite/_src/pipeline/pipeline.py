@@ -27,16 +27,16 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 
-from dali_lite._src import cuda_context
+from dali_lite._src.cuda import context as cuda_context
 from dali_lite._src.execution.executor import Executor
 from dali_lite._src.graph.nodes import DataNode, Operator, topological_order
 from dali_lite._src.graph.scope import PipelineScope
-from dali_lite._src.ops.constant import constant_array, constant_node
-from dali_lite._src.ops.external_source import ExternalSource
 from dali_lite._src.options import PipelineOptions
 from dali_lite._src.pipeline.persistence import CheckpointState, Persistence
 from dali_lite._src.pipeline.run_protocol import IterationGraph, RunProtocol
 from dali_lite._src.pipeline.state import PipelineResources
+from dali_lite._src.sources.constant import constant_array, constant_node
+from dali_lite._src.sources.external_source import ExternalSource
 
 __all__ = ["Pipeline"]
 

@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING, Any, cast
 
 from dali_lite._src.execution.executor import Executor, IterationTicket
 from dali_lite._src.graph.nodes import DataNode, IterationContext, Operator
-from dali_lite._src.ops.external_source import ExternalSource
-from dali_lite._src.ops.source_feed import NoDataFedError, UnknownInputError
 from dali_lite._src.pipeline.state import PipelineState
+from dali_lite._src.sources.external_source import ExternalSource
+from dali_lite._src.sources.feed import NoDataFedError, UnknownInputError
 
 if TYPE_CHECKING:
-    from dali_lite._src.ops.gpu_source import GPUExternalSource
+    from dali_lite._src.gpu.source import GPUExternalSource
 
 __all__ = ["IterationGraph", "RunProtocol"]
 

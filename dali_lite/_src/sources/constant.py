@@ -1,0 +1,61 @@
+"""Constant pipeline outputs: what DALI makes of a number, a list of numbers or an array given
+to `set_outputs` (or returned by a `pipeline_def` function) in place of a DataNode.
+
+DALI turns such a value into a `types.Constant` node: every sample of every batch is the value.
+Its dtype follows DALI's Constant: Python ints are int32, floats float32, bools bool; NumPy
+arrays and lists keep their type except that 64-bit ints and floats become 32-bit.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from dali_lite._src.data.tensor_list_cpu import TensorListCPU
+from dali_lite._src.graph.nodes import DataNode, IterationContext, Operator
+
+_NARROWED = {np.dtype(np.int64): np.dtype(np.int32), np.dtype(np.float64): np.dtype(np.float32)}
+
+
+def constant_array(value: Any) -> np.ndarray | None:
+    """The sample DALI's Constant makes of `value`, or None if it is not a constant."""
+    if isinstance(value, bool):
+        return np.array(value, np.bool_)
+    if isinstance(value, int):
+        return np.array(value, np.int32)
+    if isinstance(value, float):
+        return np.array(value, np.float32)
+    if isinstance(value, (list, tuple, np.ndarray, np.generic)):
+        try:
+            array = np.asarray(value)
+        except ValueError:  # ragged lists
+            return None
+        if array.dtype.kind not in "biuf" or array.dtype == object:
+            return None
+        return array.astype(_NARROWED.get(array.dtype, array.dtype))
+    return None
+
+
+class ConstantOutput(Operator):
+    """A batch of `batch_size` copies of one array, the same every iteration."""
+
+    schema_name: ClassVar[str] = "Constant"
+
+    def __init__(self, value: np.ndarray, name: str | None = None, layout: str = "") -> None:
+        self.value = value
+        self.layout = layout
+        super().__init__([], 1, "cpu", name=name)
+
+    def run(self, ctx: IterationContext, inputs: list[Any]) -> list[Any]:
+        block = np.ascontiguousarray(np.broadcast_to(self.value, (ctx.batch_size,
+                                                                  *self.value.shape)))
+        return [TensorListCPU._from_blocks([block], self.layout)]
+
+    def spec(self) -> dict[str, Any]:
+        return {"value": self.value.tolist(), "dtype": str(self.value.dtype)}
+
+
+def constant_node(value: np.ndarray, name: str | None = None, layout: str = "") -> DataNode:
+    """A node whose every sample is `value` (named by the pipeline when `name` is None)."""
+    return ConstantOutput(value, name, layout).outputs[0]
