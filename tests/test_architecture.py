@@ -233,6 +233,44 @@ def test_rooms_import_only_rooms_below() -> None:
     assert not upward, "imports of a room above:\n" + "\n".join(upward)
 
 
+def room_imports() -> dict[str, set[str]]:
+    """Each room of `dali_lite/_src` and what its modules import outside it: other rooms, and
+    the packages `dali_lite_workers`, `dali_lite_shm` (or `dali_lite`, the faces)."""
+    found: dict[str, set[str]] = {room: set() for row in ROOM_ORDER for room in row}
+    for module, targets in build_graph().items():
+        if not (room := _room_of(module)):
+            continue
+        for target in targets:
+            target_room = _room_of(target) or target.split(".")[0]
+            if target_room != room:
+                found.setdefault(room, set()).add(target_room)
+    return found
+
+
+def render_room_map() -> str:
+    """The room map docs/architecture.md shows: the rows of ROOM_ORDER from the top down, each
+    room with what it imports (`python tests/test_architecture.py` prints it)."""
+    imports = room_imports()
+    width = max(len(room) for room in imports)
+    lines = [f"{room:<{width}}  -> {', '.join(sorted(imports[room])) or '(nothing)'}"
+             for row in reversed(ROOM_ORDER) for room in row]
+    return "\n".join(lines)
+
+
+_MAP_START = "<!-- room map: tests/test_architecture.py, render_room_map -->"
+
+
+def test_the_documented_room_map_is_the_code_s() -> None:
+    """docs/architecture.md's room map is what the imports are today: a room that starts
+    importing another changes the map, and this test says to redraw it."""
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    assert _MAP_START in doc, "docs/architecture.md has lost its room map"
+    block = doc.split(_MAP_START, 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    assert block.strip() == render_room_map(), (
+        "docs/architecture.md's room map differs from the imports; redraw it with "
+        "`python tests/test_architecture.py`:\n" + render_room_map())
+
+
 def test_late_imports_say_why() -> None:
     files = [p for pkg in INSTALLED_AS for p in (ROOT / pkg).rglob("*.py")]
     known = {module_name(p) for p in files}
@@ -395,3 +433,7 @@ def test_the_architecture_map_names_every_module() -> None:
     stems = {p.stem for p in _package_files()}
     named = set(re.findall(r"(?<!tests/)\b([a-z_]+)\.py\b", quoted))
     assert not named - stems, f"docs/architecture.md names modules that are gone: {named - stems}"
+
+
+if __name__ == "__main__":
+    print(render_room_map())
