@@ -13,14 +13,14 @@ from __future__ import annotations
 
 #: Test files (paths from the repository root) or single tests (node ids) in the subset.
 CORE_TESTS: tuple[str, ...] = (
-    "tests/dali_lite/test_types.py",
-    "tests/dali_lite/test_tensors.py",
-    "tests/dali_lite/test_public_paths.py",
-    "tests/dali_lite/test_pipeline.py",
-    "tests/dali_lite/test_external_source.py",
-    "tests/dali_lite/test_parallel_epochs.py",
-    "tests/dali_lite/test_parallel_shm.py",
-    "tests/dali_lite/test_checkpoint.py",
+    "tests/types/test_types.py",
+    "tests/data/test_tensors.py",
+    "tests/api/test_public_paths.py",
+    "tests/pipeline/test_pipeline.py",
+    "tests/sources/test_external_source.py",
+    "tests/parallel/test_parallel_epochs.py",
+    "tests/parallel/test_parallel_shm.py",
+    "tests/pipeline/test_checkpoint.py",
     "tests/operators/test_arithmetic_facts.py",
     "tests/workers/test_pool_basic.py",
     "tests/shm/test_segment.py",
@@ -36,8 +36,8 @@ CORE_TESTS: tuple[str, ...] = (
 #: Left to the whole suite: hypothesis searches that take most of their file's time and
 #: whose code paths the subset's other tests of that file already run.
 NOT_CORE: tuple[str, ...] = (
-    "tests/dali_lite/test_checkpoint.py::test_property_parallel_any_prefix_restores",
-    "tests/dali_lite/test_checkpoint.py::test_property_serial_any_prefix_restores",
+    "tests/pipeline/test_checkpoint.py::test_property_parallel_any_prefix_restores",
+    "tests/pipeline/test_checkpoint.py::test_property_serial_any_prefix_restores",
 )
 
 

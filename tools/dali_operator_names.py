@@ -9,7 +9,7 @@ It walks `nvidia.dali.fn` and its operator submodules (`fn.random`, `fn.readers`
 `fn.experimental.decoders`, ...) and lists every public callable, by the dotted path a
 program writes after `fn.`. Run it in a fresh interpreter: DALI's plugins (numba, pytorch)
 add names to `fn` when imported, and those are not part of `fn` itself.
-`tests/dali_lite/test_missing_operators.py` runs `--list` against the installed DALI, so the
+`tests/api/test_missing_operators.py` runs `--list` against the installed DALI, so the
 stored list cannot go stale silently.
 """
 
@@ -29,7 +29,7 @@ Plain data, generated from the installed `nvidia.dali` by `tools/dali_operator_n
 (`python tools/dali_operator_names.py --write` regenerates it; do not edit by hand).
 `dali_lite.fn` uses it to tell a DALI operator that dali_lite does not implement yet from a
 misspelt name (`dali_lite/_src/api/missing_operators.py`);
-`tests/dali_lite/test_missing_operators.py` checks it against the installed DALI.
+`tests/api/test_missing_operators.py` checks it against the installed DALI.
 """
 
 DALI_VERSION = "{version}"

@@ -4,9 +4,9 @@
 #   tests/load/run_under_load.sh [HOGS] [-- extra pytest arguments]
 #
 # Starts HOGS (default 4) busy-loop Python processes, runs
-#   python -m pytest -q tests/dali_lite tests/workers -k "parallel or workers"
-# (the dali_lite tests of parallel sources, and every test of the worker pools: -k applies to
-# both paths, and every tests/workers test has "workers" among its keywords)
+#   python -m pytest -q tests/parallel tests/pipeline tests/workers -k "parallel or workers"
+# (every test of parallel sources: the room tests/parallel, the pipeline's and its checkpoints'
+# tests with parallel sources; and the worker pools' tests: -k matches a folder's name too)
 # beside them, and kills the hogs on any exit (success, failure, Ctrl-C, SIGTERM).
 # PYTHON picks the interpreter (default: python3); the exit status is pytest's.
 set -euo pipefail
@@ -45,7 +45,7 @@ echo "run_under_load: ${HOGS} CPU hogs (pids ${hog_pids[*]}) on $(nproc) cores" 
 cd "$ROOT"
 # In the background and waited for: bash runs a trap only once a foreground command ends, so a
 # SIGTERM (e.g. from `timeout`) would otherwise leave the hogs spinning until pytest is done.
-"$PYTHON" -m pytest -q tests/dali_lite tests/workers -k "parallel or workers" "$@" &
+"$PYTHON" -m pytest -q tests/parallel tests/pipeline tests/workers -k "parallel or workers" "$@" &
 pytest_pid=$!
 status=0
 wait "$pytest_pid" || status=$?

@@ -5,7 +5,7 @@ Plain data, generated from the installed `nvidia.dali` by `tools/dali_operator_n
 (`python tools/dali_operator_names.py --write` regenerates it; do not edit by hand).
 `dali_lite.fn` uses it to tell a DALI operator that dali_lite does not implement yet from a
 misspelt name (`dali_lite/_src/api/missing_operators.py`);
-`tests/dali_lite/test_missing_operators.py` checks it against the installed DALI.
+`tests/api/test_missing_operators.py` checks it against the installed DALI.
 """
 
 DALI_VERSION = "2.4.0"

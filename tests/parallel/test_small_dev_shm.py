@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-PROGRAM = Path(__file__).with_name("small_dev_shm.py")
+PROGRAM = Path(__file__).resolve().parents[1] / "support" / "small_dev_shm.py"
 MOUNT_64MB = "mount -t tmpfs -o size=64m tmpfs /dev/shm"
 
 

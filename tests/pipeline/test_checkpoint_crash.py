@@ -20,9 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from leaks import session_members
 
-_HERE = Path(__file__).resolve().parent
-_SCRIPT = _HERE / "checkpoint_crash_loop.py"
-_REPO = _HERE.parents[1]
+_REPO = Path(__file__).resolve().parents[2]
+_SCRIPT = _REPO / "tests" / "support" / "checkpoint_crash_loop.py"
 _EPOCHS = 3
 _EPOCH_SAMPLES = 24  # checkpoint_crash_loop.EPOCH_SAMPLES
 _TOTAL_LINES = _EPOCHS * _EPOCH_SAMPLES

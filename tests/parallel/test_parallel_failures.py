@@ -42,6 +42,7 @@ from parallel_sources import (
 
 import dali_lite as dali
 from dali_lite import fn
+from dali_lite.errors import CallbackPicklingError
 from dali_lite_shm import SHM_LIMIT_ENV, ShmAllocationError
 from dali_lite_workers import RemoteTraceback
 
@@ -374,7 +375,7 @@ def test_a_callback_spawn_cannot_pickle_is_a_clear_error_at_build() -> None:
                                                batch=False, name="locked"),
                     BATCH, py_num_workers=2, py_start_method="spawn")
     try:
-        with pytest.raises(TypeError, match="cannot be pickled") as info:
+        with pytest.raises(CallbackPicklingError, match="cannot be pickled") as info:
             pipe.build()
     finally:
         pipe.close()

@@ -1,5 +1,5 @@
 """A node lost mid-epoch: its actors are replaced on the node that remains, and the epoch
-completes with every sample once and in order. Runs tests/dali_lite/ray_two_nodes.py in a
+completes with every sample once and in order. Runs tests/support/ray_two_nodes.py in a
 process session of its own (the cluster's processes are its children), bounded in time, and
 kills whatever that session still runs at the end."""
 
@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("ray")
 
-SCRIPT = Path(__file__).with_name("ray_two_nodes.py")
+SCRIPT = Path(__file__).resolve().parents[1] / "support" / "ray_two_nodes.py"
 ROOT = Path(__file__).resolve().parents[2]
 #: The children import this checkout (and whatever the environment adds, as a test run
 #: from a worktree does).

@@ -232,7 +232,7 @@ _CHILD = textwrap.dedent('''
 def test_process_exit_or_ctrl_c_removes_every_actor(ending: str, ray_cluster: str) -> None:
     env = {**os.environ, **RAY_ENV, "PYTHONPATH": _PYTHONPATH}
     child = subprocess.Popen([sys.executable, "-c", _CHILD, ray_cluster,
-                              str(ROOT / "tests" / "dali_lite"), ending],
+                              str(ROOT / "tests" / "support"), ending],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         pids = [int(p) for p in child.stdout.readline().split()]

@@ -38,11 +38,13 @@ def test_public_module_has_its_names(module: str) -> None:
 
 
 def test_from_import_spellings() -> None:
+    import dali_lite
     from dali_lite.plugin import jax as dax
     from dali_lite.plugin import numba as dnumba
 
     assert callable(dax.fn.jax_function)
     assert callable(dnumba.fn.experimental.numba_function)
+    assert dali_lite.Pipeline is dali_lite.pipeline.Pipeline
 
 
 def test_classes_name_their_public_module() -> None:

@@ -1,8 +1,8 @@
 """The CPU side of the GPU stages: runs everywhere, with no CuPy and no device.
 
 Stream-argument parsing, queue sizes, the staging ring's event bookkeeping (with fake events),
-the parallel staging copy, graph construction and argument errors, and the fork refusal once
-CUDA is initialised (in a subprocess, so the flag does not leak into other tests).
+the parallel staging copy, graph construction and argument errors. The refusal to fork workers
+once CUDA is initialised is a parallel source's failure: tests/parallel/test_parallel_failures.py.
 """
 
 from __future__ import annotations
@@ -273,32 +273,6 @@ def test_gpu_data_recognition_needs_no_cupy() -> None:
     for host in (np.zeros(2), np.zeros(2).__dlpack__(), [1, 2], 3.0):
         assert not cuda_memory.is_gpu_array_like(host)
     assert cuda_memory.capsule_device_type(np.zeros(2).__dlpack__()) == 1
-
-
-def test_fork_is_refused_after_cuda_is_initialised() -> None:
-    code = textwrap.dedent("""
-        import numpy as np
-        import dali_lite as dali
-        from dali_lite import fn
-        from dali_lite._src.cuda.runtime import mark_cuda_initialized
-        mark_cuda_initialized()
-        pipe = dali.Pipeline(batch_size=2, num_threads=1, device_id=None, py_num_workers=1,
-                             py_start_method="fork")
-        with pipe:
-            pipe.set_outputs(fn.external_source(lambda info: np.zeros(2), parallel=True,
-                                                batch=False))
-        try:
-            pipe.build()
-        except RuntimeError as error:
-            print("refused", "spawn" in str(error))
-        else:
-            print("forked")
-        pipe.close()
-    """)
-    out = run_in_session([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["refused", "True"]
 
 
 def test_running_without_cupy_says_what_to_install() -> None:

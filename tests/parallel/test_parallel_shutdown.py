@@ -44,8 +44,8 @@ from parallel_sources import (
 from dali_lite import fn
 from dali_lite.types import SampleInfo
 
-TESTS_DIR = Path(__file__).resolve().parent
-REPO_ROOT = TESTS_DIR.parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SUPPORT_DIR = REPO_ROOT / "tests" / "support"
 #: How long workers may take to end once their parent is gone (SIGKILL, interpreter exit,
 #: Ctrl-C): the issue asks for 2 s and an idle machine takes milliseconds (the fault matrix,
 #: tests/faults, measures it); the tests allow a loaded machine's scheduling delays on top.
@@ -237,7 +237,7 @@ def start_script(tmp_path: Path, start_method: str, then: str, delay_s: float = 
     script.write_text(textwrap.dedent(SCRIPT).format(start_method=start_method, then=then,
                                                      delay_s=delay_s))
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), str(TESTS_DIR),
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), str(SUPPORT_DIR),
                                          env.get("PYTHONPATH", "")])
     # A session of its own: a Ctrl-C for it cannot reach the test runner.
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,

@@ -314,18 +314,3 @@ def test_a_dense_per_sample_batch_is_one_task_when_the_depth_covers_the_workers(
             assert "memfd:dali_lite" in (mapping_of(a1) or "")
     finally:
         pipe.close()
-
-
-def test_a_per_sample_batch_is_split_when_the_depth_is_below_the_workers() -> None:
-    """The other side of the rule: depth 1 with 2 workers splits a batch in two slices."""
-    pipe = pipeline(lambda: fn.external_source(WhoSample(), parallel=True, batch=False,
-                                               prefetch_queue_depth=1),
-                    6, py_num_workers=2)
-    try:
-        with deadline(30):
-            (tl,) = pipe.run()
-        pids = [int(tl.at(i)[0]) for i in range(6)]
-        assert len(set(pids[:3])) == 1 and len(set(pids[3:])) == 1 and pids[0] != pids[3]
-        assert tl.as_array()[:, 1].tolist() == list(range(6))
-    finally:
-        pipe.close()

@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import dali_lite
 import dali_lite as dali
 from dali_lite import fn, types
 from dali_lite.pipeline import Pipeline
@@ -41,15 +40,6 @@ def drain(pipe: Pipeline, limit: int = 1000) -> list[np.ndarray]:
             return batches
         batches.append(out.as_array().copy())
     raise AssertionError(f"no StopIteration after {limit} batches")
-
-
-def test_import_paths_match_dali() -> None:
-    assert dali_lite.Pipeline is dali_lite.pipeline.Pipeline
-    assert callable(dali_lite.pipeline_def)
-    assert isinstance(dali_lite.__version__, str)
-    from dali_lite import backend, tensors  # noqa: F401
-    from dali_lite.backend import TensorCPU, TensorListCPU  # noqa: F401
-    from dali_lite.types import BatchInfo, DALIDataType, SampleInfo  # noqa: F401
 
 
 def test_constructor_defaults_and_properties() -> None:
