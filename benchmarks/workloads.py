@@ -30,6 +30,10 @@ The functions are built so that the loader, not the callback, is what is measure
 * ``memory-tiny``, ``memory-large`` (group ``memory``): the tiny and large workloads, their
   process tree's memory read in steady state, after the warm-up: USS, PSS and shared memory
   (:mod:`benchmarks.memory`);
+* ``memory-split`` (group ``memory``): memory-large with 4 workers and the source's
+  ``prefetch_queue_depth=1``, so that each batch is split into 4 tasks and, once the first
+  batch showed the shapes, placed (one slot holds the batch, the other three only metadata):
+  DALI and dali_lite only, the shared memory of placed batches against DALI's chunks;
 * ``first-batch-{fork,spawn}-{2,8}`` (group ``first-batch``): the large sample, timed from the
   loader's construction (``Pipeline(...)``, ``DataLoader(...)``) to the first batch in hand,
   with 2 or 8 workers started by fork or spawn, in a measurement process whose main module
@@ -289,6 +293,11 @@ WORKLOADS: dict[str, Workload] = {
         Workload("memory-large", large_sample, 16, warmup_batches=10, timed_batches=200,
                  bytes_per_sample_hint=_LARGE_NBYTES + 64, memory=True, default=False,
                  loaders=_PLAIN_LOADERS, not_applicable=_PEERS_ONLY),
+        # Split (4 workers > source depth 1) and placed: what the slots hold beside DALI's.
+        Workload("memory-split", large_sample, 16, warmup_batches=10, timed_batches=200,
+                 bytes_per_sample_hint=_LARGE_NBYTES + 64, source_depth=1, workers=4,
+                 memory=True, default=False, loaders=frozenset({"dali_lite", "dali"}),
+                 not_applicable="n/a (no batches split over workers)"),
         *(Workload(f"first-batch-{method}-{workers}", large_sample, 16, warmup_batches=0,
                    timed_batches=4, bytes_per_sample_hint=_LARGE_NBYTES + 64,
                    start_method=method, workers=workers, first_batch=True, default=False,
@@ -301,6 +310,6 @@ WORKLOADS: dict[str, Workload] = {
 
 #: Workloads run together under one name: ``--workloads memory``.
 GROUPS: dict[str, tuple[str, ...]] = {
-    "memory": ("memory-tiny", "memory-large"),
+    "memory": ("memory-tiny", "memory-large", "memory-split"),
     "first-batch": tuple(name for name in WORKLOADS if name.startswith("first-batch-")),
 }

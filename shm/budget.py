@@ -4,6 +4,13 @@ This module owns the process-wide count behind ``DALI_LITE_SHM_LIMIT_BYTES`` and
 growth passes before it touches a file: the bytes asked for must fit in the free system
 memory and under that optional cap. :class:`~shm.segment.SharedSegment` reserves here before
 it grows and gives its bytes back when it closes (or is garbage-collected).
+
+What a segment counts in this process is a :class:`SegmentClaim`: the byte ranges this process
+grew the file by. Pages given back to the system (``SharedSegment.release_pages``) leave the
+count, so that it follows the memory really held; they return to it when this process learns
+that they were written again (``SharedSegment.note_written``, or its own ``prepare_write``).
+Ranges, not a number, because the ranges a process grew need not be the ones given back
+(another process may have grown the file in between).
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ import psutil
 
 from dali_lite_shm.errors import ShmAllocationError, ShmError
 
-__all__ = ["SHM_LIMIT_ENV", "account", "reserve", "shm_bytes_in_use"]
+__all__ = ["SHM_LIMIT_ENV", "SegmentClaim", "account", "reserve", "shm_bytes_in_use"]
 
 #: Environment variable holding an optional cap, in bytes, on how much this process may grow
 #: segments by (in total, over all live segments). Read at every growth so tests can set it.
@@ -70,6 +77,70 @@ def reserve(growth_bytes: int) -> int:
             raise ShmAllocationError(growth_bytes, available, detail, limit_bytes=binding_limit)
         _grown_bytes += growth_bytes
     return available
+
+
+class SegmentClaim:
+    """The bytes of one segment that this process's count holds: byte ranges it grew the file
+    by (``claimed``), and the ranges of those it gave back since (``released``), which it
+    counts again once they are written again. Not thread-safe: the segment's lock guards it.
+    """
+
+    __slots__ = ("claimed", "released")
+
+    def __init__(self) -> None:
+        self.claimed: list[tuple[int, int]] = []
+        self.released: list[tuple[int, int]] = []
+
+    @property
+    def total(self) -> int:
+        return sum(end - start for start, end in self.claimed)
+
+    def add(self, start: int, end: int) -> None:
+        """``[start, end)`` was grown (and counted, by :func:`reserve`)."""
+        if end > start:
+            self.claimed.append((start, end))
+
+    def give_back_from(self, offset: int) -> int:
+        """The pages from ``offset`` on were given back: uncount them; the bytes uncounted."""
+        kept, moved = _split(self.claimed, offset)
+        self.claimed = kept
+        self.released.extend(moved)
+        nbytes = sum(end - start for start, end in moved)
+        account(-nbytes)
+        return nbytes
+
+    def take_back_below(self, offset: int, *, check: bool) -> int:
+        """Bytes below ``offset`` that were given back are in use again: count them (with
+        ``check``, as :func:`reserve` does, raising :class:`ShmAllocationError` if they do
+        not fit); the bytes counted."""
+        back, still = _split(self.released, offset)
+        nbytes = sum(end - start for start, end in back)
+        if nbytes:
+            if check:
+                reserve(nbytes)
+            else:
+                account(nbytes)
+            self.released = still
+            self.claimed.extend(back)
+        return nbytes
+
+    def close(self) -> None:
+        """The segment is closed: uncount all of it."""
+        account(-self.total)
+        self.claimed = []
+        self.released = []
+
+
+def _split(ranges: list[tuple[int, int]], offset: int
+           ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """``ranges`` cut at ``offset``: (the parts below it, the parts from it on)."""
+    below, above = [], []
+    for start, end in ranges:
+        if start < offset:
+            below.append((start, min(end, offset)))
+        if end > offset:
+            above.append((max(start, offset), end))
+    return below, above
 
 
 def _limit_bytes() -> int | None:

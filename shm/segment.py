@@ -21,6 +21,14 @@ Why it is shaped so:
 * :meth:`SharedSegment.lease` returns an array whose ``.base`` is a tiny per-lease object;
   every derived view keeps it alive, and a ``weakref.finalize`` on it reports "no array
   points into this slot any more" to the owner.
+* A segment never shrinks (another process's mapping past the new end would SIGBUS), but its
+  owner may give the pages past some offset back to the system (:meth:`release_pages`: a
+  hole punched in the file) when no array and no writer can touch them: the file keeps its
+  size and reads zeros there, and a later write allocates pages anew. A writer in another
+  process learns of it before it writes (:meth:`recheck_reserved`), so that it reserves
+  those pages again rather than fault them in unreserved. What a segment holds is its
+  allocated pages (:attr:`held_nbytes`), and the process's budget counts what this process
+  grew less what it gave back (:class:`shm.budget.SegmentClaim`).
 """
 
 from __future__ import annotations
@@ -41,7 +49,14 @@ import psutil
 from dali_lite_shm import budget
 from dali_lite_shm.errors import ShmAllocationError, ShmError
 from dali_lite_shm.lease import leased_array
-from dali_lite_shm.mapping import SegmentMapping, create_fd, populate_write
+from dali_lite_shm.mapping import (
+    SegmentMapping,
+    allocated_bytes,
+    create_fd,
+    populate_write,
+    punch_hole,
+    reserved_prefix,
+)
 
 __all__ = ["SharedSegment"]
 
@@ -65,9 +80,8 @@ def _abandon_in_child() -> None:
 os.register_at_fork(after_in_child=_abandon_in_child)
 
 
-def _close_fd(fd: int, grown_box: list[int]) -> None:
-    budget.account(-grown_box[0])
-    grown_box[0] = 0
+def _close_fd(fd: int, claim: budget.SegmentClaim) -> None:
+    claim.close()
     with contextlib.suppress(OSError):
         os.close(fd)
 
@@ -86,10 +100,10 @@ class SharedSegment:
         self._fd = fd
         self._capacity = capacity
         self._lock = threading.RLock()
-        # Bytes this object grew the file by, in a box shared with the finalizer so that a
+        # What this object counts in the budget, shared with the finalizer so that a
         # segment that is garbage-collected without close() still returns its budget.
-        self._grown_box = [0]
-        self._finalizer = weakref.finalize(self, _close_fd, fd, self._grown_box)
+        self._claim = budget.SegmentClaim()
+        self._finalizer = weakref.finalize(self, _close_fd, fd, self._claim)
         self._finalizer.atexit = False
         _live_segments.add(self)
 
@@ -145,6 +159,14 @@ class SharedSegment:
         return self._capacity
 
     @property
+    def held_nbytes(self) -> int:
+        """Bytes of memory the file holds now: its allocated pages, whoever wrote them (0
+        once closed). At most its size; less where nothing was written yet, or where pages
+        were given back (:meth:`release_pages`)."""
+        with self._lock:
+            return 0 if self.closed else allocated_bytes(self._fd)
+
+    @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
         return not self._finalizer.alive
@@ -182,7 +204,7 @@ class SharedSegment:
                 if isinstance(exc, OSError) and exc.errno in _OUT_OF_MEMORY_ERRNOS:
                     raise ShmAllocationError(growth, available, f"{exc.strerror}") from exc
                 raise
-            self._grown_box[0] += growth
+            self._claim.add(old, new_capacity)
             self._swap_mapping(mapping, new_capacity)
 
     def refresh(self) -> bool:
@@ -243,6 +265,8 @@ class SharedSegment:
             end = min(mapping.size, -(-nbytes // mmap.PAGESIZE) * mmap.PAGESIZE)
             if end <= mapping.ready:
                 return
+            # Pages this process gave back and now writes again count again (and must fit).
+            self._claim.take_back_below(end, check=True)
             try:
                 os.posix_fallocate(self._fd, mapping.ready, end - mapping.ready)
             except OSError as exc:
@@ -254,6 +278,48 @@ class SharedSegment:
             # Only an optimization: where it is not supported the copy faults pages in.
             populate_write(mapping.address + mapping.ready, end - mapping.ready)
             mapping.ready = end
+
+    def recheck_reserved(self) -> None:
+        """Forget the reservation of pages that another process gave back since this one
+        reserved them (:meth:`release_pages`), so that :meth:`prepare_write` reserves them
+        again. A writer calls it once before each write (one ``lseek``; a scan of the file
+        only after pages were given back): the owner gives pages back only while no task
+        writes the segment, and the task's message reaches the writer after that."""
+        with self._lock:
+            mapping = None if self.closed else self._mapping
+            if mapping is not None and mapping.ready > 0:
+                mapping.ready = reserved_prefix(self._fd, mapping.ready)
+
+    def release_pages(self, offset: int) -> int:
+        """Give the pages from ``offset`` (rounded up to a page) to the end back to the
+        system; the bytes of memory given back (0 where hole punching is not supported).
+
+        Only for a segment that no array and no writer can touch past ``offset``: the file
+        keeps its size, so every mapping stays valid, but the range then reads as zeros.
+        A later write there allocates pages again (a writer in another process first calls
+        :meth:`recheck_reserved`). This process's budget stops counting the range until it
+        is written again (:meth:`prepare_write`, :meth:`note_written`).
+        """
+        with self._lock:
+            self._check_open()
+            start = -(-offset // mmap.PAGESIZE) * mmap.PAGESIZE
+            info = os.fstat(self._fd)
+            before = info.st_blocks * 512
+            if start >= info.st_size or before == 0:
+                return 0
+            if not punch_hole(self._fd, start, info.st_size - start):
+                return 0
+            self._claim.give_back_from(start)
+            if self._mapping is not None:
+                self._mapping.ready = min(self._mapping.ready, start)
+            return before - allocated_bytes(self._fd)
+
+    def note_written(self, nbytes: int) -> None:
+        """Another process wrote bytes ``[0, nbytes)`` (a worker's result, read here): what
+        this process gave back of that range (:meth:`release_pages`) is held again, and
+        counts again in its budget (unchecked: the pages are there already)."""
+        with self._lock:
+            self._claim.take_back_below(nbytes, check=False)
 
     def lease(self, nbytes: int, on_release: Callable[[], None] | None) -> np.ndarray:
         """A writable uint8 array over bytes ``[0, nbytes)`` whose lifetime is observable.

@@ -1,7 +1,9 @@
 """Shared-memory usage statistics that explain themselves.
 
-This module owns the numbers a user sees about a segment: how large it is, how much of it
-the last result used, the most any result used, and how often it had to grow. They are kept
+This module owns the numbers a user sees about a segment: how large it is, how much memory
+it holds (its allocated pages, which a segment whose pages were given back holds fewer of than
+its size), how much of it the last result used, the most any result used, and how often it had
+to grow. They are kept
 per segment by whoever writes or reads it (a :class:`SegmentUsage` fed with the
 :class:`~shm.writer.SlotLayout` of every result) and reported as an immutable
 :class:`SegmentStats` snapshot, so a statistics call never races with the writer.
@@ -24,6 +26,8 @@ class SegmentStats:
     used_nbytes: int
     high_water_nbytes: int
     resizes: int
+    #: Memory the file holds: its allocated pages (``SharedSegment.held_nbytes``).
+    held_nbytes: int = 0
 
 
 class SegmentUsage:
@@ -43,11 +47,13 @@ class SegmentUsage:
         if layout.grew:
             self.resizes += 1
 
-    def snapshot(self, capacity: int) -> SegmentStats:
-        """The current tally, with the segment's ``capacity`` in bytes."""
+    def snapshot(self, capacity: int, held_nbytes: int = 0) -> SegmentStats:
+        """The current tally, with the segment's ``capacity`` and the memory it holds
+        (``held_nbytes``), in bytes."""
         return SegmentStats(
             capacity=capacity,
             used_nbytes=self.used_nbytes,
             high_water_nbytes=self.high_water_nbytes,
             resizes=self.resizes,
+            held_nbytes=held_nbytes,
         )

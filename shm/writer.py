@@ -29,6 +29,10 @@ segment, from the placement's ``fallback_base`` (0 without one), growing it if n
 way only what streaming did not put in place is copied; streamed samples that must move are
 copied out of the slot first, so no copy ever reads bytes that the same write overwrites.
 
+Every byte is reserved before it is copied (:meth:`SharedSegment.prepare_write`), including
+pages that the owner gave back since this process last wrote the segment: a writer rechecks
+its segments when it is made (:meth:`SharedSegment.recheck_reserved`).
+
 The one difference a callback can see: a streamed sample's bytes are taken when it is
 returned, not after the task's last call. A callback that overwrites an array it returned
 earlier in the same task (one buffer reused for every sample) delivers, unstreamed, every
@@ -105,6 +109,11 @@ class SlotWriter:
         self._target: np.ndarray | None = None
         #: Whether :meth:`put` still takes samples; once False it stays so.
         self.active = count > 0 and (placement is None or data is not None)
+        # The owner may have given pages of these segments back since this process last
+        # wrote them (SharedSegment.release_pages): reserve them again before writing.
+        own.recheck_reserved()
+        if data is not None:
+            data.recheck_reserved()
 
     def __enter__(self) -> SlotWriter:
         return self

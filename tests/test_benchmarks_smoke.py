@@ -364,8 +364,10 @@ def test_grain_runs_beside_dali_lite_with_ratios(capsys: pytest.CaptureFixture[s
 def test_the_memory_workloads_report_uss_pss_and_shared_memory(
         capsys: pytest.CaptureFixture[str], tmp_path: Path, no_leftovers: None) -> None:
     """`--workloads memory`: the tree's USS, PSS and shared memory in steady state, per
-    loader, with the ratios to each peer (dali_lite's shared memory over DALI's among them)."""
+    loader, with the ratios to each peer (dali_lite's shared memory over DALI's among them);
+    memory-split (batches split over 4 workers and placed) for DALI and dali_lite only."""
     from benchmarks import loaders, run
+    from benchmarks.workloads import WORKLOADS
 
     chosen = [name for name in ("dali_lite", "dali", "torch", "grain") if loaders.available(name)]
     raw = tmp_path / "results.json"
@@ -375,15 +377,19 @@ def test_the_memory_workloads_report_uss_pss_and_shared_memory(
     text = capsys.readouterr().out
     assert "| tiny |" not in text  # no main table: only the memory workloads ran
     rows = _table(text, "Memory in steady state")
-    assert {row["workload"] for row in rows} == {"memory-tiny", "memory-large"}
+    assert {row["workload"] for row in rows} == {"memory-tiny", "memory-large", "memory-split"}
     assert {row["metric"] for row in rows} == {
         "USS, MiB (sum over processes)", "USS outside shared memory, MiB",
         "PSS, MiB (sum over processes)",
         "shared memory held, MiB", "PSS outside shared memory + shared memory held, MiB"}
     for row in rows:
+        applies = [name for name in chosen if WORKLOADS[row["workload"]].applies_to(name)]
         for name in chosen:
-            assert _figure(row[_title(name)]) > 0, (row, name)
-        if len(chosen) > 1:
+            if name in applies:
+                assert _figure(row[_title(name)]) > 0, (row, name)
+            else:
+                assert row[_title(name)].startswith("n/a"), (row, name)
+        if len(applies) > 1:
             assert row["dali_lite/smallest peer"].endswith(")"), row
     if "dali" in chosen:
         shm = next(row for row in rows if row["workload"] == "memory-large"
@@ -440,7 +446,7 @@ def test_the_workload_groups_run_only_when_asked_for() -> None:
     default = [name for name, workload in WORKLOADS.items() if workload.default]
     assert _names(None, list(WORKLOADS), "workload", GROUPS, default) == default
     assert _names(["memory", "tiny"], list(WORKLOADS), "workload", GROUPS, default) == [
-        "tiny", "memory-tiny", "memory-large"]
+        "tiny", "memory-tiny", "memory-large", "memory-split"]
     assert len(_names(["first-batch"], list(WORKLOADS), "workload", GROUPS, default)) == 4
     with pytest.raises(SystemExit, match="first-batch"):  # the groups are named as choices
         _names(["no-such"], list(WORKLOADS), "workload", GROUPS, default)

@@ -9,6 +9,9 @@ sees it.
   outputs and runs the next one, they can be collected.
 * A placed batch's data slot, which all its tasks write into, goes back only when none of
   them can still write, even after one of them failed.
+* A source whose batches are split and placed holds about DALI's shared memory (at most
+  1.1x): the slots that hold only a placed task's metadata give back the pages an earlier,
+  unplaced batch wrote into them (parallel/slots.py, `pages_to_keep`).
 
 Sources here run under fork only: their events are inherited by the workers.
 """
@@ -199,3 +202,58 @@ def test_a_placed_batch_s_data_slot_waits_for_its_slow_task_after_another_failed
         del batch, held
     finally:
         pipe.close()
+
+
+def _dense_64k(info: types.SampleInfo) -> np.ndarray:
+    return np.full(16384, info.idx_in_epoch, np.int32)  # 64 KiB
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="lists /proc/self/fd")
+@pytest.mark.timeout(120)
+def test_a_placed_source_holds_at_most_1_1x_dali_s_shared_memory() -> None:
+    """4 workers and a source queue of 1: each batch of 64 samples is split into 4 tasks of
+    16 (one of DALI's mini-batches each). The first batches are unplaced, each task writing
+    1 MiB into its own slot; the later ones placed, the first task's slot holding the whole
+    batch (4 MiB) and the other three only their metadata. Those three kept the 1 MiB of the
+    unplaced batch, up to 1.5x DALI here (twice with more workers), until the pages past
+    the metadata were given back at the hand-out. The hint fits a mini-batch in DALI's
+    chunk, so DALI's capacities are what DALI's chunks hold. Ten batches go through the ring
+    of 3 batches three times."""
+    batch_size, workers = 64, 4
+    hint = 64 * 1024 + 256
+    before = set(_slot_files())
+    pipe = pipeline(lambda: fn.external_source(_dense_64k, parallel=True, batch=False,
+                                               prefetch_queue_depth=1, name="dense",
+                                               bytes_per_sample_hint=hint),
+                    batch_size, py_num_workers=workers, py_start_method="fork")
+    try:
+        for iteration in range(10):
+            (batch,) = pipe.run()
+            array = batch.as_array()
+            np.testing.assert_array_equal(
+                array[:, 0], np.arange(iteration * batch_size, (iteration + 1) * batch_size))
+            del batch, array
+        stats = pipe.external_source_shm_statistics()
+        # By file, not by fd: the pool may hold a file under more than one fd.
+        files = {(st.st_dev, st.st_ino): st for fd, st in _slot_files().items()
+                 if fd not in before}
+        held = sum(st.st_blocks * 512 for st in files.values())
+        reported = stats["per_source"]["dense"]["total"]
+    finally:
+        pipe.close()
+    dali = sum(stats["capacities"])
+    assert len(stats["capacities"]) == 3 * workers == len(files) == reported["slots"]
+    assert dali == 3 * workers * _dali_chunk_bytes(batch_size // workers, hint)
+    # At least one batch is in shared memory: the measure sees what is written.
+    assert held >= batch_size * 64 * 1024
+    assert held <= 1.1 * dali, (
+        f"the source holds {held / 2**20:.2f} MiB of shared memory, DALI's chunks "
+        f"{dali / 2**20:.2f} MiB: {held / dali:.2f}x")
+    # The statistics say what is held (read a moment earlier: a prefetch may write between).
+    assert 0 < reported["held_bytes"] <= 1.1 * dali
+    assert reported["held_bytes"] < reported["capacity_bytes"]
+
+
+def _dali_chunk_bytes(minibatch: int, hint: int) -> int:
+    """DALI's chunk for `minibatch` samples of `hint` bytes: at least 1 MiB, in pages."""
+    return -(-max(1 << 20, minibatch * hint) // 4096) * 4096

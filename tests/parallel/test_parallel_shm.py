@@ -266,7 +266,8 @@ def test_statistics_report_every_source_and_worker_consistently() -> None:
                for per, cap in zip(stats["per_sample_capacities"], stats["capacities"]))
     assert sum(stats["capacities"]) > 0
     slots = capacity = 0
-    keys = {"slots", "capacity_bytes", "used_bytes", "high_water_bytes", "resizes"}
+    keys = {"slots", "capacity_bytes", "held_bytes", "used_bytes", "high_water_bytes",
+            "resizes"}
     for name, source in stats["per_source"].items():
         total, workers = source["total"], source["workers"]
         assert set(total) == keys, name
@@ -276,9 +277,11 @@ def test_statistics_report_every_source_and_worker_consistently() -> None:
             assert 0 < worker["used_bytes"] <= worker["capacity_bytes"], name
             assert worker["used_bytes"] <= worker["high_water_bytes"] * worker["slots"], name
             assert worker["high_water_bytes"] <= worker["capacity_bytes"], name
+            # Memory held: the pages written, at most the files' sizes.
+            assert 0 < worker["held_bytes"] <= worker["capacity_bytes"], name
         # A slot counts under the worker that last wrote it; one never written yet counts in
         # the total only.
-        for key in ("slots", "capacity_bytes", "used_bytes", "resizes"):
+        for key in ("slots", "capacity_bytes", "held_bytes", "used_bytes", "resizes"):
             assert total[key] >= sum(w[key] for w in workers.values()), (name, key)
         assert total["high_water_bytes"] == max(w["high_water_bytes"] for w in workers.values())
         slots += total["slots"]

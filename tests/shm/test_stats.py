@@ -22,6 +22,8 @@ def test_usage_tracks_last_high_water_and_resizes() -> None:
     assert usage.snapshot(4096) == SegmentStats(
         capacity=4096, used_nbytes=200, high_water_nbytes=500, resizes=2
     )
+    # The memory the segment holds is the caller's to read (its allocated pages).
+    assert usage.snapshot(8192, held_nbytes=4096).held_nbytes == 4096
 
 
 def test_stats_are_frozen() -> None:

@@ -19,7 +19,10 @@ one run per output), followed by room for the first task's metadata::
     own layout, only if its samples did not match]
 
 Every other task writes its metadata at offset 0 of its own slot (or its own layout there,
-if its samples did not match).
+if its samples did not match), in at most the placement's `meta_capacity`: when the slot is
+given to it, the pages past that (what an earlier, unplaced batch wrote there) go back to the
+system (`slots.pages_to_keep`), so that a placed batch costs its data slot and a page per
+other task, about what DALI's chunks of its mini-batches hold.
 """
 
 from __future__ import annotations

@@ -20,24 +20,42 @@ only the chunk written, to `max(needed + 1 MiB, 2 x capacity)` in pages; `per_sa
 is a capacity divided by `ceil(batch_size / mini-batches)`. Users size `bytes_per_sample_hint`
 from these numbers, and DALI's own tests check them; growing every file to match would hold
 memory for nothing (and placement would make it twice DALI's), so the files stay lazy, and
-`usage` (the statistics' `per_source`) stays the truth about the bytes they hold.
+`usage` (the statistics' `per_source`) stays the truth about the bytes they hold: `held_bytes`
+is their allocated pages.
+
+What a file holds, and when pages go back (`pages_to_keep`, one rule): when a slot is given to
+a task, the pages past what that task will write go back to the system (a hole punched in the
+file, `shm.SharedSegment.release_pages`; the file keeps its size). A placed task that is not
+its batch's data slot writes only its metadata, at the start of its own slot, in at most the
+placement's metadata capacity: the slot keeps that page or so, and gives back what an earlier,
+unplaced batch wrote there. Every other task (unplaced, or writing its batch's data slot) may
+need as much as the slot ever held, and keeps it all, as DALI keeps its chunks: DALI never
+shrinks a chunk, so a source whose samples shrink holds its high-water mark in both. Without
+that rule a placed batch's other slots would keep the pages of the unplaced batches before it,
+up to about twice DALI's memory; with it a source holds about DALI's (the data slot of a placed
+batch holds the whole batch, as DALI's mini-batch chunks of it do together). A placed task
+whose samples do not match writes its own layout into its slot after all, and its writer
+reserves those pages again first.
 
 A slot is FREE, given to a TASK (until its result is read, or dropped), or LEASED (arrays the
 program may hold point into it). A lease's end may come in any thread: `release` only appends
-to a deque, which the scheduling thread drains.
+to a deque, which the scheduling thread drains. Pages go back only from a slot just given to a
+task and not yet sent to a worker (`give_back_pages`): a FREE slot's last writer is done, and
+no lease points into it.
 """
 
 from __future__ import annotations
 
 import enum
 import math
+import warnings
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from dali_lite._src.parallel.dali_chunks import DaliChunks
-from dali_lite_shm import SegmentUsage, SharedSegment, ShmAllocationError
+from dali_lite_shm import Placement, SegmentUsage, SharedSegment, ShmAllocationError
 
 #: DALI's smallest slot (`min_initial_chunk_size`) and the page its capacities are rounded to.
 MIN_SLOT_BYTES = 1 << 20
@@ -60,6 +78,17 @@ def tasks_per_batch(minibatches: int, num_workers: int, depth: int) -> int:
     number of mini-batches, so that each task covers whole, equally many mini-batches."""
     wanted = max(1, math.ceil(num_workers / depth))
     return next(t for t in range(wanted, minibatches + 1) if minibatches % t == 0)
+
+
+def pages_to_keep(placement: Placement | None, data_slot: bool) -> int | None:
+    """The bytes, from its start, that a slot given to a task keeps (in whole pages), the
+    rest going back to the system; None: all of it (see the module's docstring).
+
+    `placement` is the task's, `data_slot` whether the slot is its batch's data slot.
+    """
+    if placement is None or data_slot:
+        return None
+    return align_up(placement.meta_offset + placement.meta_capacity, SLOT_ALIGNMENT_BYTES)
 
 
 class SlotState(enum.Enum):
@@ -100,6 +129,8 @@ class SlotRing:
         self.slots: list[Slot] = []
         self.free: dict[int, deque[Slot]] = {g: deque() for g in range(groups)}
         self.released: deque[Slot] = deque()  # appended by leases' ends, from any thread
+        #: Giving pages back failed once (and was warned of).
+        self.give_back_failed = False
 
     def create(self, batches: int) -> None:
         """Create the slots of `batches` batches (DALI's ring)."""
@@ -156,6 +187,27 @@ class SlotRing:
         slot.state = SlotState.TASK
         return slot
 
+    def give_back_pages(self, slot: Slot, keep_nbytes: int | None) -> int:
+        """Give back the pages of `slot` past its first `keep_nbytes` (None: keep all), as
+        `pages_to_keep` says for the task it was just given to, before the task is sent;
+        the bytes given back."""
+        if keep_nbytes is None:
+            return 0
+        if slot.state is not SlotState.TASK:
+            raise RuntimeError(f"internal error: pages of a {slot.state.value} slot given back")
+        if slot.segment.held_nbytes <= keep_nbytes:
+            return 0
+        try:
+            return slot.segment.release_pages(keep_nbytes)
+        except OSError as exc:
+            # Only memory saved: a failure keeps the pages, and the batches go on.
+            if not self.give_back_failed:
+                self.give_back_failed = True
+                warnings.warn(f"a parallel source's slot could not give its unused pages "
+                              f"back ({exc}); its slots keep them", RuntimeWarning,
+                              stacklevel=2)
+            return 0
+
     def any_with_task(self, group: int) -> bool:
         """Whether a slot of `group` waits for a task's result (it frees itself soon)."""
         return any(s.state is SlotState.TASK for s in self.slots if s.group == group)
@@ -176,22 +228,24 @@ class SlotRing:
         return capacities, [c // self.minibatch_size for c in capacities]
 
     def usage(self) -> dict[str, Any]:
-        """Every file's bytes, in total and by the worker that last wrote it."""
+        """Every file's bytes, in total and by the worker that last wrote it: `held_bytes` is
+        the memory the files hold (their allocated pages), `capacity_bytes` their sizes."""
 
         def blank() -> dict[str, int]:
-            return {"slots": 0, "capacity_bytes": 0, "used_bytes": 0, "high_water_bytes": 0,
-                    "resizes": 0}
+            return {"slots": 0, "capacity_bytes": 0, "held_bytes": 0, "used_bytes": 0,
+                    "high_water_bytes": 0, "resizes": 0}
 
         workers: dict[int, dict[str, int]] = {}
         total = blank()
         for slot in list(self.slots):
-            snap = slot.usage.snapshot(slot.segment.capacity)
+            snap = slot.usage.snapshot(slot.segment.capacity, slot.segment.held_nbytes)
             entries = [total]
             if slot.worker is not None:
                 entries.append(workers.setdefault(slot.worker, blank()))
             for entry in entries:
                 entry["slots"] += 1
                 entry["capacity_bytes"] += snap.capacity
+                entry["held_bytes"] += snap.held_nbytes
                 entry["used_bytes"] += snap.used_nbytes
                 entry["high_water_bytes"] = max(entry["high_water_bytes"],
                                                 snap.high_water_nbytes)

@@ -36,6 +36,9 @@ so that all workers share it; once a batch has shown the samples' dtypes and sha
 ones are placed (`placement`): each task writes its samples at their final offsets in the
 first task's slot, so that the batch is still one block. That slot (a batch's *data
 slot*) goes back to the free list only when no task of its batch can still write into it.
+The other tasks' slots then hold only metadata: as each is given its task, the pages past
+that go back to the system (`slots.pages_to_keep`), so that the source holds about DALI's
+shared memory rather than keeping what the unplaced batches wrote there as well.
 
 A task's arguments travel as a `SampleRange`, a few integers that the worker expands into
 `SampleInfo`s, not as one pickled object per sample.
@@ -75,7 +78,13 @@ from dali_lite._src.graph.nodes import IterationContext
 from dali_lite._src.parallel.description import SourceDescription
 from dali_lite._src.parallel.placement import DenseLayout, dense_layout_of, plan_placements
 from dali_lite._src.parallel.read import read_batch
-from dali_lite._src.parallel.slots import Slot, SlotRing, SlotState, tasks_per_batch
+from dali_lite._src.parallel.slots import (
+    Slot,
+    SlotRing,
+    SlotState,
+    pages_to_keep,
+    tasks_per_batch,
+)
 from dali_lite._src.parallel.tasks import IterationCancelled, ScheduledBatch, Task, TaskRouter
 from dali_lite._src.sources.callbacks import IteratorCall, PerSampleCall
 from dali_lite._src.sources.sample_range import SampleRange
@@ -223,8 +232,18 @@ class ParallelSource:
             slot = self._take_slot(group, must, ctx)
             if slot is None:
                 raise RuntimeError("internal error: a slot checked free is not")
-            if position == 0 and len(ranges) > 1 and self.dense_layout is not None:
-                placements = self._placements(slot, batch, [r for _, r in ranges])
+            try:
+                if position == 0 and len(ranges) > 1 and self.dense_layout is not None:
+                    placements = self._placements(slot, batch, [r for _, r in ranges])
+                # A placed task that only writes metadata here lets the rest of the slot go.
+                self.ring.give_back_pages(slot, pages_to_keep(placements[position],
+                                                              slot is batch.data_slot))
+            except BaseException:
+                # No task has the slot: free it now (a data slot goes with its batch,
+                # which the caller abandons), or it would stay taken for good.
+                if slot is not batch.data_slot:
+                    self._release(slot)
+                raise
             worker = (position + rotation) % self.num_workers
             args = SampleRange(first + start, start, count, iteration, self.epoch_idx)
             self._submit(batch, position, worker, args, slot, first + start,
@@ -306,6 +325,9 @@ class ParallelSource:
             if result.layout.capacity > task.slot.segment.capacity:
                 task.slot.segment.refresh()
             task.slot.usage.record(result.layout)
+            # Pages given back at its hand-out that the task wrote after all (a placed task
+            # whose samples did not match) are held again.
+            task.slot.segment.note_written(result.layout.used_nbytes)
         if task.batch.stale or isinstance(result, TaskFailed):
             self._release_task(task)
 
