@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 
 import dali_lite_shm.segment as segment_module
 from dali_lite._src.graph.nodes import IterationContext
-from dali_lite._src.ops.source_callbacks import PerSampleCall
+from dali_lite._src.sources.callbacks import PerSampleCall
 from dali_lite._src.options import PipelineOptions
 from dali_lite._src.parallel.group import ParallelSourceGroup, SourceDescription
 from dali_lite._src.parallel.slots import SLOT_ALIGNMENT_BYTES, Slot, SlotState
