@@ -31,10 +31,10 @@ from hypothesis import strategies as st
 
 import dali_lite_shm.segment as segment_module
 from dali_lite._src.graph.nodes import IterationContext
-from dali_lite._src.sources.callbacks import PerSampleCall
 from dali_lite._src.options import PipelineOptions
 from dali_lite._src.parallel.group import ParallelSourceGroup, SourceDescription
 from dali_lite._src.parallel.slots import SLOT_ALIGNMENT_BYTES, Slot, SlotState
+from dali_lite._src.sources.callbacks import PerSampleCall
 from dali_lite_shm import Placement, SharedSegment
 from dali_lite_workers import Reply, TaskDone
 
@@ -226,8 +226,8 @@ def test_a_steady_placed_source_gives_back_what_its_unplaced_batches_wrote(
                    batch_size=8, seed=1, monkeypatch=monkeypatch)
     assert punches > 0
     (source,) = _GROUPS[-1].sources
-    data_slots = [s for s in source.ring.slots if s.group == 0]
-    others = [s for s in source.ring.slots if s.group != 0]
+    data_slots = [s for s in source.ring.slots if s.part == 0]
+    others = [s for s in source.ring.slots if s.part != 0]
     assert all(s.segment.held_nbytes <= _PAGE for s in others), (
         [s.segment.held_nbytes for s in others])
     assert all(s.segment.held_nbytes >= 8 * 20_000 for s in data_slots if s.worker is not None)

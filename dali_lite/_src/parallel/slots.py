@@ -99,11 +99,12 @@ class SlotState(enum.Enum):
 
 @dataclass(slots=True, eq=False)
 class Slot:
-    """A shared-memory file that the tasks of one group (a run of consecutive mini-batches of
-    a batch) write their results into, batch after batch."""
+    """A shared-memory file that the tasks of one part of a batch (a run of consecutive
+    mini-batches, `part` counting from the batch's first) write their results into, batch
+    after batch. ("Group" is the `ParallelSourceGroup`: the sources that share a pool.)"""
 
     segment_id: int
-    group: int
+    part: int
     #: Mini-batches this file stands for: the statistics list it as that many slots.
     minibatches: int
     segment: SharedSegment
@@ -115,19 +116,19 @@ class Slot:
 
 
 class SlotRing:
-    """Every slot of one source: `groups` files per batch of the ring, each standing for
+    """Every slot of one source: `parts` files per batch of the ring, each standing for
     `minibatches_per_slot` mini-batches of `minibatch_size` samples."""
 
-    def __init__(self, new_segment_id: Callable[[], int], groups: int,
+    def __init__(self, new_segment_id: Callable[[], int], parts: int,
                  minibatches_per_slot: int, minibatch_size: int, hint: int | None) -> None:
         self._new_segment_id = new_segment_id
         self.minibatches_per_slot = minibatches_per_slot
         self.minibatch_size = minibatch_size
         self.hint = hint
         self.slot_bytes = dali_slot_bytes(minibatch_size, hint)
-        self.dali = DaliChunks(groups * minibatches_per_slot, self.slot_bytes)
+        self.dali = DaliChunks(parts * minibatches_per_slot, self.slot_bytes)
         self.slots: list[Slot] = []
-        self.free: dict[int, deque[Slot]] = {g: deque() for g in range(groups)}
+        self.free: dict[int, deque[Slot]] = {p: deque() for p in range(parts)}
         self.released: deque[Slot] = deque()  # appended by leases' ends, from any thread
         #: Giving pages back failed once (and was warned of).
         self.give_back_failed = False
@@ -136,10 +137,10 @@ class SlotRing:
         """Create the slots of `batches` batches (DALI's ring)."""
         self.dali.add_rows(batches)
         for _ in range(batches):
-            for group in self.free:
-                self.free[group].append(self._new(group))
+            for part in self.free:
+                self.free[part].append(self._new(part))
 
-    def _new(self, group: int) -> Slot:
+    def _new(self, part: int) -> Slot:
         # The worker reserves the pages when it first writes (shm.codec.write): creating a
         # slot costs microseconds, and a slot never written costs no memory.
         try:
@@ -147,7 +148,7 @@ class SlotRing:
                                            reserve=False)
         except ShmAllocationError as exc:
             raise exc.with_advice(self._creation_advice(exc)) from exc.__cause__
-        slot = Slot(self._new_segment_id(), group, self.minibatches_per_slot, segment,
+        slot = Slot(self._new_segment_id(), part, self.minibatches_per_slot, segment,
                     self.dali)
         self.slots.append(slot)
         return slot
@@ -171,16 +172,16 @@ class SlotRing:
         while self.released:
             slot = self.released.popleft()
             slot.state = SlotState.FREE
-            self.free[slot.group].append(slot)
+            self.free[slot.part].append(slot)
 
-    def has_free(self, group: int) -> bool:
+    def has_free(self, part: int) -> bool:
         self.drain()
-        return bool(self.free[group])
+        return bool(self.free[part])
 
-    def take_free(self, group: int) -> Slot | None:
-        """A free slot of `group`, now given to a task; None if there is none."""
+    def take_free(self, part: int) -> Slot | None:
+        """A free slot of `part`, now given to a task; None if there is none."""
         self.drain()
-        free = self.free[group]
+        free = self.free[part]
         if not free:
             return None
         slot = free.popleft()
@@ -208,13 +209,13 @@ class SlotRing:
                               stacklevel=2)
             return 0
 
-    def any_with_task(self, group: int) -> bool:
-        """Whether a slot of `group` waits for a task's result (it frees itself soon)."""
-        return any(s.state is SlotState.TASK for s in self.slots if s.group == group)
+    def any_with_task(self, part: int) -> bool:
+        """Whether a slot of `part` waits for a task's result (it frees itself soon)."""
+        return any(s.state is SlotState.TASK for s in self.slots if s.part == part)
 
-    def take_new(self, group: int) -> Slot:
-        """One slot more, given to a task: every slot of `group` is held by the program."""
-        slot = self._new(group)
+    def take_new(self, part: int) -> Slot:
+        """One slot more, given to a task: every slot of `part` is held by the program."""
+        slot = self._new(part)
         slot.state = SlotState.TASK
         return slot
 

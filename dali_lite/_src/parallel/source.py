@@ -162,19 +162,19 @@ class ParallelSource:
         """Create every slot of the ring now (DALI creates them when its workers start)."""
         self.ring.create(self.positions)
 
-    def _take_slot(self, group: int, must: bool, ctx: IterationContext | None) -> Slot | None:
-        """A free slot of `group`. Prefetching (`must` false) takes only a free one. The
+    def _take_slot(self, part: int, must: bool, ctx: IterationContext | None) -> Slot | None:
+        """A free slot for `part` of a batch. Prefetching (`must` false) takes only a free one. The
         iteration being computed waits for one that a task still holds (a batch reset()
         discarded), and past that gets a new slot: every slot is then held by arrays the
         program keeps, longer than DALI would keep them valid."""
         while True:
-            slot = self.ring.take_free(group)
+            slot = self.ring.take_free(part)
             if slot is not None:
                 return slot
             if not must:
                 return None
-            if not self.ring.any_with_task(group):
-                return self.ring.take_new(group)
+            if not self.ring.any_with_task(part):
+                return self.ring.take_new(part)
             if ctx is not None and ctx.is_cancelled():
                 raise IterationCancelled
             self.group.pump(COLLECT_INTERVAL_S)
@@ -228,8 +228,8 @@ class ParallelSource:
         if self.tasks_per_batch % self.num_workers == 0:
             rotation += iteration
         placements: list[Placement | None] = [None] * len(ranges)
-        for position, (group, (start, count)) in enumerate(ranges):
-            slot = self._take_slot(group, must, ctx)
+        for position, (part, (start, count)) in enumerate(ranges):
+            slot = self._take_slot(part, must, ctx)
             if slot is None:
                 raise RuntimeError("internal error: a slot checked free is not")
             try:
