@@ -251,8 +251,11 @@ class EngineMachine(RuleBasedStateMachine):
         ctx = IterationContext(self.iteration, self.epoch, self.batch_size)
         self.iteration += 1
         # A batch that was complete before the death may still come (or its StopIteration);
-        # anything that needs a worker raises the death again.
-        with contextlib.suppress(WorkerDiedError, StopIteration):
+        # anything that needs a worker raises the death again; and an iterator's batch that
+        # was queued behind a task stuck before the death failed with that task's timeout.
+        expected = (WorkerDiedError, StopIteration) + ((TaskTimeoutError,) if self.timed_out
+                                                        else ())
+        with contextlib.suppress(*expected):
             for source in self.group.sources:
                 source.fetch(ctx)
 
