@@ -18,7 +18,7 @@ import isolation
 import psutil
 import pytest
 from core_subset import file_in_subset, is_core
-from leaks import kill_tree, new_segments, our_dev_shm, segments
+from leaks import KEPT_PROCESSES, kill_tree, new_segments, our_dev_shm, segments
 from ray_cluster import RAY_ENV
 
 # Ray reads these when it is imported, which test modules do while they are collected: set
@@ -65,11 +65,12 @@ def _new_dev_shm_entries(before: set[str]) -> set[str]:
 
 
 def _helper_pids() -> set[int]:
-    """Long-lived helpers multiprocessing starts on purpose (the spawn resource tracker)."""
+    """Long-lived helpers started on purpose: multiprocessing's (the spawn resource tracker)
+    and the suite's own (leaks.KEPT_PROCESSES)."""
     from multiprocessing import resource_tracker
 
     pid = getattr(resource_tracker._resource_tracker, "_pid", None)
-    return {pid} if pid else set()
+    return ({pid} if pid else set()) | KEPT_PROCESSES
 
 
 def _leftover_children() -> list[psutil.Process]:
