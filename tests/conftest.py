@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import background
 import isolation
 import psutil
 import pytest
@@ -48,6 +49,7 @@ if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
 _DEV_SHM = "/dev/shm"
 _CHILD_EXIT_GRACE_S = 2.0
 _RUNNER = pytest.StashKey["isolation.IsolatedRunner"]()
+_BACKGROUND = pytest.StashKey["background.BackgroundRunner"]()
 _CONFIG: list[pytest.Config] = []
 
 
@@ -122,6 +124,8 @@ def pytest_configure(config: pytest.Config) -> None:
     _CONFIG[:] = [config]
     if not isolation.in_child():
         config.stash[_RUNNER] = isolation.IsolatedRunner(config)
+    if os.environ.get(background.PARENT_ENV):
+        background.watch_parent()
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
@@ -141,6 +145,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if is_core(item.nodeid):
             item.add_marker(pytest.mark.core)
+    # After pytest-randomly's shuffle (a hook wrapper), before `-m` and `-k` select.
+    background.last(items)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -156,11 +162,23 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     runner = session.config.stash.get(_RUNNER, None)
     if runner is not None:
         runner.collected(session.items)
+    if not isolation.in_child() and background.wanted(session.config, session.items):
+        session.config.stash[_BACKGROUND] = background.BackgroundRunner(
+            session.config, [item for item in session.items if background.in_group(item)])
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    runner = session.config.stash.get(_BACKGROUND, None)
+    if runner is not None:
+        runner.stop()
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
-    runner = item.config.stash.get(_RUNNER, None)
+    runner: isolation.IsolatedRunner | background.BackgroundRunner | None
+    runner = item.config.stash.get(_BACKGROUND, None)
+    if runner is None or not runner.wants(item):
+        runner = item.config.stash.get(_RUNNER, None)
     if runner is None or not runner.wants(item):
         return None
     runner.run(item)
