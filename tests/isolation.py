@@ -103,11 +103,11 @@ class IsolatedRunner:
             reports = got.get(item.nodeid, [])
             if not any(report.when == "teardown" for report in reports):
                 # The child died or hung in this test: it never finished.
-                reports = [*reports[:1], *_lost(item, tail)[len(reports[:1]):]]
+                reports = [*reports[:1], *lost_reports(item, tail)[len(reports[:1]):]]
             self.reports[item.nodeid] = reports
 
 
-def _lost(item: pytest.Item, tail: str) -> list[Any]:
+def lost_reports(item: pytest.Item, tail: str) -> list[Any]:
     """Reports for a test its child never reported (it crashed or hung)."""
     from _pytest.reports import TestReport
 

@@ -30,6 +30,9 @@ _DEV_SHM = "/dev/shm"
 #: (``shm.mapping.create_fd``: ``dali_lite-XXXXXXXX``, unlinked at once; only a kill between
 #: creating and unlinking one can leave it). dali_lite names nothing else there.
 OUR_DEV_SHM_PREFIXES = ("dali_lite",)
+#: Processes the suite keeps between tests on purpose (the compat suite's zygotes,
+#: tests/compat/compat_zygote.py): the leak check leaves them be, though not their children.
+KEPT_PROCESSES: set[int] = set()
 
 
 def our_dev_shm() -> set[str]:

@@ -90,7 +90,7 @@ def test_the_readme_says_how_to_get_torch_without_cuda() -> None:
 def test_ci_runs_every_python_the_project_claims() -> None:
     claimed = {c.rsplit(" :: ", 1)[1] for c in _project()["classifiers"]
                if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)}
-    loop = re.search(r"^for version in ([\d. ]+); do$", CI_SCRIPT.read_text(), flags=re.M)
+    loop = re.search(r"^\s*for version in ([\d. ]+); do$", CI_SCRIPT.read_text(), flags=re.M)
     assert loop, "the CI script no longer loops over the other Pythons"
     ran = set(loop.group(1).split()) | {"3.11"}
     assert "python_for 3.11" in CI_SCRIPT.read_text()

@@ -1,21 +1,27 @@
-"""Child process of the compat suite: runs one case against one library and writes the record.
+"""The process that runs one compat case against one library and writes the record.
 
     python compat_child.py ROOT CASE_NAME PARAMS_JSON OUT_JSON
 
-ROOT is ``nvidia.dali`` or ``dali_lite``. After the case returns, the child collects garbage
-and checks what it leaves behind (child processes still alive after a grace period, shared
-memory still mapped or open), as a user would find it after dropping the pipeline.
+ROOT is ``nvidia.dali`` or ``dali_lite``. After the case returns, the process collects
+garbage and checks what it leaves behind (child processes still alive after a grace period,
+shared memory still mapped or open), as a user would find it after dropping the pipeline.
+
+The suite forks this process from a zygote that has made the imports already
+(:mod:`compat_zygote`, which calls :func:`record_case`); run as a script, it is the same
+process started as a new interpreter.
 """
 
 from __future__ import annotations
 
 import gc
+import importlib
 import json
 import os
 import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 _LEFTOVER_GRACE_S = 5.0
 # memfd segments (dali_lite) and /dev/shm files (both) show up as mappings and open fds.
@@ -80,18 +86,15 @@ def _leftover_shared_memory(before: set[str]) -> list[str]:
         time.sleep(0.05)
 
 
-def main() -> int:
-    root, name, params_json, out_path = sys.argv[1:5]
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/: leaks
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
+def record_case(root: str, module_name: str, function: str, case_name: str, params: Any,
+                out_path: str) -> None:
+    """Run the case ``module_name.function`` against ``root``; write its record to
+    ``out_path``."""
     from compat_record import CaseContext
-    from compat_registry import find
 
-    spec = find(name)
-    module = sys.modules[spec.module]
-    case_function = getattr(module, spec.function)
-    ctx = CaseContext(root, json.loads(params_json))
-    result: dict[str, object] = {"root": root, "case": name}
+    case_function = getattr(importlib.import_module(module_name), function)
+    ctx = CaseContext(root, params)
+    result: dict[str, object] = {"root": root, "case": case_name}
     shm_before = set(_shared_memory_in_use())
     try:
         case_function(ctx)
@@ -103,6 +106,16 @@ def main() -> int:
     result["leftover_children"] = _leftover_children()
     result["leftover_shared_memory"] = _leftover_shared_memory(shm_before)
     Path(out_path).write_text(json.dumps(result))
+
+
+def main() -> int:
+    root, name, params_json, out_path = sys.argv[1:5]
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/: leaks
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from compat_registry import find
+
+    spec = find(name)
+    record_case(root, spec.module, spec.function, name, json.loads(params_json), out_path)
     return 0
 
 

@@ -8,15 +8,16 @@ Rules (what a user's program could tell apart):
   holds DALI's class) whose message, like DALI's, carries the case's essential words;
   an error from DALI that names no essential words is a defect of the case;
 - dali_lite must leave no child process and no shared memory behind.
+
+Each run is a process of its own: forked from a zygote that made the imports once
+(:mod:`compat_zygote`), or a new interpreter (``compat_child.py``).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from compat_registry import Case
+from compat_zygote import ZygotePool, kill_case, outlived
 from leaks import our_dev_shm
 
 _HERE = Path(__file__).resolve().parent
@@ -33,7 +35,11 @@ _REPO = _HERE.parents[1]
 
 
 class CaseRunError(RuntimeError):
-    """The child process of a case crashed, hung or wrote no record."""
+    """The process of a case crashed, hung or wrote no record."""
+
+
+#: Set (to anything) to run every case in a new interpreter, not forked from a zygote.
+FRESH_ENV = "DALI_LITE_COMPAT_FRESH"
 
 
 def _dev_shm() -> set[str]:
@@ -41,16 +47,30 @@ def _dev_shm() -> set[str]:
     return our_dev_shm()
 
 
-def run_pair(case: Case, params: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Run `case` against NVIDIA DALI and dali_lite at once (one child each: a case is mostly
-    interpreter start and imports, so two cores halve the suite's time); their records.
+def case_env() -> dict[str, str]:
+    """The environment of a case's process: the checkout under test, not whatever an
+    editable install points at; a fixed hash seed, so that both runs iterate sets alike."""
+    pythonpath = os.pathsep.join(filter(None, [str(_REPO), os.environ.get("PYTHONPATH")]))
+    return dict(os.environ, PYTHONHASHSEED="0", PYTHONPATH=pythonpath)
 
-    Each child checks its own leftover processes and mappings. A file in /dev/shm cannot be
-    told apart by its creator, so it counts against dali_lite when it outlives both runs by
-    a grace period (DALI's are transient: it unlinks what it opens at once)."""
+
+def zygote_pool() -> ZygotePool | None:
+    """The zygotes a test module's cases fork from (None where FRESH_ENV says not to)."""
+    return None if os.environ.get(FRESH_ENV) else ZygotePool(case_env())
+
+
+def run_pair(case: Case, params: Any = None, zygotes: ZygotePool | None = None,
+             ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Run `case` against NVIDIA DALI and dali_lite at once (a process each, forked from
+    `zygotes` when given, else new interpreters); their records.
+
+    Each process checks its own leftover processes and mappings. A file in /dev/shm cannot
+    be told apart by its creator, so it counts against dali_lite when it outlives both runs
+    by a grace period (DALI's are transient: it unlinks what it opens at once)."""
     shm_before = _dev_shm()
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        runs = [pool.submit(run_case, case, root, params, shm_before=shm_before)
+        runs = [pool.submit(run_case, case, root, params, shm_before=shm_before,
+                            zygotes=zygotes)
                 for root in ("nvidia.dali", "dali_lite")]
         dali, lite = (run.result() for run in runs)
     lite["new_dev_shm"] = _lasting_new_files(shm_before)
@@ -66,45 +86,53 @@ def _lasting_new_files(before: set[str], grace_s: float = 2.0) -> list[str]:
         time.sleep(0.05)
 
 
-def run_case(case: Case, root: str, params: Any = None,
-             shm_before: set[str] | None = None) -> dict[str, Any]:
-    """Run `case` against `root` in a child process of its own session; its record.
+def run_case(case: Case, root: str, params: Any = None, shm_before: set[str] | None = None,
+             zygotes: ZygotePool | None = None) -> dict[str, Any]:
+    """Run `case` against `root` in a process of its own session; its record.
 
-    `new_dev_shm` lists the files it added to /dev/shm (compared with `shm_before`, or with
-    what was there when it started)."""
+    The process is forked from the zygote of `root` in `zygotes` where there is one, else a
+    new interpreter (compat_child.py). `new_dev_shm` lists the files it added to /dev/shm
+    (compared with `shm_before`, or with what was there when it started); the processes of
+    its session still alive after it ended count as its leftover children."""
     params = case.params if params is None else params
     with tempfile.TemporaryDirectory(prefix="compat-") as tmp:
-        out = Path(tmp) / "record.json"
+        out, log = Path(tmp) / "record.json", Path(tmp) / "output.txt"
         shm_before = _dev_shm() if shm_before is None else shm_before
-        # The checkout under test, not whatever an editable install points at.
-        pythonpath = os.pathsep.join(filter(None, [str(_REPO), os.environ.get("PYTHONPATH")]))
-        env = dict(os.environ, PYTHONHASHSEED="0", PYTHONPATH=pythonpath)
-        child = subprocess.Popen(
-            [sys.executable, str(_CHILD), root, case.name, json.dumps(params), str(out)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-            start_new_session=True, cwd=tmp)
-        try:
-            output, _ = child.communicate(timeout=case.timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill_session(child)
-            output, _ = child.communicate()
-            raise CaseRunError(f"{case.name} on {root} ran past {case.timeout_s} s:\n"
-                               f"{output[-4000:]}") from None
-        finally:
-            _kill_session(child)
-        if child.returncode != 0 or not out.exists():
-            raise CaseRunError(f"{case.name} on {root} exited with {child.returncode}:\n"
-                               f"{output[-4000:]}")
+        zygote = zygotes.get(root, case.needs) if zygotes is not None else None
+        timed_out = False
+        if zygote is not None:
+            pid = zygote.start({"root": root, "case": case.name, "module": case.module,
+                                "function": case.function, "params": params,
+                                "out": str(out), "log": str(log), "cwd": tmp})
+            try:
+                code = zygote.wait(pid, case.timeout_s)
+            except TimeoutError:
+                timed_out = True
+        else:
+            with open(log, "w") as output_file:
+                child = subprocess.Popen(
+                    [sys.executable, str(_CHILD), root, case.name, json.dumps(params),
+                     str(out)],
+                    stdout=output_file, stderr=subprocess.STDOUT, env=case_env(),
+                    start_new_session=True, cwd=tmp)
+            pid = child.pid
+            try:
+                code = child.wait(timeout=case.timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                kill_case(pid)
+                child.wait()
+        left = outlived(pid)
+        output = log.read_text(errors="replace")[-4000:]
+        if timed_out:
+            raise CaseRunError(f"{case.name} on {root} ran past {case.timeout_s} s:\n{output}")
+        if code != 0 or not out.exists():
+            raise CaseRunError(f"{case.name} on {root} exited with {code}:\n{output}")
         record: dict[str, Any] = json.loads(out.read_text())
+        record["leftover_children"] += left
         record["new_dev_shm"] = sorted(_dev_shm() - shm_before)
-        record["output"] = output[-4000:]
+        record["output"] = output
         return record
-
-
-def _kill_session(child: subprocess.Popen[str]) -> None:
-    """Kill whatever the child's session still runs (its workers included)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(child.pid, signal.SIGKILL)
 
 
 def _error_matches(reference: dict[str, Any], candidate: dict[str, Any]) -> bool:

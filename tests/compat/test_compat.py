@@ -11,6 +11,7 @@ import importlib.util
 import pytest
 from compat_compare import compare_records, run_pair
 from compat_registry import Case, all_cases
+from compat_zygote import ZygotePool
 
 CASES = all_cases()
 
@@ -24,10 +25,10 @@ def _missing_extra(case: Case) -> str | None:
 
 @pytest.mark.usefixtures("require_dali")
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_case_behaves_as_dali(case: Case) -> None:
+def test_case_behaves_as_dali(case: Case, zygotes: ZygotePool | None) -> None:
     if (missing := _missing_extra(case)) is not None:
         pytest.skip(f"{case.name} needs {missing}")
-    dali, lite = run_pair(case)
+    dali, lite = run_pair(case, zygotes=zygotes)
     problems = compare_records(case, dali, lite)
     if problems:
         detail = "\n".join(f"- {p}" for p in problems)

@@ -16,6 +16,7 @@ import pytest
 from compat_cases_pipeline import OPERATIONS
 from compat_compare import compare_records, run_pair
 from compat_registry import find
+from compat_zygote import ZygotePool
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -33,9 +34,10 @@ sequences = st.fixed_dictionaries({
 @settings(max_examples=15, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(params=sequences)
-def test_random_call_sequences_behave_as_dali(params: dict[str, Any]) -> None:
+def test_random_call_sequences_behave_as_dali(params: dict[str, Any],
+                                              zygotes: ZygotePool | None) -> None:
     case = find(REPLAY)
-    dali, lite = run_pair(case, params=params)
+    dali, lite = run_pair(case, params=params, zygotes=zygotes)
     problems = compare_records(case, dali, lite)
     assert not problems, (f"sequence {params} differs from NVIDIA DALI:\n"
                           + "\n".join(f"- {p}" for p in problems))
