@@ -846,7 +846,7 @@ def from_dlpack_list(ctx):
     ctx.record("zero copy", np.shares_memory(np.from_dlpack(tl[0]), arrays[0]))
     ctx.record("with layout", repr(TL.from_dlpack_list(arrays, "X")))
     # contiguous=True is left out: DALI 2.4 copies into pinned memory and, without a CUDA
-    # driver, raises "CUDA driver version is insufficient" (tests/dali_lite covers ours).
+    # driver, raises "CUDA driver version is insufficient" (tests/gpu covers ours).
     ctx.record("empty", repr(TL.from_dlpack_list([])))
     ctx.attempt("capsules", TL.from_dlpack_list, [a.__dlpack__() for a in arrays],
                 words=["position 0", "DLPack"])
