@@ -80,6 +80,17 @@ def start(config: pytest.Config, items: list[pytest.Item]) -> list[BackgroundRun
     return runners
 
 
+def forwarded_options(config: pytest.Config) -> list[str]:
+    """The session's options that change how a test runs, for a child to run with: the
+    selection is the child's list of tests, and the session writes the reports."""
+    options = [f"-W{spec}" for spec in config.getoption("pythonwarnings", None) or ()]
+    for name, flag in (("timeout", "--timeout"), ("hypothesis_seed", "--hypothesis-seed"),
+                       ("hypothesis_profile", "--hypothesis-profile")):
+        if (value := config.getoption(name, None)) is not None:
+            options.append(f"{flag}={value}")
+    return options
+
+
 class BackgroundRunner:
     """The child pytest of the group, and the reports it wrote so far."""
 
@@ -94,10 +105,8 @@ class BackgroundRunner:
         self.replayed: set[str] = set()
         env = dict(os.environ, **{REPORT_ENV: self.path, PARENT_ENV: str(os.getpid())})
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                   "-p", "no:randomly"]
-        if (timeout := config.getoption("timeout", None)) is not None:
-            command.append(f"--timeout={timeout}")
-        command += [item.nodeid for item in items]
+                   "-p", "no:randomly", *forwarded_options(config),
+                   *(item.nodeid for item in items)]
         launched = subprocess.run([sys.executable, "-c", _LAUNCHER, self.log, *command],
                                   cwd=config.rootpath, env=env, capture_output=True,
                                   text=True, check=True, timeout=60)
