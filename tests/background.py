@@ -1,6 +1,6 @@
 """Slow groups of the suite that need nothing of the rest run beside it: the compat suite
-(tests/compat) and the parallel engine's tests (tests/parallel), each in a child pytest of its
-own, started as the session's tests start.
+(tests/compat) and tests/dali_lite, each in a child pytest of its own, started as the
+session's tests start.
 
 Most of the suite waits, for workers, child processes, timeouts and Ray: one pytest keeps
 about half of one core busy. Three of them side by side (these two groups, and the session
@@ -39,7 +39,7 @@ from leaks import kill_session
 
 #: Folders (from the repository root) whose tests run beside the rest: each in a child of
 #: its own.
-GROUPS = ("tests/compat/", "tests/parallel/")
+GROUPS = ("tests/compat/", "tests/dali_lite/")
 #: Set in the child: the pid of the session it serves (it ends when that one is gone).
 PARENT_ENV = "DALI_LITE_BACKGROUND_PARENT"
 OFF_ENV = "DALI_LITE_NO_BACKGROUND"
