@@ -1,22 +1,21 @@
-"""Slow groups of the suite that need nothing of the rest run beside it: the compat suite
-(tests/compat) and tests/dali_lite, each in a child pytest of its own, started as the
-session's tests start.
+"""A slow group of the suite that needs nothing of the rest runs beside it: the compat suite
+(tests/compat) in a child pytest of its own, started as the session's tests start.
 
-Most of the suite waits, for workers, child processes, timeouts and Ray: one pytest keeps
-about half of one core busy. Three of them side by side (these two groups, and the session
-with the rest) take little more than the longest on two cores. The session runs the groups'
-tests last; when it reaches them it replays the reports each child wrote (as isolation.py
+The compat suite is ten minutes of child processes of its own (tests/compat/compat_zygote.py)
+while the rest of the suite waits for workers, timeouts and Ray much of its time: on two
+cores the two together take little more than the longer one. The session runs the group's
+tests last; when it reaches them it replays the reports the child wrote (as isolation.py
 does for its children), waiting for those not written yet, so the terminal, ``-rs``,
 ``--junitxml`` and the exit status show them as usual.
 
-A child neither sees the rest of the suite nor is seen by it: it is started detached (in
+The child neither sees the rest of the suite nor is seen by it: it is started detached (in
 a session of its own, and no descendant of this process, whose leak checks and tests count
 its descendants), it looks only at its own children and mappings, and /dev/shm is compared
 by dali_lite's names only, which neither run leaves there (tests/leaks.py). It watches this
 process and ends if this one dies; this one ends it when the session ends.
 
-A group runs beside the rest only when the session selected tests outside it too; alone, it
-runs here as any test does. ``DALI_LITE_NO_BACKGROUND=1`` runs everything in this process.
+The group runs beside the rest only when the session selected tests of both; alone, it runs
+here as any test does. ``DALI_LITE_NO_BACKGROUND=1`` runs everything in this process.
 """
 
 from __future__ import annotations
@@ -37,9 +36,8 @@ import pytest
 from isolation import REPORT_ENV, lost_reports
 from leaks import kill_session
 
-#: Folders (from the repository root) whose tests run beside the rest: each in a child of
-#: its own.
-GROUPS = ("tests/compat/", "tests/dali_lite/")
+#: Folders (from the repository root) whose tests run in the background child.
+GROUPS = ("tests/compat/",)
 #: Set in the child: the pid of the session it serves (it ends when that one is gone).
 PARENT_ENV = "DALI_LITE_BACKGROUND_PARENT"
 OFF_ENV = "DALI_LITE_NO_BACKGROUND"
@@ -50,45 +48,25 @@ _LAUNCHER = ("import subprocess, sys; out = open(sys.argv[1], 'w'); "
              "stderr=subprocess.STDOUT, start_new_session=True).pid)")
 
 
-def group_of(item: pytest.Item) -> int | None:
-    """The index in GROUPS of ``item``'s group; None for a test of the session's own (an
-    ``isolated`` test runs as such, anyway)."""
-    if item.get_closest_marker("isolated") is not None:
-        return None
+def in_group(item: pytest.Item) -> bool:
+    """Whether ``item`` belongs to the group (an ``isolated`` test runs as such, anyway)."""
     try:
         relative = item.path.resolve().relative_to(item.config.rootpath.resolve()).as_posix()
     except ValueError:  # a test outside the repository
-        return None
-    return next((i for i, folder in enumerate(GROUPS) if relative.startswith(folder)), None)
+        return False
+    return relative.startswith(GROUPS) and item.get_closest_marker("isolated") is None
+
+
+def wanted(config: pytest.Config, items: list[pytest.Item]) -> bool:
+    """Whether this session runs the group beside the rest."""
+    return (not os.environ.get(OFF_ENV) and not config.option.collectonly
+            and any(in_group(item) for item in items)
+            and not all(in_group(item) for item in items))
 
 
 def last(items: list[pytest.Item]) -> None:
-    """The groups' tests to the end, group by group (each in its order): the session runs
-    its own while the children run theirs."""
-    items.sort(key=lambda item: -1 if (group := group_of(item)) is None else group)
-
-
-def start(config: pytest.Config, items: list[pytest.Item]) -> list[BackgroundRunner]:
-    """A child for each group of which the session selected tests, beside tests of others."""
-    if os.environ.get(OFF_ENV) or config.option.collectonly:
-        return []
-    runners = []
-    for group in range(len(GROUPS)):
-        members = [item for item in items if group_of(item) == group]
-        if members and len(members) < len(items):
-            runners.append(BackgroundRunner(config, members))
-    return runners
-
-
-def forwarded_options(config: pytest.Config) -> list[str]:
-    """The session's options that change how a test runs, for a child to run with: the
-    selection is the child's list of tests, and the session writes the reports."""
-    options = [f"-W{spec}" for spec in config.getoption("pythonwarnings", None) or ()]
-    for name, flag in (("timeout", "--timeout"), ("hypothesis_seed", "--hypothesis-seed"),
-                       ("hypothesis_profile", "--hypothesis-profile")):
-        if (value := config.getoption(name, None)) is not None:
-            options.append(f"{flag}={value}")
-    return options
+    """The group's tests to the end (in their order): the rest runs while the child does."""
+    items.sort(key=in_group)
 
 
 class BackgroundRunner:
@@ -105,8 +83,10 @@ class BackgroundRunner:
         self.replayed: set[str] = set()
         env = dict(os.environ, **{REPORT_ENV: self.path, PARENT_ENV: str(os.getpid())})
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                   "-p", "no:randomly", *forwarded_options(config),
-                   *(item.nodeid for item in items)]
+                   "-p", "no:randomly"]
+        if (timeout := config.getoption("timeout", None)) is not None:
+            command.append(f"--timeout={timeout}")
+        command += [item.nodeid for item in items]
         launched = subprocess.run([sys.executable, "-c", _LAUNCHER, self.log, *command],
                                   cwd=config.rootpath, env=env, capture_output=True,
                                   text=True, check=True, timeout=60)

@@ -49,7 +49,7 @@ if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
 _DEV_SHM = "/dev/shm"
 _CHILD_EXIT_GRACE_S = 2.0
 _RUNNER = pytest.StashKey["isolation.IsolatedRunner"]()
-_BACKGROUND = pytest.StashKey[list["background.BackgroundRunner"]]()
+_BACKGROUND = pytest.StashKey["background.BackgroundRunner"]()
 _CONFIG: list[pytest.Config] = []
 
 
@@ -162,20 +162,24 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     runner = session.config.stash.get(_RUNNER, None)
     if runner is not None:
         runner.collected(session.items)
-    if not isolation.in_child():
-        session.config.stash[_BACKGROUND] = background.start(session.config, session.items)
+    if not isolation.in_child() and background.wanted(session.config, session.items):
+        session.config.stash[_BACKGROUND] = background.BackgroundRunner(
+            session.config, [item for item in session.items if background.in_group(item)])
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    for runner in session.config.stash.get(_BACKGROUND, []):
+    runner = session.config.stash.get(_BACKGROUND, None)
+    if runner is not None:
         runner.stop()
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
-    runners = [*item.config.stash.get(_BACKGROUND, []), item.config.stash.get(_RUNNER, None)]
-    runner = next((r for r in runners if r is not None and r.wants(item)), None)
-    if runner is None:
+    runner: isolation.IsolatedRunner | background.BackgroundRunner | None
+    runner = item.config.stash.get(_BACKGROUND, None)
+    if runner is None or not runner.wants(item):
+        runner = item.config.stash.get(_RUNNER, None)
+    if runner is None or not runner.wants(item):
         return None
     runner.run(item)
     # pytest tears a module's fixtures and collectors down in the protocol this hook replaces:
