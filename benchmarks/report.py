@@ -272,9 +272,17 @@ def diagnostics_table(results: Sequence[Result], loaders: Sequence[str]) -> str:
 
 
 def errors_text(results: Sequence[Result]) -> str:
-    """One line per failed measurement (empty when none failed)."""
-    failed = [r for r in results if "error" in r]
-    return "\n".join(f"- {r['loader']} / {r['workload']}: {r['error']}" for r in failed)
+    """One line per failed measurement, and per failed attempt that a rerun replaced (empty
+    when nothing failed)."""
+    lines = []
+    for r in results:
+        if "error" in r:
+            tail = r.get("stderr_tail")
+            lines.append(f"- {r['loader']} / {r['workload']}: {r['error']}"
+                         + (f" (stderr: {tail!r})" if tail else ""))
+        lines += [f"- {r['loader']} / {r['workload']}, an attempt rerun: {error}"
+                  for error in r.get("failed_attempts", ())]
+    return "\n".join(lines)
 
 
 def comparison_table(results: Sequence[Result], variants: Sequence[str]) -> str:

@@ -126,6 +126,59 @@ def test_a_missing_peer_gets_a_column_that_says_so(monkeypatch: pytest.MonkeyPat
     assert "not installed (no_such_module_for_the_smoke_test)" in capsys.readouterr().out
 
 
+def test_a_measurement_that_crashes_reports_its_stderr_and_fails_the_run(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A child that dies without a result (a worker's abort, say) is tried once more; twice
+    failed, the report shows the end of its stderr and the command exits 1."""
+    from benchmarks import run
+
+    crash = ("import os, sys; sys.stderr.write('terminate called after throwing\\n'); "
+             "sys.stderr.flush(); os.abort()")
+    monkeypatch.setattr(run, "_command", lambda *args: [sys.executable, "-c", crash])
+    code = run.main(["--only", "dali_lite", "--workloads", "tiny", "--repeats", "1",
+                     "--scale", "0.01", "--retries", "0"])
+    out = capsys.readouterr()
+    assert code == 1
+    assert "Failed measurements:" in out.out
+    assert "no result (exit code -6)" in out.out
+    assert "terminate called after throwing" in out.out
+    assert "failed (no result (exit code -6)); once more" in out.err
+
+
+@pytest.mark.parametrize("outcomes, attempts, stands", [
+    (["crash", "ok"], 2, "ok"),          # one crash: rerun, the crash listed
+    (["crash", "crash"], 2, "crash"),    # two in a row: the failure stands
+    (["ok"], 1, "ok"),
+    (["noisy", "crash", "ok"], 2, "ok"),  # a crash after a noisy run: the noisy run counts
+])
+def test_a_failed_attempt_is_rerun_once_and_listed(
+        monkeypatch: pytest.MonkeyPatch, outcomes: list[str], attempts: int,
+        stands: str) -> None:
+    from benchmarks import run
+
+    left = iter(outcomes)
+
+    def fake_run_one(loader: str, workload: str, *rest: object) -> dict[str, object]:
+        outcome = next(left)
+        if outcome == "crash":
+            return {"loader": loader, "workload": workload, "error": "killed by signal"}
+        return {"loader": loader, "workload": workload, "outcome": outcome,
+                "foreign_cpu_frac": 0.5 if outcome == "noisy" else 0.0}
+
+    monkeypatch.setattr(run, "run_one", fake_run_one)
+    args = run.parse_args(["--retries", "1", "--noise-limit", "0.1"])
+    result = run._run_quietest("dali_lite", "tiny", args, None)
+    assert result["attempts"] == attempts
+    if stands == "crash":
+        assert result["error"] == "killed by signal"
+    else:
+        assert "error" not in result
+        crashes = outcomes[:attempts].count("crash")
+        assert result.get("failed_attempts", []) == ["killed by signal"] * crashes
+        from benchmarks.report import errors_text
+        assert errors_text([result]).count("an attempt rerun") == crashes
+
+
 def test_the_chain_runs_beside_dali_and_the_dataloader_column_says_why_not(
         capsys: pytest.CaptureFixture[str]) -> None:
     """The chain workload (issue 22): DALI's operators after a serial source, for dali_lite
