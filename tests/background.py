@@ -1,12 +1,14 @@
-"""A slow group of the suite that needs nothing of the rest runs beside it: the compat suite
-(tests/compat) in a child pytest of its own, started as the session's tests start.
+"""Slow groups of the suite that need nothing of the rest run beside it: the compat suite
+(tests/compat) and the parallel engine's process tests (tests/parallel), one after the other
+in a child pytest of its own, started as the session's tests start.
 
-The compat suite is ten minutes of child processes of its own (tests/compat/compat_zygote.py)
-while the rest of the suite waits for workers, timeouts and Ray much of its time: on two
-cores the two together take little more than the longer one. The session runs the group's
-tests last; when it reaches them it replays the reports the child wrote (as isolation.py
-does for its children), waiting for those not written yet, so the terminal, ``-rs``,
-``--junitxml`` and the exit status show them as usual.
+Both groups wait for child processes (the compat zygotes' cases, worker pools, Ray) much of
+their time, as the rest of the suite does: on two cores the child and the session together
+take little more than the longer of them, and the two groups together weigh about what the
+rest does (docs/testing.md). The session runs the group's tests last; when it reaches them
+it replays the reports the child wrote (as isolation.py does for its children), waiting for
+those not written yet, so the terminal, ``-rs``, ``--junitxml`` and the exit status show
+them as usual. That wait is bounded by the child's progress, not by the per-test timeout.
 
 The child neither sees the rest of the suite nor is seen by it: it is started detached (in
 a session of its own, and no descendant of this process, whose leak checks and tests count
@@ -36,12 +38,17 @@ import pytest
 from isolation import REPORT_ENV, lost_reports
 from leaks import kill_session
 
-#: Folders (from the repository root) whose tests run in the background child.
-GROUPS = ("tests/compat/",)
+#: Folders (from the repository root) whose tests run in the background child; the
+#: environment's ``DALI_LITE_BACKGROUND_GROUPS`` (paths, comma-separated) stands in for them
+#: (tests/test_background.py runs a group of its own).
+GROUPS = tuple(filter(None, os.environ.get("DALI_LITE_BACKGROUND_GROUPS", "").split(","))) or (
+    "tests/compat/", "tests/parallel/")
 #: Set in the child: the pid of the session it serves (it ends when that one is gone).
 PARENT_ENV = "DALI_LITE_BACKGROUND_PARENT"
 OFF_ENV = "DALI_LITE_NO_BACKGROUND"
 _POLL_S = 0.2
+#: The least per-test bound assumed for the child: it counts as stuck after twice the largest.
+_DEFAULT_STALL_S = 300.0
 #: Started detached: the launcher prints its child's pid and exits at once.
 _LAUNCHER = ("import subprocess, sys; out = open(sys.argv[1], 'w'); "
              "print(subprocess.Popen(sys.argv[2:], stdin=subprocess.DEVNULL, stdout=out, "
@@ -84,8 +91,18 @@ class BackgroundRunner:
         env = dict(os.environ, **{REPORT_ENV: self.path, PARENT_ENV: str(os.getpid())})
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                    "-p", "no:randomly"]
-        if (timeout := config.getoption("timeout", None)) is not None:
+        timeout = config.getoption("timeout", None)
+        if timeout is not None:
             command.append(f"--timeout={timeout}")
+        # The longest any one of the group's tests may take in the child, twice over.
+        per_test = timeout if timeout is not None else config.getini("timeout") or 0
+        self.stall_s = 2.0 * max([_DEFAULT_STALL_S, float(per_test), *(
+            float(marker.args[0]) for item in items
+            if (marker := item.get_closest_marker("timeout")) is not None and marker.args)])
+        for item in items:
+            # Here the item's protocol only waits for the child's reports (bounded above);
+            # the test itself runs in the child, under its own timeout.
+            item.add_marker(pytest.mark.timeout(0), append=False)
         command += [item.nodeid for item in items]
         launched = subprocess.run([sys.executable, "-c", _LAUNCHER, self.log, *command],
                                   cwd=config.rootpath, env=env, capture_output=True,
@@ -117,11 +134,23 @@ class BackgroundRunner:
         return any(report.when == "teardown" for report in self.reports.get(nodeid, ()))
 
     def run(self, item: pytest.Item) -> None:
-        """Replay the child's reports of ``item``, once it wrote them all."""
+        """Replay the child's reports of ``item``, once it wrote them all.
+
+        The wait is bounded by the child's progress, not by this item's timeout (which
+        pytest-timeout would apply to the whole wait: the child may be minutes behind this
+        session). A child that writes no report for longer than its own per-test timeout
+        (doubled, for the teardown) is stuck past what its timeouts end: it is killed, and
+        the tests it did not report fail as lost."""
         self._read()
+        last_progress, seen = time.monotonic(), self.offset
         while not self._finished(item.nodeid) and self._alive():
             time.sleep(_POLL_S)
             self._read()
+            if self.offset != seen:
+                last_progress, seen = time.monotonic(), self.offset
+            elif time.monotonic() - last_progress > self.stall_s:
+                kill_session(self.pid)
+                break
         self._read()
         reports = self.reports.pop(item.nodeid, [])
         self.replayed.add(item.nodeid)
