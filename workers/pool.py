@@ -62,7 +62,7 @@ from dali_lite_workers.process_launch import (
     sigint_blocked,
     start_worker,
 )
-from dali_lite_workers.readiness import ReadySet, readable_now
+from dali_lite_workers.readiness import ReadySet
 from dali_lite_workers.resources import PoolResources, shutdown
 from dali_lite_workers.startup import describe
 
@@ -301,7 +301,7 @@ class WorkerPool(PoolBase):
 
     def _drain(self, worker: int, conn: Connection, replies: list[Reply]) -> None:
         try:
-            while readable_now(conn):
+            while self._ready.readable_now(conn):
                 reply = conn.recv()
                 if isinstance(reply, StartupFailed):
                     raise self._worker_died(worker, reply)
@@ -339,7 +339,7 @@ class WorkerPool(PoolBase):
         then the first thing on its pipe: the worker never started its loop)."""
         conn = self._res.conns[worker]
         try:
-            while readable_now(conn):
+            while self._ready.readable_now(conn):
                 message = conn.recv()
                 if isinstance(message, StartupFailed):
                     return message

@@ -16,7 +16,7 @@ import select
 from collections.abc import Sequence
 from typing import Protocol
 
-__all__ = ["ReadySet", "readable_now"]
+__all__ = ["ReadySet"]
 
 _EVENTS = select.POLLIN | select.POLLPRI
 
@@ -44,6 +44,8 @@ class ReadySet:
         self._objects: tuple[Waitable, ...] = ()
         self._fds: tuple[int, ...] = ()
         self._poller = select.poll()
+        # One poll object per fd asked about alone (readable_now), kept as the set's is.
+        self._single: dict[int, select.poll] = {}
 
     def wait(self, objects: Sequence[Waitable], timeout: float | None) -> list[Waitable]:
         # Connections compare by identity, sentinels (fds) by number: a new connection means
@@ -51,6 +53,7 @@ class ReadySet:
         if tuple(objects) != self._objects:
             self._objects = tuple(objects)
             self._fds = tuple(_fd(obj) for obj in self._objects)
+            self._single.clear()
             self._poller = select.poll()
             for fd in self._fds:
                 self._poller.register(fd, _EVENTS)
@@ -60,9 +63,16 @@ class ReadySet:
         ready_fds = {fd for fd, _ in self._poller.poll(timeout_ms)}
         return [obj for obj, fd in zip(self._objects, self._fds) if fd in ready_fds]
 
+    def readable_now(self, obj: Waitable) -> bool:
+        """Whether ``obj`` can be read without blocking (data, EOF or an error is pending).
 
-def readable_now(obj: Waitable) -> bool:
-    """Whether ``obj`` can be read without blocking (data, EOF or an error is pending)."""
-    poller = select.poll()
-    poller.register(_fd(obj), _EVENTS)
-    return bool(poller.poll(0))
+        The pool asks this of a worker's pipe after every reply; the poll object for that
+        fd is built once. poll() looks up what an fd number names at each call, so a kept
+        object stays right when a number is reused; the cache is emptied when the watched
+        set changes (a worker replaced) only so that it holds the fds in use."""
+        fd = _fd(obj)
+        poller = self._single.get(fd)
+        if poller is None:
+            poller = self._single[fd] = select.poll()
+            poller.register(fd, _EVENTS)
+        return bool(poller.poll(0))

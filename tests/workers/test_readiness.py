@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dali_lite_workers.readiness as readiness
-from dali_lite_workers.readiness import ReadySet, readable_now
+from dali_lite_workers.readiness import ReadySet
 
 
 @pytest.fixture
@@ -44,7 +44,7 @@ def test_wait_reports_exactly_the_readable_objects_in_order(
             assert ready_set.wait(objects, 0) == expected
             for index in with_data:  # empty the pipes for the next round
                 assert made[index][0].recv() == index
-                assert not readable_now(made[index][0])
+                assert not ready_set.readable_now(made[index][0])
     finally:
         for reader, writer in made:
             reader.close()
@@ -67,7 +67,7 @@ def test_a_closed_writer_and_an_exited_process_count_as_ready(
         writer.close()
         ready_set = ReadySet()
         assert ready_set.wait([reader, pipes[1][0]], 5) == [reader]
-        assert readable_now(reader)
+        assert ready_set.readable_now(reader)
         process.join(10)
         assert ready_set.wait([pipes[1][0], process.sentinel], 5) == [process.sentinel]
     finally:
