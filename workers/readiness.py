@@ -16,7 +16,7 @@ import select
 from collections.abc import Sequence
 from typing import Protocol
 
-__all__ = ["ReadySet", "readable_now"]
+__all__ = ["HasFileno", "ReadySet", "Waitable", "readable_now"]
 
 _EVENTS = select.POLLIN | select.POLLPRI
 
