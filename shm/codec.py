@@ -108,8 +108,9 @@ def _single_run(samples: Sequence[Any], o: int) -> Run | None:
 
 def runs_of(outputs: Sequence[Sequence[Any]]) -> list[list[Run]]:
     """``outputs`` (outputs x samples of arrays) as outputs x runs of equal samples, not yet
-    placed. Raises ``TypeError`` for a dtype that cannot live in shared memory and
-    ``ValueError`` for too many dimensions."""
+    placed. The samples are untyped, as a callback returned them: arrays, or anything
+    ``np.asarray`` takes. Raises ``TypeError`` for a dtype that cannot live in shared memory
+    and ``ValueError`` for too many dimensions."""
     runs: list[list[Run]] = []
     for o, samples in enumerate(outputs):
         single = _single_run(samples, o)

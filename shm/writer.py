@@ -124,7 +124,8 @@ class SlotWriter:
     # ------------------------------------------------------------------ streaming
     def put(self, index: int, samples: Sequence[Any]) -> tuple[np.ndarray, ...] | None:
         """Copy sample ``index`` (one array per output) to its place; the views of it there,
-        or None if it was not taken (and then no sample is taken any more)."""
+        or None if it was not taken (and then no sample is taken any more). ``samples`` are
+        untyped, as the callback made them: only numpy arrays like the first sample's fit."""
         if not self.active:
             return None
         try:

@@ -16,6 +16,8 @@ import numpy as np
 
 __all__ = ["BatchedCallback", "Callback", "SampleSink"]
 
+#: A callback, called with one of a task's arguments. The argument is untyped: a pool passes
+#: on whatever its caller submitted (dali_lite's sources: a `SampleInfo` or a `BatchInfo`).
 Callback = Callable[[Any], Sequence[Sequence[np.ndarray]]]
 
 
@@ -44,7 +46,8 @@ class SampleSink(Protocol):
 
     ``put`` copies sample ``index`` (one array per output) into place and returns the views
     of it there, to be returned in place of the arrays; None when it was not taken, and the
-    stream then takes no more (``active`` turns False). ``stop`` turns it off.
+    stream then takes no more (``active`` turns False). ``stop`` turns it off. The samples are
+    untyped: whatever the callback made; only numpy arrays of a slot's dtypes are taken.
     """
 
     @property

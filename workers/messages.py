@@ -50,7 +50,7 @@ class _Message:
     #: Every message class is a dataclass (this base is not: it has no fields of its own).
     __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
 
-    def __reduce__(self) -> tuple[type[Any], tuple[Any, ...]]:
+    def __reduce__(self) -> tuple[type[_Message], tuple[object, ...]]:
         cls = type(self)
         return cls, tuple([getattr(self, name) for name in cls.__dataclass_fields__])
 
@@ -78,7 +78,8 @@ class RunTask(_Message):
 
     task_id: int
     callback: int
-    #: A tuple, or any picklable sequence that yields the arguments (e.g. a compact range).
+    #: A tuple, or any picklable sequence that yields the arguments (e.g. a compact range),
+    #: of whatever type the callback takes.
     args: Sequence[Any]
     segment_id: int
     #: Send :class:`TaskStarted` before the first call (the task has a deadline).

@@ -19,13 +19,25 @@ from __future__ import annotations
 import importlib
 import pickle
 import types
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from dali_lite_workers.callbacks import Callback
 from dali_lite_workers.errors import CallbackPicklingError
 
-__all__ = ["PicklerSpec", "dump_callbacks", "prepare_callbacks", "resolve_pickler"]
+__all__ = ["Pickler", "PicklerSpec", "dump_callbacks", "prepare_callbacks", "resolve_pickler"]
+
+
+class Pickler(Protocol):
+    """A callback pickler: a module (``pickle``, ``cloudpickle``, ``dill``) or an object with
+    ``dumps`` and ``loads``, each called with the keyword arguments the user gave for it."""
+
+    # Untyped: what is pickled is a callback, what is unpickled whatever was pickled, and the
+    # extra arguments are the pickler's own; ``dumps`` may return anything (checked here).
+    def dumps(self, obj: Any, /, *args: Any, **kwargs: Any) -> object: ...
+
+    def loads(self, data: bytes, /, *args: Any, **kwargs: Any) -> Any: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,13 +45,15 @@ class PicklerSpec:
     """A picklable description of a callback pickler."""
 
     module_name: str | None = None
-    obj: Any = None
+    obj: Pickler | None = None
+    #: The keyword arguments of ``dumps`` and ``loads``: the pickler's own, passed through.
     dumps_kwargs: Mapping[str, Any] = field(default_factory=dict)
     loads_kwargs: Mapping[str, Any] = field(default_factory=dict)
 
-    def _pickler(self) -> Any:
+    def _pickler(self) -> Pickler:
         if self.module_name is not None:
             return importlib.import_module(self.module_name)
+        assert self.obj is not None  # resolve_pickler gives a module name or an object
         return self.obj
 
     @property
@@ -49,19 +63,19 @@ class PicklerSpec:
             return f"module {self.module_name!r}"
         return f"pickler object {self.obj!r}"
 
-    def dumps(self, obj: Any) -> bytes:
+    def dumps(self, obj: object) -> bytes:
         """Serialise ``obj`` with the pickler (in the main process)."""
         data = self._pickler().dumps(obj, **dict(self.dumps_kwargs))
         if not isinstance(data, bytes | bytearray | memoryview):
             raise TypeError(f"{self.name}.dumps returned {type(data).__name__}, not bytes")
         return bytes(data)
 
-    def loads(self, data: bytes) -> Any:
+    def loads(self, data: bytes) -> Any:  # whatever was pickled (a callback)
         """Deserialise ``data`` with the pickler (in the worker)."""
         return self._pickler().loads(data, **dict(self.loads_kwargs))
 
 
-def _check_has_dumps_loads(pickler: Any) -> None:
+def _check_has_dumps_loads(pickler: object) -> None:
     for attr in ("dumps", "loads"):
         if not callable(getattr(pickler, attr, None)):
             raise TypeError(
@@ -72,7 +86,10 @@ def _check_has_dumps_loads(pickler: Any) -> None:
 
 
 def resolve_pickler(pickler: Any | None) -> PicklerSpec:
-    """Turn the user's ``pickler`` argument into a :class:`PicklerSpec` (None: cloudpickle)."""
+    """Turn the user's ``pickler`` argument into a :class:`PicklerSpec` (None: cloudpickle).
+
+    ``pickler`` is untyped: DALI's ``py_callback_pickler`` as the user gave it (a `Pickler`, a
+    tuple of one and its keyword arguments, or anything else, refused here)."""
     dumps_kwargs: Mapping[str, Any] = {}
     loads_kwargs: Mapping[str, Any] = {}
     if isinstance(pickler, tuple):
@@ -92,7 +109,7 @@ def resolve_pickler(pickler: Any | None) -> PicklerSpec:
     return PicklerSpec(None, pickler, dumps_kwargs, loads_kwargs)
 
 
-def dump_callbacks(callbacks: Sequence[Callable[..., Any]], spec: PicklerSpec) -> list[bytes]:
+def dump_callbacks(callbacks: Sequence[Callback], spec: PicklerSpec) -> list[bytes]:
     """Pickle each callback, raising :class:`CallbackPicklingError` naming the culprit."""
     payloads: list[bytes] = []
     for index, callback in enumerate(callbacks):
@@ -109,7 +126,7 @@ def dump_callbacks(callbacks: Sequence[Callable[..., Any]], spec: PicklerSpec) -
 
 
 def prepare_callbacks(
-    callbacks: Sequence[Any], start_method: str, pickler: Any | None
+    callbacks: Sequence[Callback], start_method: str, pickler: Any | None
 ) -> tuple[tuple[bytes, ...] | None, PicklerSpec | None]:
     """What a worker needs to get ``callbacks``: nothing under fork, payloads under spawn.
 

@@ -62,7 +62,7 @@ from dali_lite_workers.process_launch import (
     sigint_blocked,
     start_worker,
 )
-from dali_lite_workers.readiness import ReadySet
+from dali_lite_workers.readiness import ReadySet, Waitable
 from dali_lite_workers.resources import PoolResources, shutdown
 from dali_lite_workers.startup import describe
 
@@ -91,7 +91,7 @@ class WorkerPool(PoolBase):
         callbacks: Sequence[Callback],
         num_workers: int,
         start_method: str = "fork",
-        pickler: Any | None = None,
+        pickler: Any | None = None,  # see workers.pickling.resolve_pickler
         name: str = "dali_lite",
     ) -> None:
         if start_method not in _START_METHODS:
@@ -267,7 +267,7 @@ class WorkerPool(PoolBase):
             conns = self._res.conns
             sentinels = {proc.sentinel: i for i, proc in enumerate(self._res.processes)}
             wakeup = self._res.wakeup_fds
-            watched: list[Any] = [*conns, *sentinels]
+            watched: list[Waitable] = [*conns, *sentinels]
             if wakeup is not None:
                 watched.append(wakeup[0])
             while True:
@@ -283,7 +283,8 @@ class WorkerPool(PoolBase):
                 if self._closing:
                     raise PoolClosedError("the worker pool was closed while collecting")
                 for obj in ready:
-                    if not isinstance(obj, Connection) and obj in sentinels:
+                    # Not a connection: a sentinel or the wakeup pipe's fd, an int.
+                    if isinstance(obj, int) and obj in sentinels:
                         raise self._worker_died(sentinels[obj])
                 replies: list[Reply] = []
                 for worker, conn in enumerate(conns):

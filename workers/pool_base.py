@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from dali_lite_shm import SharedSegment
+from dali_lite_workers.callbacks import Callback
 
 __all__ = ["PoolBase"]
 
@@ -23,7 +24,7 @@ class PoolBase:
     """The constructor's common checks, `num_workers`/`started`/`closed`, `with`, and the
     checks of a task's arguments. Subclasses implement `start` and `close`."""
 
-    def __init__(self, callbacks: Sequence[Any], num_workers: int) -> None:
+    def __init__(self, callbacks: Sequence[Callback], num_workers: int) -> None:
         if num_workers < 1:
             raise ValueError(f"num_workers must be at least 1, got {num_workers}")
         self._callbacks = tuple(callbacks)

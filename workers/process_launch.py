@@ -18,8 +18,9 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
+from dali_lite_workers.callbacks import Callback
 from dali_lite_workers.pickling import PicklerSpec
 from dali_lite_workers.resources import PoolResources
 from dali_lite_workers.startup import ReportingName
@@ -54,7 +55,7 @@ class WorkerLaunch:
 
     start_method: str
     name: str
-    callbacks: tuple[Any, ...]
+    callbacks: tuple[Callback, ...]
     #: spawn: each callback pickled with ``pickler``; fork: None (the callbacks are inherited).
     payloads: tuple[bytes, ...] | None
     pickler: PicklerSpec | None

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dali_lite_workers.callbacks import Callback
 from dali_lite_workers.errors import RemoteError
 from dali_lite_workers.heap import keep_freed_memory
 from dali_lite_workers.pickling import PicklerSpec
@@ -47,7 +48,7 @@ class RayWorker:
         # (functions of the user's modules) import here. On another node, paths that do not
         # exist there are harmless; ship code with Ray's runtime_env (docs/scale-out.md).
         sys.path.extend(entry for entry in driver_path if entry not in sys.path)
-        self.callbacks: list[Any] = []
+        self.callbacks: list[Callback | RemoteError] = []
         for payload in payloads:
             try:
                 self.callbacks.append(pickler.loads(payload))
@@ -65,7 +66,8 @@ class RayWorker:
         return str(ray.get_runtime_context().get_node_id())
 
     def run(self, callback: int, args: Sequence[Any]) -> list[list[Any]] | RayTaskFailure:
-        """Outputs x samples of arrays, or the failure."""
+        """Outputs x samples of arrays, or the failure (``args`` and the samples are
+        untyped, as `workers.task_calls.run_calls` has them)."""
         if not 0 <= callback < len(self.callbacks):
             error = IndexError(f"callback index {callback} out of range; the pool has "
                                f"{len(self.callbacks)} callbacks")

@@ -34,6 +34,7 @@ import queue
 import socket
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -86,13 +87,14 @@ def _in_ray_thread(call: Callable[[], None]) -> None:
         _requests.put(call)
 
 
-def require_ray() -> Any:
+def require_ray() -> types.ModuleType:
     """The `ray` module, with a clear ImportError saying what to install when it is missing."""
     try:
         import ray
     except ImportError as exc:
         raise ImportError(INSTALL_HINT) from exc
-    return ray
+    module: types.ModuleType = ray  # mypy does not read Ray (pyproject.toml)
+    return module
 
 
 def start_timeout(timeout_s: float | None = None) -> float:
@@ -158,12 +160,12 @@ def _check_pending() -> None:
 
 
 def init_ray(timeout_s: float | None = None, address: str | None = None,
-             **init_kwargs: Any) -> Any:
+             **init_kwargs: Any) -> types.ModuleType:
     """Connect to Ray (or start a local instance) within ``timeout_s`` seconds (default:
     `start_timeout`); a no-op when this process is already connected. ``address`` (default:
-    ``RAY_ADDRESS``, else ``"local"``) and ``init_kwargs`` go to ``ray.init``. Returns the
-    ``ray`` module; raises :class:`RayConnectError` when the address does not answer or the
-    bound passes, and whatever ``ray.init`` raised."""
+    ``RAY_ADDRESS``, else ``"local"``) and ``init_kwargs`` (Ray's own arguments) go to
+    ``ray.init``. Returns the ``ray`` module; raises :class:`RayConnectError` when the
+    address does not answer or the bound passes, and whatever ``ray.init`` raised."""
     ray = require_ray()
     if ray.is_initialized():
         return ray

@@ -17,12 +17,13 @@ import contextlib
 import sys
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from dali_lite_workers.callbacks import Callback
 from dali_lite_workers.errors import RayPlacementError, RayWorkerLostError
-from dali_lite_workers.pickling import prepare_callbacks
+from dali_lite_workers.pickling import PicklerSpec, prepare_callbacks
 from dali_lite_workers.ray_actor import RayWorker
 from dali_lite_workers.ray_connect import (
     INSTALL_HINT,
@@ -32,15 +33,53 @@ from dali_lite_workers.ray_connect import (
     start_timeout,
 )
 
-__all__ = ["INSTALL_HINT", "START_TIMEOUT_ENV", "ActorState", "RayLauncher", "kill_actors",
-           "require_ray"]
+__all__ = ["INSTALL_HINT", "START_TIMEOUT_ENV", "ActorClass", "ActorHandle", "ActorState",
+           "ObjectRef", "RayLauncher", "RemoteMethod", "kill_actors", "require_ray"]
 
+#: A ``ray.ObjectRef``: the future of one call, opaque to the pool, which keys its tasks by it
+#: until ``ray.get`` or ``ray.wait`` hands it back.
+ObjectRef = Hashable
+
+
+class RemoteMethod(Protocol):
+    """A method of an actor, as Ray's handle offers it: ``remote`` queues a call."""
+
+    def remote(self, *args: object) -> ObjectRef: ...
+
+
+class ActorHandle(Protocol):
+    """A handle of a `workers.ray_actor.RayWorker` actor: its methods, called remotely."""
+
+    @property
+    def ready(self) -> RemoteMethod: ...
+
+    @property
+    def node_id(self) -> RemoteMethod: ...
+
+    @property
+    def run(self) -> RemoteMethod: ...
+
+
+class ActorFactory(Protocol):
+    """What creates an actor: ``remote`` with the actor class's arguments."""
+
+    def remote(self, *args: object) -> ActorHandle: ...
+
+
+class ActorClass(ActorFactory, Protocol):
+    """``ray.remote(RayWorker)``: creates actors, with ``options`` or the defaults."""
+
+    def options(self, **options: object) -> ActorFactory: ...
+
+
+#: Ray's actor options (``num_cpus``, ``resources``, ``runtime_env``...): values of any type,
+#: passed through to Ray as the user gave them (``py_ray_options``).
 _DEFAULT_ACTOR_OPTIONS: Mapping[str, Any] = {"num_cpus": 1}
 #: Seconds between attempts to start a replacement actor that died before it was ready.
 _REPLACEMENT_RETRY_S = 1.0
 
 
-def kill_actors(handles: list[Any]) -> None:
+def kill_actors(handles: list[ActorHandle]) -> None:
     """Kill actors (idempotent; safe at interpreter exit and when Ray is already down)."""
     try:
         import ray
@@ -58,7 +97,7 @@ def kill_actors(handles: list[Any]) -> None:
 class ActorState:
     """What the main process keeps of one actor: its handle, pid and task queue (in order)."""
 
-    handle: Any
+    handle: ActorHandle
     pid: int | None = None
     queue: deque[int] = field(default_factory=deque)
     #: When the task at the head of the queue started (as far as we can tell: when the task
@@ -76,13 +115,16 @@ class RayLauncher:
         self.start_timeout_s = start_timeout(start_timeout_s)
         # Every handle ever created, for the pool's finalizer: a handle held here keeps
         # nothing but the actor, so the finalizer can kill it without keeping the pool alive.
-        self.handles: list[Any] = []
+        self.handles: list[ActorHandle] = []
         #: The current actor of every worker; a restarted one gets a fresh state.
         self.actors: list[ActorState] = []
-        self._remote_class: Any = None
-        self._setup: tuple[Any, ...] = ()
+        self._remote_class: ActorClass | None = None
+        #: The arguments of every actor after its index (`RayWorker`'s), once connected:
+        #: the pickled callbacks, their pickler, and this process's import path.
+        self._setup: tuple[()] | tuple[tuple[bytes, ...] | None, PicklerSpec | None,
+                                       list[str]] = ()
 
-    def connect(self, callbacks: Sequence[Any], pickler: Any | None) -> None:
+    def connect(self, callbacks: Sequence[Callback], pickler: Any | None) -> None:
         """Pickle the callbacks for the actors (as for ``spawn``) and connect to Ray (the
         cluster ``RAY_ADDRESS`` names) or start a local instance, within ``start_timeout_s``
         (:func:`workers.ray_connect.init_ray`), unless this process already is connected.
@@ -93,9 +135,10 @@ class RayLauncher:
         self._remote_class = ray.remote(RayWorker)
         self._setup = (payloads, spec, list(sys.path))
 
-    def _new_actor(self, index: int) -> Any:
+    def _new_actor(self, index: int) -> ActorHandle:
         """Create the actor of worker ``index``; returns its handle at once."""
         options = {"max_restarts": 0, **self.actor_options}
+        assert self._remote_class is not None  # set by connect(), before any actor starts
         handle = self._remote_class.options(**options).remote(index, *self._setup)
         self.handles.append(handle)
         return handle

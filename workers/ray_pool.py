@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dali_lite_shm import Placement, SharedSegment, SlotWriter
+from dali_lite_workers.callbacks import Callback
 from dali_lite_workers.deadlines import check_timeout
 from dali_lite_workers.errors import (
     PoolClosedError,
@@ -58,7 +59,13 @@ from dali_lite_workers.messages import Reply, TaskDone, TaskFailed
 from dali_lite_workers.pool_base import PoolBase
 from dali_lite_workers.ray_actor import RayTaskFailure
 from dali_lite_workers.ray_connect import init_ray
-from dali_lite_workers.ray_launch import ActorState, RayLauncher, kill_actors, require_ray
+from dali_lite_workers.ray_launch import (
+    ActorState,
+    ObjectRef,
+    RayLauncher,
+    kill_actors,
+    require_ray,
+)
 
 __all__ = ["RayConnectError", "RayPlacementError", "RayWorkerLostError", "RayWorkerPool",
            "init_ray", "require_ray"]
@@ -74,12 +81,12 @@ class _Task:
     task_id: int
     worker: int
     callback: int
-    args: Sequence[Any]
+    args: Sequence[Any]  # as submitted: whatever the callback takes
     segment: SharedSegment
     timeout_s: float | None
     placement: Placement | None = None
     data_segment: SharedSegment | None = None
-    ref: Any = None
+    ref: ObjectRef = None
     replays: int = 0
 
 
@@ -90,7 +97,7 @@ class RayWorkerPool(PoolBase):
 
     def __init__(
         self,
-        callbacks: Sequence[Any],
+        callbacks: Sequence[Callback],
         num_workers: int,
         *,
         pickler: Any | None = None,
@@ -112,7 +119,7 @@ class RayWorkerPool(PoolBase):
         # The launcher's list: it puts a fresh state in place of an actor it restarts.
         self._actors: list[ActorState] = self._launcher.actors
         self._tasks: dict[int, _Task] = {}
-        self._by_ref: dict[Any, int] = {}
+        self._by_ref: dict[ObjectRef, int] = {}
         self._finalizer = weakref.finalize(self, kill_actors, self._launcher.handles)
 
     # -- properties ---------------------------------------------------------------------
@@ -246,7 +253,7 @@ class RayWorkerPool(PoolBase):
             with contextlib.suppress(ValueError):
                 actor.queue.remove(task.task_id)
 
-    def _receive(self, ref: Any) -> Reply | None:
+    def _receive(self, ref: ObjectRef) -> Reply | None:
         import ray
 
         task_id = self._by_ref.get(ref)

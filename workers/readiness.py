@@ -16,7 +16,7 @@ import select
 from collections.abc import Sequence
 from typing import Protocol
 
-__all__ = ["ReadySet"]
+__all__ = ["HasFileno", "ReadySet", "Waitable"]
 
 _EVENTS = select.POLLIN | select.POLLPRI
 

@@ -28,9 +28,9 @@ import contextlib
 import linecache
 import sys
 import traceback
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from types import TracebackType
-from typing import Any
 
 from dali_lite_workers.messages import StartupFailed
 
@@ -50,7 +50,8 @@ _INSTALL = ("__import__('sys').path.extend([p for p in parent_path "
             "or __import__('dali_lite_workers.startup', fromlist=['install']).install(name, conn)")
 
 _conn: Connection | None = None
-_previous_hook: Any = None
+_previous_hook: Callable[[type[BaseException], BaseException, TracebackType | None],
+                         object] | None = None
 
 
 class ReportingName(str):
@@ -67,7 +68,7 @@ class ReportingName(str):
         self.pickled = False
         return self
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[Callable[..., object], tuple[object, ...]]:
         if self.pickled:
             return (str, (str(self),))
         self.pickled = True

@@ -8,19 +8,20 @@ same way, with the same errors.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from dali_lite_workers.callbacks import SampleSink
+from dali_lite_workers.callbacks import Callback, SampleSink
 
 __all__ = ["TaskOutcome", "run_calls"]
 
 #: (outputs, None) on success; (None, (call_index, error)) for the first call that failed,
-#: with call_index -1 when the failure is not tied to one call.
+#: with call_index -1 when the failure is not tied to one call. The samples are untyped:
+#: whatever the callback returned, checked where they are written (`shm.SlotWriter`).
 TaskOutcome = tuple[list[list[Any]] | None, tuple[int, BaseException] | None]
 
 
-def _is_sequence(value: Any) -> bool:
+def _is_sequence(value: object) -> bool:
     # Exact list/tuple first: the abstract-class check costs more than the rest of a merge.
     if type(value) is list or type(value) is tuple:
         return True
@@ -28,6 +29,7 @@ def _is_sequence(value: Any) -> bool:
 
 
 def _merge(outputs: list[list[Any]] | None, result: Any, call_index: int) -> list[list[Any]]:
+    # ``result`` is untyped: the callback's return value, whose shape is checked here.
     if not _is_sequence(result):
         raise TypeError(
             f"the callback returned {type(result).__name__}; expected a sequence of outputs, "
@@ -49,12 +51,13 @@ def _merge(outputs: list[list[Any]] | None, result: Any, call_index: int) -> lis
     return outputs
 
 
-def run_calls(callback: Callable[[Any], Any], args: Sequence[Any],
+def run_calls(callback: Callback, args: Sequence[Any],
               sink: SampleSink | None = None) -> TaskOutcome:
     """Call `callback` on every item of `args` (or its `call_many` once); never raises.
 
     `sink` (the task's `shm.SlotWriter`) goes to a `call_many` that takes one
-    (``call_many_streams``), which offers it each sample as it is made."""
+    (``call_many_streams``), which offers it each sample as it is made. ``args`` is untyped,
+    as the pool's caller submitted it (see `workers.callbacks.Callback`)."""
     call_many = getattr(callback, "call_many", None)
     if call_many is not None:
         # The callback takes the whole task at once (see workers.callbacks.BatchedCallback).

@@ -30,13 +30,12 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import recv_handle
-from typing import Any
 
 from dali_lite_shm import SharedSegment, ShmError, SlotWriter
+from dali_lite_workers.callbacks import Callback
 from dali_lite_workers.errors import RemoteError
 from dali_lite_workers.heap import keep_freed_memory
 from dali_lite_workers.messages import (
@@ -77,7 +76,7 @@ class WorkerSetup:
     name: str
     set_pdeathsig: bool
     #: fork: the callables themselves (inherited, never pickled).
-    callbacks: tuple[Callable[[Any], Any], ...] | None = None
+    callbacks: tuple[Callback, ...] | None = None
     #: spawn: each callable pickled with ``pickler``.
     payloads: tuple[bytes, ...] | None = None
     pickler: PicklerSpec | None = None
@@ -92,7 +91,7 @@ class WorkerState:
 
     index: int
     pid: int
-    callbacks: list[Callable[[Any], Any] | RemoteError]
+    callbacks: list[Callback | RemoteError]
     segments: dict[int, SharedSegment] = field(default_factory=dict)
     segment_errors: dict[int, RemoteError] = field(default_factory=dict)
 
@@ -139,12 +138,12 @@ def _prepare_process(setup: WorkerSetup) -> None:
             faulthandler.enable()
 
 
-def _load_callbacks(setup: WorkerSetup) -> list[Callable[[Any], Any] | RemoteError]:
+def _load_callbacks(setup: WorkerSetup) -> list[Callback | RemoteError]:
     if setup.callbacks is not None:
         return list(setup.callbacks)
     if setup.payloads is None or setup.pickler is None:
         raise ValueError("WorkerSetup needs either callbacks (fork) or payloads and a pickler")
-    loaded: list[Callable[[Any], Any] | RemoteError] = []
+    loaded: list[Callback | RemoteError] = []
     for payload in setup.payloads:
         try:
             loaded.append(setup.pickler.loads(payload))

@@ -26,7 +26,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from dali_lite._src.execution.checkpoint import (
     ITERATOR_KINDS,
@@ -36,7 +35,7 @@ from dali_lite._src.execution.checkpoint import (
     SourceRecord,
     SourceShape,
 )
-from dali_lite._src.sources.callbacks import IteratorCall
+from dali_lite._src.sources.callbacks import IteratorCall, Outputs
 from dali_lite._src.sources.external_source import ExternalSource
 from dali_lite._src.sources.kinds import SourceKind
 from dali_lite._src.sources.state import IteratorPosition
@@ -179,7 +178,7 @@ class ObservedCall:
         self.inner = inner
         self.tracker = tracker
 
-    def __call__(self, info: BatchInfo) -> Any:
+    def __call__(self, info: BatchInfo) -> Outputs:
         try:
             outputs = self.inner(info)
         except StopIteration:

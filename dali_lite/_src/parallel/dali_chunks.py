@@ -160,7 +160,7 @@ def _meta_bound_of(arrays: int, ndims: int, dtypes: int) -> int:
 
 def meta_nbytes(samples: Sequence[Sample]) -> int:
     """The length of DALI's pickled list of `SampleMeta` for these samples."""
-    metas: list[Any] = []
+    metas: list[SampleMeta | tuple[SampleMeta, ...]] = []
     end = 0
     for sample in samples:
         entries = []

@@ -23,8 +23,10 @@ from dali_lite._src.parallel.description import SourceCall, SourceDescription
 from dali_lite._src.parallel.source import ParallelSource
 from dali_lite._src.parallel.tasks import Task
 from dali_lite._src.sources.callbacks import IteratorCall
+from dali_lite_shm import SharedSegment
 from dali_lite_workers import (
     RemoteError,
+    Reply,
     TaskFailed,
     TaskPool,
     TaskTimeoutError,
@@ -60,7 +62,7 @@ class ParallelSourceGroup:
     def new_segment_id(self) -> int:
         return next(self._segment_ids)
 
-    def send(self, task: Task, data_segment: Any = None) -> None:
+    def send(self, task: Task, data_segment: SharedSegment | None = None) -> None:
         """Submit `task` to the pool (a placed task with its batch's data slot's segment)."""
         if self.pool is None:
             raise RuntimeError("internal error: a task sent before the workers started")
@@ -151,7 +153,7 @@ class ParallelSourceGroup:
         if self.pool is None:
             raise RuntimeError("internal error: collecting before the workers started")
         try:
-            results: list[Any] = list(self.pool.collect(timeout))
+            results: list[Reply] = list(self.pool.collect(timeout))
         except TaskTimeoutError as error:
             # The pool replaced the stuck worker and goes on. The stuck task fails its batch,
             # with the worker's stack shown as the remote traceback; the tasks queued behind it

@@ -68,7 +68,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -85,7 +85,13 @@ from dali_lite._src.parallel.slots import (
     pages_to_keep,
     tasks_per_batch,
 )
-from dali_lite._src.parallel.tasks import IterationCancelled, ScheduledBatch, Task, TaskRouter
+from dali_lite._src.parallel.tasks import (
+    IterationCancelled,
+    ScheduledBatch,
+    Task,
+    TaskArguments,
+    TaskRouter,
+)
 from dali_lite._src.sources.callbacks import IteratorCall, PerSampleCall
 from dali_lite._src.sources.sample_range import SampleRange
 from dali_lite._src.types.source_info import BatchInfo
@@ -269,7 +275,7 @@ class ParallelSource:
         batch.data_slot = data_slot
         return placements
 
-    def _submit(self, batch: ScheduledBatch, position: int, worker: int, args: Sequence[Any],
+    def _submit(self, batch: ScheduledBatch, position: int, worker: int, args: TaskArguments,
                 slot: Slot, first_sample: int, placement: Placement | None = None) -> None:
         task = Task(self, batch, position, worker, slot, first_sample, args, placement)
         slot.worker = worker

@@ -15,13 +15,20 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from dali_lite._src.parallel.slots import Slot
+from dali_lite._src.types.source_info import BatchInfo, SampleInfo
+from dali_lite_shm import SharedSegment
 from dali_lite_shm.placement import Placement
 from dali_lite_workers import TaskDone, TaskFailed
 
-__all__ = ["IterationCancelled", "ScheduledBatch", "Task", "TaskOwner", "TaskRouter"]
+__all__ = ["IterationCancelled", "ScheduledBatch", "Task", "TaskArguments", "TaskOwner",
+           "TaskRouter"]
+
+#: What a task's callback is called with, one item per call: the `SampleInfo`s of a
+#: per-sample task (a `sources.sample_range.SampleRange`), or one `BatchInfo`.
+TaskArguments = Sequence[SampleInfo] | Sequence[BatchInfo]
 
 
 class TaskOwner(Protocol):
@@ -52,7 +59,7 @@ class TaskRouter(Protocol):
     def new_segment_id(self) -> int:
         """An id for a new shared-memory segment, unique in the group."""
 
-    def send(self, task: Task, data_segment: Any = None) -> None:
+    def send(self, task: Task, data_segment: SharedSegment | None = None) -> None:
         """Submit `task` to the pool (a placed task with its batch's data slot's segment)."""
 
     def pump(self, timeout: float) -> None:
@@ -76,7 +83,7 @@ class Task:
     first_sample: int
     #: What the worker calls the callback with: kept so that a task lost, unstarted, with a
     #: stuck worker can be sent again to its replacement.
-    args: Sequence[Any] = ()
+    args: TaskArguments = ()
     #: Where its samples go in the batch's data slot, if the batch is placed.
     placement: Placement | None = None
     result: TaskDone | TaskFailed | None = None

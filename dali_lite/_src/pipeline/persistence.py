@@ -60,7 +60,7 @@ class CheckpointState:
         self.restored: Checkpoint | None = None
         self.tracker: PipelineTracker | None = None
         # Source callbacks already restored/observed, held so that their ids stay unique.
-        self.handled: dict[int, Any] = {}
+        self.handled: dict[int, object] = {}
         self.iterator_data: str | None = None
 
 

@@ -68,8 +68,10 @@ class PipelineState:
     _ended_at: int | None
     _epoch_idx: int
     _next_iteration: int
-    _last_outputs: Any
-    _shared_outputs: list[Any]
+    # An iteration's outputs (the graph's batches, untyped there): the last one `outputs()`
+    # returned, and those `share_outputs()` returned since `release_outputs()`.
+    _last_outputs: tuple[Any, ...] | None
+    _shared_outputs: list[tuple[Any, ...]]
 
     if TYPE_CHECKING:
         # Pipeline's (pipeline.py)

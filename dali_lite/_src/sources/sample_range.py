@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import overload
 
 from dali_lite._src.types.source_info import SampleInfo
 
@@ -36,7 +36,13 @@ class SampleRange(Sequence[SampleInfo]):
     def __len__(self) -> int:
         return self.num_samples
 
-    def __getitem__(self, index: Any) -> Any:
+    @overload
+    def __getitem__(self, index: int) -> SampleInfo: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[SampleInfo]: ...
+
+    def __getitem__(self, index: int | slice) -> SampleInfo | list[SampleInfo]:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(self.num_samples))]
         if not -self.num_samples <= index < self.num_samples:
