@@ -13,9 +13,10 @@ Why it is shaped so:
   does), so a dead worker is reported as soon as the kernel reaps it, not after a timeout.
 * All workers are started (forked) before anything else happens in ``start``; under fork
   each worker then drops its copies of the main-side pipe ends (see :mod:`workers.worker`).
-* More spawned workers than CPUs start staged (:mod:`workers.startup`): all processes exist
-  when ``start`` returns, but each imports the main module only when the one ``at_once``
-  before it is ready, so that the first workers (the first batch's) are ready early.
+* More spawned workers than ``start_at_once`` (default: one per CPU) start staged
+  (:mod:`workers.startup`): all processes exist when ``start`` returns, but each imports the
+  main module only once the one ``start_at_once`` before it is ready, so that the first
+  workers (the first batch's) are ready early.
 * ``close`` may come from another thread than submit/collect: it raises a flag, wakes a
   blocked ``collect`` through a self-pipe, then takes the lock. Shutdown is one idempotent
   function over a resources object, reached from ``close()``, ``__exit__``, a

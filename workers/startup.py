@@ -21,14 +21,15 @@ blames a crash or the OOM killer. This module brings it to the pool instead:
 Should a Python version stop pickling the name there, nothing is reported, and such a death is
 a plain ``WorkerDiedError``.
 
-The same hook stages a pool's start when it spawns more workers than there are CPUs
-(:func:`workers.process_launch.start_gates`). Each such interpreter imports the main module (a
+The same hook stages a pool's start when it spawns more workers than it starts at once (one
+per CPU, and at least those the first batch's tasks go to; see
+:func:`workers.process_launch.start_gates`). Each such interpreter imports the main module (a
 training script's torch, a second or more of CPU) before it can run a task; started all at
-once on fewer CPUs they share them and all finish together, at the end. Staged, a worker
-waits in :func:`install`, before that import, until the worker one CPU-count before it has
-loaded its callbacks (:func:`ready`) or died: the first workers, those that the first batch's
-tasks go to, are ready after one import's time instead of after all of them, and the last no
-later than before, the CPUs being busy all along.
+once on fewer CPUs they share them and all finish together, at the end. Staged, worker ``i``
+waits in :func:`install`, before that import, until worker ``i - at_once`` has loaded its
+callbacks (:func:`ready`) or died: the first workers are ready after their own imports'
+time instead of after all of them, and the last no later than before, the CPUs being busy
+all along.
 """
 
 from __future__ import annotations
