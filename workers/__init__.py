@@ -20,6 +20,7 @@ from dali_lite_workers.errors import (
 )
 from dali_lite_workers.messages import Reply, TaskDone, TaskFailed
 from dali_lite_workers.pool import WorkerPool
+from dali_lite_workers.process_launch import usable_cpus
 from dali_lite_workers.task_pool import TaskPool
 
 __all__ = [
@@ -36,4 +37,5 @@ __all__ = [
     "TaskTimeoutError",
     "WorkerDiedError",
     "WorkerPool",
+    "usable_cpus",
 ]

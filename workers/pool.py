@@ -13,6 +13,10 @@ Why it is shaped so:
   does), so a dead worker is reported as soon as the kernel reaps it, not after a timeout.
 * All workers are started (forked) before anything else happens in ``start``; under fork
   each worker then drops its copies of the main-side pipe ends (see :mod:`workers.worker`).
+* More spawned workers than ``start_at_once`` (default: one per CPU) start staged
+  (:mod:`workers.startup`): all processes exist when ``start`` returns, but each imports the
+  main module only once the one ``start_at_once`` before it is ready, so that the first
+  workers (the first batch's) are ready early.
 * ``close`` may come from another thread than submit/collect: it raises a flag, wakes a
   blocked ``collect`` through a self-pipe, then takes the lock. Shutdown is one idempotent
   function over a resources object, reached from ``close()``, ``__exit__``, a
@@ -58,9 +62,12 @@ from dali_lite_workers.pickling import prepare_callbacks
 from dali_lite_workers.pool_base import PoolBase
 from dali_lite_workers.process_launch import (
     WorkerLaunch,
+    close_gate,
     retire_worker,
     sigint_blocked,
+    start_gates,
     start_worker,
+    usable_cpus,
 )
 from dali_lite_workers.readiness import ReadySet, Waitable
 from dali_lite_workers.resources import PoolResources, shutdown
@@ -93,11 +100,15 @@ class WorkerPool(PoolBase):
         start_method: str = "fork",
         pickler: Any | None = None,  # see workers.pickling.resolve_pickler
         name: str = "dali_lite",
+        start_at_once: int | None = None,
     ) -> None:
         if start_method not in _START_METHODS:
             raise ValueError(f"start_method must be one of {_START_METHODS}, got {start_method!r}")
+        if start_at_once is not None and start_at_once < 1:
+            raise ValueError(f"start_at_once must be at least 1, got {start_at_once}")
         super().__init__(callbacks, num_workers)
         self._start_method = start_method
+        self._start_at_once = start_at_once  # spawned workers importing at once (None: CPUs)
         self._pickler = pickler
         self._name = name
         self._broken: WorkerDiedError | None = None
@@ -135,16 +146,20 @@ class WorkerPool(PoolBase):
             payloads, spec = prepare_callbacks(self._callbacks, self._start_method, self._pickler)
             self._launch = WorkerLaunch(self._start_method, self._name, self._callbacks,
                                         payloads, spec)
+            at_once = self._start_at_once if self._start_at_once is not None else usable_cpus()
+            gates = start_gates(self._launch, self._num_workers, at_once)
             try:
                 with sigint_blocked():
-                    for index in range(self._num_workers):
-                        start_worker(self._res, self._launch, index)
+                    for index, gate in enumerate(gates):
+                        start_worker(self._res, self._launch, index, gate)
                 self._res.wakeup_fds = os.pipe()
                 os.set_blocking(self._res.wakeup_fds[1], False)
             except BaseException:
                 # Including a Ctrl-C delivered when the mask is restored: a half-started
                 # pool is shut down at once and cannot be started again.
                 self._closing = True
+                for gate in gates:
+                    close_gate(gate)
                 shutdown(self._res)
                 raise
             self._started = True

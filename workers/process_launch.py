@@ -3,9 +3,9 @@
 This module owns how a worker process comes to be, and how a killed one is cleared away so
 that a fresh one can take its index: the worker's two pipes (tasks and replies; its stack
 dumps), its :class:`~workers.worker.WorkerSetup`, the process itself, and the places in
-:class:`~workers.resources.PoolResources` where the pool finds them. When to start or replace
-a worker is :mod:`workers.pool`'s decision; shutting the whole pool down is
-:mod:`workers.resources`'s job.
+:class:`~workers.resources.PoolResources` where the pool finds them; and the gates of a staged
+start (:func:`start_gates`, see :mod:`workers.startup`). When to start or replace a worker is
+:mod:`workers.pool`'s decision; shutting the whole pool down is :mod:`workers.resources`'s job.
 """
 
 from __future__ import annotations
@@ -29,10 +29,16 @@ from dali_lite_workers.worker import PARENT_CONNECTIONS, WorkerSetup, worker_mai
 if TYPE_CHECKING:
     from multiprocessing.context import ForkContext, SpawnContext
 
-__all__ = ["WorkerLaunch", "retire_worker", "sigint_blocked", "start_worker"]
+__all__ = ["StartGate", "WorkerLaunch", "close_gate", "retire_worker", "sigint_blocked",
+           "start_gates", "start_worker", "usable_cpus"]
 
 #: How long to wait for a timed-out worker to die after SIGKILL.
 _KILL_TIMEOUT_S = 2.0
+#: The most bytes of pickled callbacks with which a spawn pool stages its start. A spawned
+#: child reads its start-up data (these bytes among them) from a pipe, and a staged worker
+#: waits before it has read all of it: data past the pipe's buffer (64 KiB) would hold the
+#: pool in ``Process.start()`` until that worker's turn.
+_STAGED_PAYLOAD_LIMIT = 16 * 1024
 
 
 @contextlib.contextmanager
@@ -61,8 +67,55 @@ class WorkerLaunch:
     pickler: PicklerSpec | None
 
 
-def start_worker(res: PoolResources, launch: WorkerLaunch, index: int) -> None:
-    """Start worker ``index``: a new one, or the replacement of one that was killed."""
+@dataclass(frozen=True, slots=True)
+class StartGate:
+    """A spawned worker's part in a staged start: the gate it waits at before it imports the
+    main module (the read end of a pipe) and the one it opens when it is ready (the write end
+    of another); either may be None. The pool's copies are closed once the worker started."""
+
+    wait_for: Connection | None
+    release: Connection | None
+
+
+def usable_cpus() -> int:
+    """The number of CPUs this process may run on (all of them unless pinned)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def start_gates(launch: WorkerLaunch, num_workers: int, at_once: int) -> list[StartGate]:
+    """The gates of a staged start: worker ``i`` waits for worker ``i - at_once`` (see
+    :mod:`workers.startup`). No gates (all None) for fork, whose workers import nothing, for
+    at most ``at_once`` workers, and for callbacks too large to stage (_STAGED_PAYLOAD_LIMIT)."""
+    payloads = launch.payloads or ()
+    if (launch.start_method != "spawn" or num_workers <= at_once
+            or sum(len(payload) for payload in payloads) > _STAGED_PAYLOAD_LIMIT):
+        return [StartGate(None, None)] * num_workers
+    ctx = multiprocessing.get_context(launch.start_method)
+    pipes = [ctx.Pipe(duplex=False) for _ in range(num_workers - at_once)]
+    for reader, writer in pipes:
+        # A worker forked meanwhile (another pool's) must not keep a gate from closing.
+        PARENT_CONNECTIONS.update((reader, writer))
+    return [StartGate(pipes[i - at_once][0] if i >= at_once else None,
+                      pipes[i][1] if i < len(pipes) else None)
+            for i in range(num_workers)]
+
+
+def close_gate(gate: StartGate) -> None:
+    """Close the pool's copies of ``gate``'s ends (the worker has its own)."""
+    for end in (gate.wait_for, gate.release):
+        if end is not None:
+            PARENT_CONNECTIONS.discard(end)
+            with contextlib.suppress(OSError):
+                end.close()
+
+
+def start_worker(res: PoolResources, launch: WorkerLaunch, index: int,
+                 gate: StartGate | None = None) -> None:
+    """Start worker ``index``: a new one, or the replacement of one that was killed; ``gate``
+    is its part in a staged start, if any (the pool's copies are closed here)."""
     # "fork" or "spawn" (WorkerPool refuses any other): typeshed's BaseContext has no Process.
     ctx = cast("ForkContext | SpawnContext", multiprocessing.get_context(launch.start_method))
     payloads, spec = launch.payloads, launch.pickler
@@ -97,7 +150,10 @@ def start_worker(res: PoolResources, launch: WorkerLaunch, index: int) -> None:
         # the main module) over its pipe (workers/startup.py). Its own copy of the worker's
         # end, so that closing it after start-up leaves the worker's pipe open.
         startup_conn = Connection(os.dup(child_conn.fileno()))
-        name = ReportingName(name, startup_conn)
+        if gate is not None:
+            name = ReportingName(name, startup_conn, gate.wait_for, gate.release)
+        else:
+            name = ReportingName(name, startup_conn)
     proc = ctx.Process(target=worker_main, args=(setup,), name=name, daemon=True)
     try:
         proc.start()
@@ -107,6 +163,8 @@ def start_worker(res: PoolResources, launch: WorkerLaunch, index: int) -> None:
         dump_writer.close()
         if startup_conn is not None:
             startup_conn.close()
+        if gate is not None:
+            close_gate(gate)
     pid = proc.pid
     assert pid is not None  # set by start()
     if index == len(res.processes):

@@ -20,12 +20,23 @@ blames a crash or the OOM killer. This module brings it to the pool instead:
 
 Should a Python version stop pickling the name there, nothing is reported, and such a death is
 a plain ``WorkerDiedError``.
+
+The same hook stages a pool's start when it spawns more workers than it starts at once (one
+per CPU, and at least those the first batch's tasks go to; see
+:func:`workers.process_launch.start_gates`). Each such interpreter imports the main module (a
+training script's torch, a second or more of CPU) before it can run a task; started all at
+once on fewer CPUs they share them and all finish together, at the end. Staged, worker ``i``
+waits in :func:`install`, before that import, until worker ``i - at_once`` has loaded its
+callbacks (:func:`ready`) or died: the first workers are ready after their own imports'
+time instead of after all of them, and the last no later than before, the CPUs being busy
+all along.
 """
 
 from __future__ import annotations
 
 import contextlib
 import linecache
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -34,7 +45,7 @@ from types import TracebackType
 
 from dali_lite_workers.messages import StartupFailed
 
-__all__ = ["ReportingName", "describe", "install", "started"]
+__all__ = ["ReportingName", "describe", "install", "ready", "started"]
 
 #: The most characters of a traceback sent to the pool: a message well under a pipe's
 #: buffer, so that sending never waits for the pool to read.
@@ -47,24 +58,37 @@ _CHILD_MAIN = "__mp_main__"
 #: child finds it too.
 _INSTALL = ("__import__('sys').path.extend([p for p in parent_path "
             "if p not in __import__('sys').path]) "
-            "or __import__('dali_lite_workers.startup', fromlist=['install']).install(name, conn)")
+            "or __import__('dali_lite_workers.startup', fromlist=['install'])"
+            ".install(name, conn, wait_for, release)")
+#: How often a worker waiting for its turn to start checks that its parent is still alive.
+_PARENT_CHECK_S = 0.5
 
 _conn: Connection | None = None
 _previous_hook: Callable[[type[BaseException], BaseException, TracebackType | None],
                          object] | None = None
+#: The gate that this worker opens for a later one when it is ready (a staged start).
+_release: Connection | None = None
 
 
 class ReportingName(str):
     """A spawned worker's process name that brings the start-up hook along: pickled the first
     time (into multiprocessing's preparation data), it unpickles by calling :func:`install`;
-    later (the process object itself) it pickles as the plain name."""
+    later (the process object itself) it pickles as the plain name.
+
+    In a staged start, ``wait_for`` is the gate the worker waits at before it imports the main
+    module, and ``release`` the one it opens when it is ready (either may be None)."""
 
     conn: Connection
+    wait_for: Connection | None
+    release: Connection | None
     pickled: bool
 
-    def __new__(cls, name: str, conn: Connection) -> ReportingName:
+    def __new__(cls, name: str, conn: Connection, wait_for: Connection | None = None,
+                release: Connection | None = None) -> ReportingName:
         self = super().__new__(cls, name)
         self.conn = conn
+        self.wait_for = wait_for
+        self.release = release
         self.pickled = False
         return self
 
@@ -75,17 +99,50 @@ class ReportingName(str):
         # eval of a fixed expression: a plain function would have to be importable before
         # sys.path is the parent's (see _INSTALL).
         return (eval, (_INSTALL, {"parent_path": list(sys.path), "name": str(self),
-                                  "conn": self.conn}))
+                                  "conn": self.conn, "wait_for": self.wait_for,
+                                  "release": self.release}))
 
 
-def install(name: str, conn: Connection) -> str:
+def install(name: str, conn: Connection, wait_for: Connection | None = None,
+            release: Connection | None = None) -> str:
     """In the spawned child, before the main module is imported: keep ``conn`` and hook
-    ``sys.excepthook``. Returns ``name`` (the process's name, as multiprocessing expects)."""
-    global _conn, _previous_hook
+    ``sys.excepthook``; in a staged start, keep ``release`` (see :func:`ready`) and wait
+    until ``wait_for`` opens. Returns ``name`` (the process's name, as multiprocessing
+    expects)."""
+    global _conn, _previous_hook, _release
     _conn = conn
     _previous_hook = sys.excepthook
     sys.excepthook = _report
+    _release = release
+    if wait_for is not None:
+        _wait_for_turn(wait_for)
     return str(name)
+
+
+def _wait_for_turn(gate: Connection) -> None:
+    """Wait until the earlier worker opens ``gate`` (a byte, or EOF when it dies), or until
+    the pool's process is gone (the worker then finds that out itself, and ends)."""
+    parent = os.getppid()
+    try:
+        while not gate.poll(_PARENT_CHECK_S):
+            if os.getppid() != parent:
+                break
+    except (EOFError, OSError):
+        pass
+    finally:
+        with contextlib.suppress(OSError):
+            gate.close()
+
+
+def ready() -> None:
+    """The worker has loaded its callbacks: a later worker waiting for its turn may start."""
+    global _release
+    if _release is not None:
+        with contextlib.suppress(OSError):
+            _release.send_bytes(b"1")
+        with contextlib.suppress(OSError):
+            _release.close()
+        _release = None
 
 
 def started() -> None:

@@ -49,7 +49,7 @@ from dali_lite_workers.messages import (
     TaskStarted,
 )
 from dali_lite_workers.pickling import PicklerSpec
-from dali_lite_workers.startup import started
+from dali_lite_workers.startup import ready, started
 from dali_lite_workers.task_calls import run_calls
 
 __all__ = ["PARENT_CONNECTIONS", "WorkerSetup", "WorkerState", "run_task", "worker_main"]
@@ -160,6 +160,7 @@ def worker_main(setup: WorkerSetup) -> None:
     if os.getppid() != setup.parent_pid:
         return  # the parent died before PR_SET_PDEATHSIG was armed
     state = WorkerState(setup.index, os.getpid(), _load_callbacks(setup))
+    ready()  # a staged start's next worker may begin (workers/startup.py)
     conn = setup.conn
     try:
         _serve(conn, state, setup.parent_pid)

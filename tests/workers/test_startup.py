@@ -70,5 +70,23 @@ def test_the_name_carries_the_hook_only_the_first_time_it_is_pickled(
     _, writer = pipe
     name = startup.ReportingName("worker-0", writer)
     first = name.__reduce__()
-    assert first[0] is eval and "install(name, conn)" in first[1][0]
+    assert first[0] is eval and ".install(name, conn, wait_for, release)" in first[1][0]
     assert name.__reduce__() == (str, ("worker-0",))
+
+
+def test_a_staged_worker_waits_for_its_gate_and_opens_the_next(
+        pipe: tuple[Connection, Connection], monkeypatch: pytest.MonkeyPatch) -> None:
+    _, writer = pipe
+    monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
+    gate_in, opener = multiprocessing.Pipe(duplex=False)
+    next_gate, release = multiprocessing.Pipe(duplex=False)
+    opener.close()  # the earlier worker died: EOF opens the gate as its byte would
+    assert startup.install("worker-2", writer, gate_in, release) == "worker-2"
+    assert gate_in.closed and not next_gate.poll(0)
+    startup.ready()
+    assert next_gate.recv_bytes() == b"1" and release.closed
+    with pytest.raises(EOFError):  # and the gate stays open
+        next_gate.recv_bytes()
+    startup.ready()  # once only
+    startup.started()
+    next_gate.close()

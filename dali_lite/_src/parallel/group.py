@@ -32,6 +32,7 @@ from dali_lite_workers import (
     TaskTimeoutError,
     WorkerDiedError,
     WorkerPool,
+    usable_cpus,
 )
 
 __all__ = ["ParallelSourceGroup", "PoolFactory", "SourceDescription"]
@@ -114,7 +115,6 @@ class ParallelSourceGroup:
             refuse_fork_after_cuda()
         num_workers = self.options.py_num_workers
         callbacks = [description.callback for description in self.descriptions]
-        self.pool = self._pool_factory(callbacks)
         dedicated = itertools.cycle(range(num_workers))
         depth = self.options.prefetch_queue_depth
         # DALI keeps the pipeline's prefetch queue's worth of batches alive beside each
@@ -126,6 +126,8 @@ class ParallelSourceGroup:
             self.sources.append(ParallelSource(self, description, index,
                                                self.options.batch_size, num_workers, worker,
                                                keep_alive))
+        # The sources first: a spawn pool starts the workers of their first tasks at once.
+        self.pool = self._pool_factory(callbacks)
         for source in self.sources:
             source.create_slots()
         # A callback the pool cannot send names itself: its repr is the user's source's
@@ -136,8 +138,13 @@ class ParallelSourceGroup:
         """The fork/spawn pool, or with py_start_method="ray" the Ray pool (same interface)."""
         options = self.options
         if options.py_start_method != "ray":
+            # More spawned workers than CPUs start staged (workers.startup): at once, one per
+            # CPU and at least those the first iteration's tasks go to, which are then ready
+            # after one main-module import's time rather than after all of them.
+            first = max((source.first_workers for source in self.sources), default=1)
             return WorkerPool(callbacks, options.py_num_workers, options.py_start_method,
-                              pickler=options.py_callback_pickler)
+                              pickler=options.py_callback_pickler,
+                              start_at_once=max(usable_cpus(), first))
         # Ray is an optional extra: its pool loads only for py_start_method="ray".
         from dali_lite_workers.ray_pool import RayWorkerPool
 

@@ -163,6 +163,16 @@ class ParallelSource:
         #: iterator on a worker.
         self.observer: Callable[[int, int, str, int], None] | None = None
 
+    @property
+    def first_workers(self) -> int:
+        """The fewest leading workers (0, 1, ...) among which are all that the tasks of
+        iteration 0 go to."""
+        if self.dedicated_worker is not None:
+            return self.dedicated_worker + 1
+        if not self.per_sample:
+            return 1  # iteration 0's batch goes to worker 0 (see _send_batch)
+        return min(self.num_workers, sum(1 for _, count in self.task_ranges if count > 0))
+
     # ------------------------------------------------------------------ slots
     def create_slots(self) -> None:
         """Create every slot of the ring now (DALI creates them when its workers start)."""
