@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import struct
 import sys
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -65,11 +65,12 @@ class _Cursor:
         return value
 
 
-@dataclass(frozen=True, slots=True)
-class _Entry:
+class _Entry(NamedTuple):
+    """A run record, checked. (A named tuple: one is made per run of every batch read.)"""
+
     offset: int
     nbytes: int
-    count: int
+    samples: int
     dtype: np.dtype[Any]
     shape: tuple[int, ...]
 
@@ -86,14 +87,21 @@ def _read_entry(cursor: _Cursor, where: str, data_end: int) -> _Entry:
     if ndim > MAX_NDIM:
         raise CorruptSlotError(f"{where}: ndim {ndim} exceeds the maximum {MAX_NDIM}")
     shape = tuple(cursor.take(U64, f"{where} shape[{d}]")[0] for d in range(ndim))
+    return _checked_entry(lambda: where, offset, nbytes, count, dtype, shape, data_end)
+
+
+def _checked_entry(where: Callable[[], str], offset: int, nbytes: int, count: int,
+                   dtype: np.dtype[Any], shape: tuple[int, ...], data_end: int) -> _Entry:
+    """The record of a run whose fields were read: checked against itself and against data
+    that ends at ``data_end``. (``where`` names it, called only to word an error.)"""
     if count == 0 or (nbytes == 0 and count != 1):
         # Empty samples are written one per run, so every run's count is bounded by data
         # bytes or by metadata bytes.
-        raise CorruptSlotError(f"{where}: a run of {count} samples of {nbytes} bytes")
+        raise CorruptSlotError(f"{where()}: a run of {count} samples of {nbytes} bytes")
     if offset + count * nbytes > data_end:
         raise CorruptSlotError(
-            f"{where}: {count} samples of {nbytes} bytes from {offset} extend past the data "
-            f"area, which ends at {data_end}"
+            f"{where()}: {count} samples of {nbytes} bytes from {offset} extend past the "
+            f"data area, which ends at {data_end}"
         )
     # NumPy refuses shapes whose non-zero extents multiply past the address space, even
     # for empty arrays; check the same bound (with the run's count in front) so that
@@ -105,12 +113,13 @@ def _read_entry(cursor: _Cursor, where: str, data_end: int) -> _Entry:
         if dim:
             extent *= dim
         if extent > sys.maxsize:
-            raise CorruptSlotError(f"{where}: {count} x shape {shape} is too large for an array")
+            raise CorruptSlotError(
+                f"{where()}: {count} x shape {shape} is too large for an array")
     if count > sys.maxsize:
-        raise CorruptSlotError(f"{where}: {count} samples is too many for an array")
+        raise CorruptSlotError(f"{where()}: {count} samples is too many for an array")
     if elements * dtype.itemsize != nbytes:
         raise CorruptSlotError(
-            f"{where}: shape {shape} x itemsize {dtype.itemsize} = "
+            f"{where()}: shape {shape} x itemsize {dtype.itemsize} = "
             f"{elements * dtype.itemsize} bytes, but nbytes says {nbytes}"
         )
     return _Entry(offset, nbytes, count, dtype, shape)
@@ -152,6 +161,11 @@ def read_placed_runs(data: np.ndarray, meta: bytes) -> list[list[np.ndarray]]:
 def _parse_meta(raw: bytes, data_end: int) -> list[list[_Entry]]:
     """Every record of the metadata ``raw``, checked against itself and against data that
     ends at ``data_end``."""
+    records = _plain_records(raw)
+    if records is not None:
+        # Every field was where it belongs: only the records' values are left to check.
+        return [[_checked_entry(_Where(o, r), *record, data_end)
+                 for r, record in enumerate(out)] for o, out in enumerate(records)]
     meta_nbytes = len(raw)
     cursor = _Cursor(memoryview(raw))
     magic, version, num_outputs = cursor.take(HEADER, "header")
@@ -182,13 +196,74 @@ def _parse_meta(raw: bytes, data_end: int) -> list[list[_Entry]]:
     return entries
 
 
+class _Where:
+    """Names a run record in an error, formatted only when one is raised."""
+
+    __slots__ = ("output", "run")
+
+    def __init__(self, output: int, run: int) -> None:
+        self.output = output
+        self.run = run
+
+    def __call__(self) -> str:
+        return f"output {self.output}, run {self.run}"
+
+
+#: A run record's fields, read but not checked: offset, nbytes, count, dtype, shape.
+_Record = tuple[int, int, int, np.dtype[Any], tuple[int, ...]]
+#: A run record's offset, nbytes and count, and the length of its dtype code.
+_RECORD_HEAD = struct.Struct(RUN_HEAD.format + U8.format.lstrip("<"))
+_DTYPES_BY_CODE = {code.encode("ascii"): dtype for code, dtype in READABLE_DTYPES.items()}
+_SHAPES = [struct.Struct(f"<{ndim}Q") for ndim in range(MAX_NDIM + 1)]
+
+
+def _plain_records(raw: bytes) -> list[list[_Record]] | None:
+    """The run records of ``raw``, outputs x runs, if its header is right, each record lies
+    inside it with a known dtype and at most ``MAX_NDIM`` dimensions, and nothing follows
+    the last one; None otherwise (the field-by-field walk of `_parse_meta` then says what
+    is wrong, in its words). The fast way through a well-formed slot, with no error words
+    made for every field; what it returns still needs `_checked_entry`."""
+    size = len(raw)
+    if size < HEADER.size:
+        return None
+    magic, version, num_outputs = HEADER.unpack_from(raw)
+    pos = HEADER.size
+    if magic != MAGIC or version != VERSION or num_outputs * COUNT.size > size - pos:
+        return None
+    counts = struct.unpack_from(f"<{num_outputs}I", raw, pos)
+    pos += num_outputs * COUNT.size
+    if sum(counts) * (RUN_HEAD.size + 2) > size - pos:
+        return None
+    records: list[list[_Record]] = []
+    for count in counts:
+        out: list[_Record] = []
+        for _ in range(count):
+            if pos + _RECORD_HEAD.size > size:
+                return None
+            offset, nbytes, samples, code_len = _RECORD_HEAD.unpack_from(raw, pos)
+            pos += _RECORD_HEAD.size
+            dtype = _DTYPES_BY_CODE.get(raw[pos:pos + code_len])
+            pos += code_len
+            if dtype is None or pos >= size:
+                return None
+            ndim = raw[pos]
+            pos += 1
+            if ndim > MAX_NDIM or pos + ndim * U64.size > size:
+                return None
+            out.append((offset, nbytes, samples, dtype,
+                        _SHAPES[ndim].unpack_from(raw, pos)))
+            pos += ndim * U64.size
+        records.append(out)
+    return records if pos == size else None
+
+
 def _views(buffer: np.ndarray, entries: list[list[_Entry]]) -> list[list[np.ndarray]]:
     try:
         return [
             [
-                buffer[e.offset : e.offset + e.count * e.nbytes]
+                buffer[e.offset : e.offset + e.samples * e.nbytes]
                 .view(e.dtype)
-                .reshape(e.count, *e.shape)
+                .reshape(e.samples, *e.shape)
                 for e in output
             ]
             for output in entries

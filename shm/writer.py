@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from dali_lite_shm import codec
-from dali_lite_shm.codec import NDARRAY_ONLY, EncodedResult, Run, encode, encode_meta
+from dali_lite_shm.codec import EncodedResult, Run, encode, encode_meta
 from dali_lite_shm.errors import ShmAllocationError
 from dali_lite_shm.placement import Placement
 from dali_lite_shm.segment import SharedSegment
@@ -327,19 +327,13 @@ class SlotWriter:
 def _matching_run(samples: Sequence[Any], expected: tuple[str, tuple[int, ...]],
                   offset: int, output: int) -> Run | None:
     """``samples`` as one run at ``offset`` if they are arrays of the expected dtype and
-    shape (checked with set operations over the whole list, as the codec does)."""
-    if not samples or set(map(type, samples)) != NDARRAY_ONLY:
-        return None
-    first = samples[0]
-    if len({a.shape for a in samples}) != 1 or len({a.dtype for a in samples}) != 1:
-        return None
+    shape (checked over the whole list, as the codec does: :func:`codec.single_run`)."""
+    run = codec.single_run(samples, output)
     dtype_str, shape = expected
-    if first.shape != shape or first.size == 0:
+    if run is None or run.shape != shape or run.dtype.str != dtype_str:
         return None
-    dtype = codec.storage_dtype(first, output, 0)
-    if dtype.str != dtype_str:
-        return None
-    return Run(offset, first.size * dtype.itemsize, dtype, shape, list(samples))
+    run.offset = offset
+    return run
 
 
 def _samples_and_largest(outputs: Sequence[Sequence[Any]]) -> tuple[int, int]:

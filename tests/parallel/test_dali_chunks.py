@@ -164,6 +164,24 @@ def test_record_grows_chunks_as_per_sample(minibatches, initial, batches):
         assert chunks.capacities() == [c for row in expected for c in row]
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 4), capacities, st.lists(read_batches(), min_size=1, max_size=3),
+       st.lists(st.integers(0, 2), min_size=1, max_size=10))
+def test_record_of_batches_laid_out_alike_grows_chunks_as_per_sample(
+        minibatches, initial, layouts, picks):
+    """Batches laid out as an earlier one (the usual case, which `record` computes once for
+    as long as it lasts), between others: every chunk as growing sample by sample gives."""
+    chunks = DaliChunks(minibatches, initial)
+    chunks.add_rows(3)
+    expected = [[initial] * minibatches for _ in range(3)]
+    for number, pick in enumerate(picks):
+        outputs = [[np.zeros_like(block) for block in blocks]
+                   for blocks in layouts[pick % len(layouts)]]
+        chunks.record(outputs)
+        _reference_record(expected[number % 3], minibatches, outputs)
+        assert chunks.capacities() == [c for row in expected for c in row]
+
+
 @settings(max_examples=200, deadline=None)
 @given(read_batches(), st.integers(1, 4), st.integers(-600, 600))
 def test_record_at_the_edge_of_a_chunk(outputs, minibatches, delta):

@@ -181,8 +181,40 @@ def test_the_whole_batch_path_writes_what_the_per_sample_path_writes(
 ) -> None:
     fast = _written(outputs)
     with monkeypatch_module.context() as patch:
-        patch.setattr(codec, "_single_run", lambda *args: None)
+        patch.setattr(codec, "single_run", lambda *args: None)
         slow = _written(outputs)
+    assert fast == slow
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nbytes=st.sampled_from([1, 8, 1000, codec.JOIN_MAX_SAMPLE_NBYTES,
+                               codec.JOIN_MAX_SAMPLE_NBYTES + 8]),
+       count=st.integers(2, 700), odd=st.none() | st.integers(0, 699),
+       layout=st.sampled_from(["strided", "fortran", "swapped"]))
+def test_joined_small_samples_are_the_bytes_of_the_per_sample_path(
+    nbytes: int, count: int, odd: int | None, layout: str,
+    monkeypatch_module: pytest.MonkeyPatch
+) -> None:
+    """Small samples of one dtype and shape are copied by joining their buffers, a chunk at
+    a time; a sample with no flat buffer (strided, Fortran-ordered), in any chunk, sends the
+    run the other way, and byte-swapped samples never take it: the slot's bytes are the
+    per-sample path's in every case."""
+    dtype = np.dtype("<u4") if nbytes % 4 == 0 else np.dtype("u1")
+    items = nbytes // dtype.itemsize
+    shape = (2, items // 2) if layout == "fortran" and items % 2 == 0 else (items,)
+    samples = [np.full(shape, i % 251, dtype) for i in range(count)]
+    if odd is not None and odd < count:
+        base = samples[odd]
+        if layout == "strided":
+            samples[odd] = np.repeat(base, 2, axis=0)[::2]
+        elif layout == "fortran":
+            samples[odd] = np.asfortranarray(base)
+        else:
+            samples = [a.astype(a.dtype.newbyteorder(">")) for a in samples]
+    fast = _written([samples])
+    with monkeypatch_module.context() as patch:
+        patch.setattr(codec, "single_run", lambda *args: None)
+        slow = _written([samples])
     assert fast == slow
 
 

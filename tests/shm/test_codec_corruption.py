@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dali_lite_shm import CorruptSlotError, SharedSegment, SlotWriter, read
+from dali_lite_shm import CorruptSlotError, SharedSegment, SlotWriter, read, slot_reader
 from dali_lite_shm.slot_format import MAGIC, VERSION
 
 _SAMPLE_OUTPUTS: list[list[np.ndarray]] = [
@@ -123,3 +123,45 @@ def test_shape_mismatch_names_values() -> None:
     meta[22:30] = struct.pack("<Q", 16)
     with pytest.raises(CorruptSlotError, match="nbytes says 16"):
         read(_buffer(data[:meta_offset] + bytes(meta)), meta_offset, meta_nbytes)
+
+
+def _outcome(buffer: np.ndarray, meta_offset: int, meta_nbytes: int) -> object:
+    """What read() makes of a slot: its views' (offset, dtype, shape), or its error's words."""
+    try:
+        decoded = read(buffer, meta_offset, meta_nbytes)
+    except CorruptSlotError as exc:
+        return str(exc)
+    low = buffer.__array_interface__["data"][0]
+    return [[(a.__array_interface__["data"][0] - low, a.dtype.str, a.shape) for a in samples]
+            for samples in decoded]
+
+
+@settings(max_examples=300, deadline=None)
+@given(flips=st.lists(st.tuples(st.integers(0, _META_NBYTES - 1), st.integers(1, 255)),
+                      max_size=3),
+       cut=st.integers(0, 8))
+def test_the_fast_walk_reads_and_refuses_as_the_field_by_field_walk(
+    flips: list[tuple[int, int]], cut: int, monkeypatch_module: pytest.MonkeyPatch
+) -> None:
+    """The reader takes a well-formed slot's records in one pass (`_plain_records`) and
+    walks field by field only when that fails: the same views, or the same error in the same
+    words, either way (intact, flipped or cut short)."""
+    data = bytearray(_VALID)
+    for position, mask in flips:
+        data[_META_OFFSET + position] ^= mask
+    buffer = _buffer(bytes(data))
+    fast = _outcome(buffer, _META_OFFSET, _META_NBYTES - cut)
+    with monkeypatch_module.context() as patch:
+        patch.setattr(slot_reader, "_plain_records", lambda raw: None)
+        slow = _outcome(buffer, _META_OFFSET, _META_NBYTES - cut)
+    assert fast == slow
+    if not flips and not cut:
+        assert not isinstance(fast, str)  # the intact slot reads
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module() -> object:
+    # hypothesis reruns the test body many times per fixture instance; the test undoes its
+    # own patch.
+    with pytest.MonkeyPatch.context() as patch:
+        yield patch

@@ -105,6 +105,80 @@ def test_call_many_equals_calling_per_sample(script: list[str], num_outputs: int
     assert single_source.calls == list(range(min(raised_at + 1, len(single_source.calls))))
 
 
+class TakingSink:
+    """A stream (`workers.SampleSink`) that takes the first `limit` samples (handing back
+    copies, as a slot hands back views), then stops."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.active = True
+        self.taken: list[int] = []
+
+    def put(self, index: int, samples: Any) -> tuple[np.ndarray, ...] | None:
+        if index >= self.limit:
+            return None
+        self.taken.append(index)
+        return tuple(np.array(a) for a in samples)
+
+    def stop(self) -> None:
+        self.active = False
+
+
+@settings(max_examples=200, deadline=None)
+@given(script=st.lists(st.sampled_from(BEHAVIOURS), max_size=12),
+       num_outputs=st.sampled_from([None, 2]), limit=st.integers(0, 13),
+       takes_info=st.booleans())
+def test_a_streamed_task_equals_calling_per_sample(script: list[str], num_outputs: int | None,
+                                                   limit: int, takes_info: bool) -> None:
+    """The worker's way: the task's SampleRange as it arrives, and a stream that takes the
+    first samples and then stops (so both of call_many's loops run, and a raise may come in
+    either): still the samples and the first error of per-sample calls."""
+    infos = SampleRange(7, 0, len(script), 3, 1)
+    many_source = ScriptedSource(script, num_outputs)
+    single_source = ScriptedSource(script, num_outputs)
+    if takes_info:
+        many_call, single_call = many_source, single_source
+    else:  # without an argument the source is still told, here, which sample it makes
+        counters = [iter(list(infos)) for _ in range(2)]
+        many_call = lambda: many_source(next(counters[0]))  # noqa: E731
+        single_call = lambda: single_source(next(counters[1]))  # noqa: E731
+    many = PerSampleCall(many_call, num_outputs, "streamed", takes_info=takes_info)
+    sink = TakingSink(limit)
+    outputs, failure = many.call_many(infos, sink)
+    expected, expected_failure = _per_sample(
+        PerSampleCall(single_call, num_outputs, "streamed", takes_info=takes_info),
+        list(infos))
+    assert _describe(failure) == _describe(expected_failure)
+    if expected_failure is None:
+        assert outputs is not None and len(outputs) == len(expected)
+        for got, want in zip(outputs, expected, strict=True):
+            assert [(a.dtype, a.shape) for a in got] == [(b.dtype, b.shape) for b in want]
+            for a, b in zip(got, want, strict=True):
+                np.testing.assert_array_equal(a, b)
+    raised_at = script.index("raise") if "raise" in script else len(script) - 1
+    assert many_source.calls == list(range(raised_at + 1))
+    # The stream was offered the samples in order, up to the first it did not take.
+    assert sink.taken == list(range(len(sink.taken)))
+
+
+def test_a_stop_iteration_ends_the_task_at_its_sample() -> None:
+    """A per-sample source that raises StopIteration (DALI's end of the data) fails the task
+    at that sample with that very exception, as any other exception would."""
+    stop = StopIteration("no more")
+    calls: list[int] = []
+
+    def source(info: SampleInfo) -> np.ndarray:
+        calls.append(info.idx_in_batch)
+        if info.idx_in_batch == 2:
+            raise stop
+        return np.zeros(3, np.uint8)
+
+    outputs, failure = PerSampleCall(source, None, "ends", True).call_many(
+        SampleRange(0, 0, 5, 0, 0))
+    assert outputs is None and failure == (2, stop)
+    assert calls == [0, 1, 2]
+
+
 def test_the_source_is_never_called_past_the_sample_that_raised() -> None:
     source = ScriptedSource(["array", "raise", "array", "array"], None)
     call = PerSampleCall(source, None, "stops", takes_info=True)

@@ -199,6 +199,10 @@ class DaliChunks:
         self.initial = initial
         self.rows: list[list[int]] = []
         self.batches_read = 0
+        #: The last batch's runs (each block's shape and dtype) and what `record` computed
+        #: from them: batches after the first are usually laid out alike.
+        self._last_runs: tuple[tuple[tuple[tuple[int, ...], np.dtype[Any]], ...], ...] = ()
+        self._last_needs: list[tuple[tuple[int, int], int]] = []
 
     def add_rows(self, count: int) -> None:
         self.rows.extend([self.initial] * self.minibatches for _ in range(count))
@@ -210,10 +214,14 @@ class DaliChunks:
             return
         row = self.rows[self.batches_read % len(self.rows)]
         self.batches_read += 1
-        bounds = minibatch_bounds(batch_size_of(outputs), self.minibatches)
+        runs = tuple(tuple((block.shape, block.dtype) for block in blocks)
+                     for blocks in outputs)
+        if runs != self._last_runs or not self._last_needs:
+            bounds = minibatch_bounds(batch_size_of(outputs), self.minibatches)
+            self._last_runs = runs
+            self._last_needs = list(zip(bounds, needed_bounds(outputs, bounds)))
         samples: list[Sample] | None = None
-        for index, ((start, count), needed) in enumerate(zip(bounds,
-                                                             needed_bounds(outputs, bounds))):
+        for index, ((start, count), needed) in enumerate(self._last_needs):
             # A mini-batch within the bound leaves its chunk as it is (grown_capacity's own
             # first test): only one that may grow it is listed sample by sample and pickled.
             if count and needed > row[index]:

@@ -34,7 +34,6 @@ Outputs = list[list[np.ndarray]]
 #: What `PerSampleCall.call_many` returns: the outputs, or the failed item's index and error.
 CallManyResult = tuple[Outputs | None, tuple[int, BaseException] | None]
 
-_NDARRAY_ONLY = frozenset({np.ndarray})
 _DTYPE_OF = operator.attrgetter("dtype")
 
 
@@ -107,6 +106,28 @@ def _one_sample(item: Any, what: str) -> SampleList:
     return samples
 
 
+def _stopped(stream: SampleSink) -> bool:
+    """Whether `stream` takes no more samples (a call, which the type checker does not take
+    for the value it checked before the loop)."""
+    return not stream.active
+
+
+def _valid_samples(results: list[Any]) -> bool:
+    """Whether every item of ``results`` is a numpy array of a DALI type, as it is; checked
+    by C loops over the whole list (``list.count`` compares by identity first, so results
+    that share one dtype object, the usual case, cost a pointer comparison each for it)."""
+    count = len(results)
+    if list(map(type, results)).count(np.ndarray) != count:
+        return False
+    if not count:
+        return True
+    dtypes = list(map(_DTYPE_OF, results))
+    first = dtypes[0]
+    if dtypes.count(first) == count:
+        return first in NP_TO_DALI
+    return all(dtype in NP_TO_DALI for dtype in set(dtypes))
+
+
 def _joined(parts: list[Outputs], count: int) -> Outputs:
     """Per-sample results (one list per sample and output) joined into outputs x samples; a
     layout carried by the first sample's TensorCPU becomes the batch's, as in DALI."""
@@ -154,21 +175,32 @@ class PerSampleCall(_SourceCall):
 
     def _call_all(self, infos: Sequence[SampleInfo], stream: SampleSink | None = None) -> Outputs:
         # The source is called in a tight loop, then the results are checked together (by
-        # set operations at C speed) before any one of them is converted the slow way.
+        # C loops over the whole list) before any one of them is converted the slow way.
         source = self.source
         results: list[Any] = []
-        append = results.append
         items = list(infos)
+        calls = iter(items)
         failure: _ItemFailed | None = None
         try:
-            for info in items:
-                result = source(info) if self.takes_info else source()
-                if stream is not None and stream.active:  # see _stream
-                    result = self._stream(stream, len(results), result)
-                append(result)
+            if stream is not None and stream.active:
+                # Sample by sample while the stream takes them (see _stream) ...
+                for info in calls:
+                    result = source(info) if self.takes_info else source()
+                    results.append(self._stream(stream, len(results), result))
+                    if _stopped(stream):
+                        break
+            # ... and the rest with nothing checked per sample. (Not `extend(map(...))`,
+            # which saves little: a StopIteration from the source would end it silently.)
+            append = results.append
+            if self.takes_info:
+                for info in calls:
+                    append(source(info))
+            else:
+                for _ in calls:
+                    append(source())
         except BaseException as exc:
-            # len(results) is the index of the call that raised; the results before it must
-            # still be checked, since per-item calls would have reported their errors first.
+            # The results before the call that raised must still be checked, since per-item
+            # calls would have reported their errors first.
             failure = _ItemFailed(len(results), exc)
         outputs = self._convert(results, items)
         if failure is not None:
@@ -192,9 +224,7 @@ class PerSampleCall(_SourceCall):
 
     def _convert(self, results: list[Any], items: list[SampleInfo]) -> Outputs:
         if self.num_outputs is None:
-            if set(map(type, results)) <= _NDARRAY_ONLY and all(
-                dtype in NP_TO_DALI for dtype in set(map(_DTYPE_OF, results))
-            ):
+            if _valid_samples(results):
                 return [results]  # every result is already a valid sample, as is
             layout = ""
             for index, result in enumerate(results):
