@@ -10,6 +10,7 @@ run goes) and numpy arrays, not segments, streams or placements, which are the w
 from __future__ import annotations
 
 import operator
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -177,16 +178,30 @@ def encode(outputs: Sequence[Sequence[Any]], base: int = 0) -> EncodedResult:
 
 def encode_meta(runs: Sequence[Sequence[Run]]) -> bytes:
     """The metadata records of ``runs`` (outputs x runs), offsets as the runs have them."""
-    meta = bytearray(HEADER.pack(MAGIC, VERSION, len(runs)))
-    entries = bytearray()
+    parts = [HEADER.pack(MAGIC, VERSION, len(runs))]
+    parts += [COUNT.pack(len(out_runs)) for out_runs in runs]
     for out_runs in runs:
-        meta += COUNT.pack(len(out_runs))
         for run in out_runs:
             code = run.dtype.str.encode("ascii")
-            entries += RUN_HEAD.pack(run.offset, run.nbytes, len(run.arrays))
-            entries += U8.pack(len(code)) + code + U8.pack(len(run.shape))
-            entries += b"".join(U64.pack(dim) for dim in run.shape)
-    return bytes(meta + entries)
+            parts.append(_run_record(len(code), len(run.shape)).pack(
+                run.offset, run.nbytes, len(run.arrays), len(code), code, len(run.shape),
+                *run.shape))
+    return b"".join(parts)
+
+
+def _run_record(code_nbytes: int, ndim: int) -> struct.Struct:
+    """A whole run record in one format: its head, the dtype code's length and bytes, ndim
+    and the shape (the slot format's fields, back to back, as the reader takes them)."""
+    key = (code_nbytes, ndim)
+    record = _RUN_RECORDS.get(key)
+    if record is None:
+        record = _RUN_RECORDS[key] = struct.Struct(
+            f"{RUN_HEAD.format}{U8.format[1:]}{code_nbytes}s{U8.format[1:]}"
+            f"{ndim}{U64.format[1:]}")
+    return record
+
+
+_RUN_RECORDS: dict[tuple[int, int], struct.Struct] = {}
 
 
 def encoded_size(outputs: Sequence[Sequence[np.ndarray]]) -> int:

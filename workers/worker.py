@@ -27,6 +27,8 @@ import contextlib
 import ctypes
 import faulthandler
 import os
+import pickle
+import select
 import signal
 import sys
 import time
@@ -172,9 +174,18 @@ def worker_main(setup: WorkerSetup) -> None:
 
 
 def _serve(conn: Connection, state: WorkerState, parent_pid: int) -> None:
+    # One poll set for the loop's life: Connection.poll builds and closes a selector on
+    # every call, which costs a worker more than the rest of a tiny task's message handling.
+    # (A pipe whose other end closed polls as ready, and recv() then sees the EOF.)
+    ready = select.poll()
+    try:
+        ready.register(conn.fileno(), select.POLLIN | select.POLLPRI)
+    except OSError:
+        return
+    idle_ms = round(_IDLE_CHECK_S * 1000)
     while True:
         try:
-            if not conn.poll(_IDLE_CHECK_S):
+            if not ready.poll(idle_ms):
                 if os.getppid() != parent_pid:
                     return
                 continue
@@ -208,7 +219,13 @@ def _serve(conn: Connection, state: WorkerState, parent_pid: int) -> None:
                     return
             reply = run_task(request, state)
             try:
-                conn.send(reply)
+                if type(reply) is TaskDone:
+                    # Numbers and a SlotLayout: plain pickle writes the very bytes that
+                    # Connection.send's ForkingPickler would, without building a pickler
+                    # and its dispatch table for every reply.
+                    conn.send_bytes(pickle.dumps(reply))
+                else:
+                    conn.send(reply)
             except OSError:
                 return
         else:
