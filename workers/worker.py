@@ -175,8 +175,8 @@ def worker_main(setup: WorkerSetup) -> None:
 
 def _serve(conn: Connection, state: WorkerState, parent_pid: int) -> None:
     # One poll set for the loop's life: Connection.poll builds and closes a selector on
-    # every call, which costs a worker more than the rest of a tiny task's message handling.
-    # (A pipe whose other end closed polls as ready, and recv() then sees the EOF.)
+    # every call (5.7 us against 0.7 us, paid once per task; benchmarks/RESULTS.md, "Tiny
+    # samples"). A pipe whose other end closed polls as ready, and recv() then sees the EOF.
     ready = select.poll()
     try:
         ready.register(conn.fileno(), select.POLLIN | select.POLLPRI)

@@ -107,8 +107,8 @@ def _one_sample(item: Any, what: str) -> SampleList:
 
 
 def _stopped(stream: SampleSink) -> bool:
-    """Whether `stream` takes no more samples (a call, which the type checker does not take
-    for the value it checked before the loop)."""
+    """Whether `stream` takes no more samples. (A function, so that the type checker does
+    not hold `stream.active` to the value the loop's guard saw.)"""
     return not stream.active
 
 
@@ -199,8 +199,8 @@ class PerSampleCall(_SourceCall):
                 for _ in calls:
                     append(source())
         except BaseException as exc:
-            # The results before the call that raised must still be checked, since per-item
-            # calls would have reported their errors first.
+            # len(results) is the index of the call that raised; the results before it must
+            # still be checked, since per-item calls would have reported their errors first.
             failure = _ItemFailed(len(results), exc)
         outputs = self._convert(results, items)
         if failure is not None:
