@@ -28,7 +28,6 @@ import ctypes
 import faulthandler
 import os
 import pickle
-import select
 import signal
 import sys
 import time
@@ -51,6 +50,7 @@ from dali_lite_workers.messages import (
     TaskStarted,
 )
 from dali_lite_workers.pickling import PicklerSpec
+from dali_lite_workers.readiness import ReadySet
 from dali_lite_workers.startup import ready, started
 from dali_lite_workers.task_calls import run_calls
 
@@ -174,18 +174,15 @@ def worker_main(setup: WorkerSetup) -> None:
 
 
 def _serve(conn: Connection, state: WorkerState, parent_pid: int) -> None:
-    # One poll set for the loop's life: Connection.poll builds and closes a selector on
-    # every call (5.7 us against 0.7 us, paid once per task; benchmarks/RESULTS.md, "Tiny
-    # samples"). A pipe whose other end closed polls as ready, and recv() then sees the EOF.
-    ready = select.poll()
-    try:
-        ready.register(conn.fileno(), select.POLLIN | select.POLLPRI)
-    except OSError:
-        return
-    idle_ms = round(_IDLE_CHECK_S * 1000)
+    # One poll set for the loop's life (readiness.ReadySet): Connection.poll builds and
+    # closes a selector on every call (5.7 us against 0.7 us, paid once per task;
+    # benchmarks/RESULTS.md, "Tiny samples"). A pipe whose other end closed polls as ready,
+    # and recv() then sees the EOF.
+    ready = ReadySet()
+    watched = (conn,)
     while True:
         try:
-            if not ready.poll(idle_ms):
+            if not ready.wait(watched, _IDLE_CHECK_S):
                 if os.getppid() != parent_pid:
                     return
                 continue
