@@ -18,11 +18,10 @@ from __future__ import annotations
 import os
 import threading
 
-import psutil
-
 from dali_lite_shm.errors import ShmAllocationError, ShmError
 
-__all__ = ["SHM_LIMIT_ENV", "SegmentClaim", "account", "reserve", "shm_bytes_in_use"]
+__all__ = ["SHM_LIMIT_ENV", "SegmentClaim", "account", "available_memory_bytes", "reserve",
+           "shm_bytes_in_use"]
 
 #: Environment variable holding an optional cap, in bytes, on how much this process may grow
 #: segments by (in total, over all live segments). Read at every growth so tests can set it.
@@ -45,6 +44,27 @@ def _reset_in_child() -> None:
 os.register_at_fork(after_in_child=_reset_in_child)
 
 
+def available_memory_bytes() -> int:
+    """Memory the system can give without swapping: Linux's ``MemAvailable``, what
+    ``psutil.virtual_memory().available`` reports.
+
+    Read from ``/proc/meminfo`` directly because importing psutil costs 15-30 ms, paid by every
+    program at its first parallel source's build (before its first batch) and by every spawned
+    worker, for this one number (benchmarks/RESULTS.md, "First batch"). psutil, imported only
+    then, answers where the file or the field is missing (kernels before 3.14, other systems).
+    """
+    try:
+        with open("/proc/meminfo", "rb") as meminfo:
+            for line in meminfo:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # the field is in kB
+    except (OSError, ValueError, IndexError):
+        pass
+    import psutil
+
+    return int(psutil.virtual_memory().available)
+
+
 def shm_bytes_in_use() -> int:
     """Bytes that live segments were grown by in this process (what the limit counts)."""
     return _grown_bytes
@@ -62,7 +82,7 @@ def reserve(growth_bytes: int) -> int:
     available. The check and the count are one step, so concurrent growths cannot both
     squeeze under the limit."""
     global _grown_bytes
-    available = psutil.virtual_memory().available
+    available = available_memory_bytes()
     limit = _limit_bytes()
     with _grown_lock:
         detail = ""

@@ -44,7 +44,6 @@ import weakref
 from collections.abc import Callable
 
 import numpy as np
-import psutil
 
 from dali_lite_shm import budget
 from dali_lite_shm.errors import ShmAllocationError, ShmError
@@ -271,7 +270,7 @@ class SharedSegment:
                 os.posix_fallocate(self._fd, mapping.ready, end - mapping.ready)
             except OSError as exc:
                 if exc.errno in _OUT_OF_MEMORY_ERRNOS:
-                    available = psutil.virtual_memory().available
+                    available = budget.available_memory_bytes()
                     raise ShmAllocationError(end - mapping.ready, available,
                                              f"{exc.strerror}") from exc
                 raise

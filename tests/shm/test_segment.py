@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from leaks import run_in_session
 
+import dali_lite_shm.budget as budget
 import dali_lite_shm.mapping as mapping_module
 import dali_lite_shm.segment as segment_module
 from dali_lite_shm import (
@@ -346,11 +347,6 @@ def test_prepare_write_without_madvise_populate_still_reserves(
         seg.close()
 
 
-class _FakeMemory:
-    def __init__(self, available: int) -> None:
-        self.available = available
-
-
 @pytest.mark.parametrize("reserve", [True, False])
 def test_create_and_grow_check_free_memory_before_touching_the_file(
     monkeypatch: pytest.MonkeyPatch, reserve: bool
@@ -359,7 +355,7 @@ def test_create_and_grow_check_free_memory_before_touching_the_file(
     reporting 1 MiB free, asking for more fails before the file is truncated or reserved."""
     free = 1 << 20
     monkeypatch.delenv(SHM_LIMIT_ENV, raising=False)
-    monkeypatch.setattr(segment_module.psutil, "virtual_memory", lambda: _FakeMemory(free))
+    monkeypatch.setattr(budget, "available_memory_bytes", lambda: free)
     touched: list[str] = []
     real_ftruncate, real_fallocate = os.ftruncate, os.posix_fallocate
     monkeypatch.setattr(segment_module.os, "ftruncate",
