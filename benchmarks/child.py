@@ -19,7 +19,8 @@ The protocol, the same for every loader:
 The first-batch workloads (:attr:`~benchmarks.workloads.Workload.first_batch`) time steps 1
 and 2 together, the library's imports excepted: from the loader's construction
 (``Pipeline(...)``, ``DataLoader(...)``) to the first batch in hand. The runner starts them
-through ``benchmarks/training_main.py``, whose top level imports torch.
+(and every workload with :attr:`~benchmarks.workloads.Workload.torch_main`) through
+``benchmarks/training_main.py``, whose top level imports torch.
 
 For the memory workloads (:attr:`~benchmarks.workloads.Workload.memory`) the process prints
 :data:`STEADY_MARK` to stdout as step 4 begins and :data:`STEADY_END_MARK` as it ends; the

@@ -11,12 +11,12 @@ the start workload this process samples the measurement's process tree memory ev
 :data:`_MEMORY_INTERVAL_S` (:mod:`benchmarks.memory`); for the memory workloads it reads the
 tree's USS, PSS and shared memory every :data:`_STEADY_INTERVAL_S` while the loader is in
 steady state (the measurement marks it on stdout, :mod:`benchmarks.child`), and the first-batch
-workloads run as the main module ``benchmarks/training_main.py``, which imports torch. The
-groups of workloads (``--workloads memory``, ``first-batch``) run only when asked for. The
-table shows medians over the
-repeats with their range; ``--out`` writes it into a markdown file, replacing only the part
-between :data:`BEGIN_MARK` and :data:`END_MARK` when the file has them, so the prose around
-the table in ``RESULTS.md`` survives a rerun. ``--chart`` draws the same medians as a PNG
+workloads and memory-cached run as the main module ``benchmarks/training_main.py``, which
+imports torch. The groups of workloads (``--workloads memory``, ``first-batch``) run only
+when asked for. The table shows medians over the repeats with their range; ``--out`` writes
+it into a markdown file, replacing only the part between :data:`BEGIN_MARK` and
+:data:`END_MARK` when the file has them, so the prose around the table in ``RESULTS.md``
+survives a rerun. ``--chart`` draws the same medians as a PNG
 (:mod:`benchmarks.chart`, which also redraws from ``--json`` or ``--out`` files).
 
 The measured dali_lite is the one in the tree that holds this ``benchmarks`` package: the
@@ -206,7 +206,7 @@ class _SteadyState:
 
 def _command(loader: str, workload: str, scale: float, root: Path | None) -> list[str]:
     args = [str(ROOT), str(root or ""), loader, workload, repr(scale)]
-    if WORKLOADS[workload].first_batch:
+    if WORKLOADS[workload].torch_main:
         return [sys.executable, str(ROOT / "benchmarks" / "training_main.py"), *args]
     return [sys.executable, "-c", _BOOT, *args]
 
@@ -365,6 +365,10 @@ def _groups_note(workloads: Sequence[str]) -> str:
                      f"mappings of shared-memory files) and PSS summed over the processes, "
                      f"shared memory held counted once per file; each cell the "
                      f"median of those samples, then of the repeats.")
+    if any(WORKLOADS[name].torch_main and not WORKLOADS[name].first_batch
+           for name in workloads):
+        notes.append(" memory-cached runs in a measurement process whose main module imports "
+                     "torch (benchmarks/training_main.py), as a training script's does.")
     return "".join(notes)
 
 

@@ -34,6 +34,11 @@ The functions are built so that the loader, not the callback, is what is measure
   ``prefetch_queue_depth=1``, so that each batch is split into 4 tasks and, once the first
   batch showed the shapes, placed (one slot holds the batch, the other three only metadata):
   DALI and dali_lite only, the shared memory of placed batches against DALI's chunks;
+* ``memory-cached`` (group ``memory``): memory-tiny with a callback that remembers a small
+  record (a list) per index of a 100,000-item dataset, as datasets that memoize their labels or
+  file lists do, in a measurement whose main module imports torch (as for the first-batch
+  workloads): the records a worker keeps make its garbage collector run full collections, and
+  a full collection in a forked worker walks (and so copies) every object it inherited;
 * ``first-batch-{fork,spawn}-{2,8}`` (group ``first-batch``): the large sample, timed from the
   loader's construction (``Pipeline(...)``, ``DataLoader(...)``) to the first batch in hand,
   with 2 or 8 workers started by fork or spawn, in a measurement process whose main module
@@ -77,6 +82,8 @@ TINY_NBYTES = 1024
 LARGE_SHAPE = (1024, 683, 3)
 HEAVY_CPU_S = 0.001
 HEAVY_NBYTES = 1024
+#: The dataset size of memory-cached: one record per index is kept, in every worker.
+CACHED_ITEMS = 100_000
 VARYING_MIN_SIDE = 19  # 19 * 19 * 3 = 1083 bytes >= 1 KiB
 VARYING_MAX_SIDE = 591  # 591 * 591 * 3 = 1047843 bytes <= 1 MiB
 _LARGE_VARIANTS = 4
@@ -92,6 +99,7 @@ CHAIN_SEED = 7  # fn.random.coin_flip's: both libraries mirror the same samples
 _large_images: list[np.ndarray] = []
 _varying_pool: list[np.ndarray] = []
 _chain_images: list[np.ndarray] = []
+_records: dict[int, list[int]] = {}
 
 
 def tiny_sample(index: int) -> np.ndarray:
@@ -117,6 +125,15 @@ def large_fresh_sample(index: int) -> np.ndarray:
     """A fresh 2 MiB image per call, as an augmentation makes one: one of the four prepared
     images XOR a byte of ``index`` (one read and one write pass, into new memory)."""
     return np.bitwise_xor(large_sample(index), np.uint8(index & 0xFF))
+
+
+def cached_tiny_sample(index: int) -> np.ndarray:
+    """tiny_sample's, after remembering a record for ``index % CACHED_ITEMS`` in this process
+    (a list: an object the garbage collector tracks, as a dataset's memoized metadata is)."""
+    key = index % CACHED_ITEMS
+    if key not in _records:
+        _records[key] = [key, key & 0xFF]
+    return tiny_sample(index)
 
 
 def heavy_sample(index: int) -> np.ndarray:
@@ -228,9 +245,13 @@ class Workload:
     #: The workers' start method and count, if not the suite's (``fork``, 2).
     start_method: str | None = None
     workers: int | None = None
-    #: Time from the loader's construction, not from ``start()``, to the first batch, in a
-    #: measurement process whose main module imports torch (``benchmarks/training_main.py``).
+    #: Time from the loader's construction, not from ``start()``, to the first batch (in a
+    #: measurement process whose main module imports torch: ``torch_main``).
     first_batch: bool = False
+    #: Measure in a process whose main module imports torch first, as a training script's
+    #: does (``benchmarks/training_main.py``): forked workers inherit its objects, spawned
+    #: workers import it again.
+    torch_main: bool = False
     #: Read USS, PSS and shared memory of the process tree in steady state (after warm-up).
     memory: bool = False
     #: Run when no ``--workloads`` are given.
@@ -293,6 +314,10 @@ WORKLOADS: dict[str, Workload] = {
         Workload("memory-large", large_sample, 16, warmup_batches=10, timed_batches=200,
                  bytes_per_sample_hint=_LARGE_NBYTES + 64, memory=True, default=False,
                  loaders=_PLAIN_LOADERS, not_applicable=_PEERS_ONLY),
+        Workload("memory-cached", cached_tiny_sample, 256, warmup_batches=40,
+                 timed_batches=1500, bytes_per_sample_hint=TINY_NBYTES + 64, memory=True,
+                 torch_main=True, default=False, loaders=_PLAIN_LOADERS,
+                 not_applicable=_PEERS_ONLY),
         # Split (4 workers > source depth 1) and placed: what the slots hold beside DALI's.
         Workload("memory-split", large_sample, 16, warmup_batches=10, timed_batches=200,
                  bytes_per_sample_hint=_LARGE_NBYTES + 64, source_depth=1, workers=4,
@@ -300,7 +325,8 @@ WORKLOADS: dict[str, Workload] = {
                  not_applicable="n/a (no batches split over workers)"),
         *(Workload(f"first-batch-{method}-{workers}", large_sample, 16, warmup_batches=0,
                    timed_batches=4, bytes_per_sample_hint=_LARGE_NBYTES + 64,
-                   start_method=method, workers=workers, first_batch=True, default=False,
+                   start_method=method, workers=workers, first_batch=True, torch_main=True,
+                   default=False,
                    loaders=_PLAIN_LOADERS - ({"grain"} if method == "fork" else set()),
                    not_applicable=_PEERS_ONLY,
                    reasons=(("grain", "n/a (Grain always spawns)"),))
@@ -310,6 +336,6 @@ WORKLOADS: dict[str, Workload] = {
 
 #: Workloads run together under one name: ``--workloads memory``.
 GROUPS: dict[str, tuple[str, ...]] = {
-    "memory": ("memory-tiny", "memory-large", "memory-split"),
+    "memory": ("memory-tiny", "memory-large", "memory-cached", "memory-split"),
     "first-batch": tuple(name for name in WORKLOADS if name.startswith("first-batch-")),
 }

@@ -37,6 +37,7 @@ from multiprocessing.reduction import recv_handle
 
 from dali_lite_shm import SharedSegment, ShmError, SlotWriter
 from dali_lite_workers.callbacks import Callback
+from dali_lite_workers.collector import freeze_startup_objects
 from dali_lite_workers.errors import RemoteError
 from dali_lite_workers.heap import keep_freed_memory
 from dali_lite_workers.messages import (
@@ -162,6 +163,9 @@ def worker_main(setup: WorkerSetup) -> None:
     if os.getppid() != setup.parent_pid:
         return  # the parent died before PR_SET_PDEATHSIG was armed
     state = WorkerState(setup.index, os.getpid(), _load_callbacks(setup))
+    # The program's objects (inherited, or imported with the main module) stay shared and
+    # are never walked by a collection (workers/collector.py).
+    freeze_startup_objects()
     ready()  # a staged start's next worker may begin (workers/startup.py)
     conn = setup.conn
     try:
