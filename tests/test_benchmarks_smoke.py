@@ -419,6 +419,7 @@ def test_the_memory_workloads_report_uss_pss_and_shared_memory(
     """`--workloads memory`: the tree's USS, PSS and shared memory in steady state, per
     loader, with the ratios to each peer (dali_lite's shared memory over DALI's among them);
     memory-split (batches split over 4 workers and placed) for DALI and dali_lite only."""
+    pytest.importorskip("torch")  # memory-cached's main module imports it
     from benchmarks import loaders, run
     from benchmarks.workloads import WORKLOADS
 
@@ -430,7 +431,8 @@ def test_the_memory_workloads_report_uss_pss_and_shared_memory(
     text = capsys.readouterr().out
     assert "| tiny |" not in text  # no main table: only the memory workloads ran
     rows = _table(text, "Memory in steady state")
-    assert {row["workload"] for row in rows} == {"memory-tiny", "memory-large", "memory-split"}
+    assert {row["workload"] for row in rows} == {"memory-tiny", "memory-large", "memory-cached",
+                                                 "memory-split"}
     assert {row["metric"] for row in rows} == {
         "USS, MiB (sum over processes)", "USS outside shared memory, MiB",
         "PSS, MiB (sum over processes)",
@@ -499,7 +501,7 @@ def test_the_workload_groups_run_only_when_asked_for() -> None:
     default = [name for name, workload in WORKLOADS.items() if workload.default]
     assert _names(None, list(WORKLOADS), "workload", GROUPS, default) == default
     assert _names(["memory", "tiny"], list(WORKLOADS), "workload", GROUPS, default) == [
-        "tiny", "memory-tiny", "memory-large", "memory-split"]
+        "tiny", "memory-tiny", "memory-large", "memory-cached", "memory-split"]
     assert len(_names(["first-batch"], list(WORKLOADS), "workload", GROUPS, default)) == 4
     with pytest.raises(SystemExit, match="first-batch"):  # the groups are named as choices
         _names(["no-such"], list(WORKLOADS), "workload", GROUPS, default)
