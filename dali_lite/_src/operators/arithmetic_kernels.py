@@ -33,6 +33,9 @@ where they are not NumPy's:
   few ulp of 1/sqrt, NaN for 0, -0 and inf, -inf for a subnormal (DALI's values); float64 is
   `1 / sqrt`.
 
+`apply_into` computes the same into a given array (a block of a batch, on one of an
+operator's threads).
+
 `constant_value` gives the value DALI computes with for a scalar constant: float constants go
 through float32 whatever their type (`float64 + 0.1` adds 0.10000000149011612), integer ones
 must fit their type and int64.
@@ -114,6 +117,22 @@ def apply(op: str, xp: ArrayModule, operands: Sequence[Any], out_dtype: np.dtype
         else:
             result = _KERNELS[op](xp, *[_cast(xp, x, out) for x in operands])
         return xp.asarray(result).astype(out, copy=False)
+
+
+def apply_into(op: str, xp: ArrayModule, operands: Sequence[Any], out: Any) -> None:
+    """`apply(op, xp, operands, out.dtype)` written into `out`, an array of the operands'
+    broadcast shape: a block of a batch's output, computed on one of an operator's threads.
+    An operation that is one ufunc over the converted operands (`add`, `mul`, `sqrt`, ...)
+    writes there directly; the others are computed as `apply` does and copied in."""
+    name = _UFUNCS.get(op)
+    if name is None:
+        out[...] = apply(op, xp, operands, out.dtype)
+        return
+    if len(operands) != OPERATORS[op].arity:
+        raise ValueError(f"DALI's {op} takes {OPERATORS[op].arity} operand(s), "
+                         f"not {len(operands)}")
+    with _quiet(xp):
+        getattr(xp, name)(*[_cast(xp, x, out.dtype) for x in operands], out=out)
 
 
 # ------------------------------------------------------------------------ the kernels
@@ -206,6 +225,16 @@ _KERNELS: dict[str, Callable[..., Any]] = {
     "minus": _unary("negative"),
     "plus": lambda xp, a: a.copy(),
     "bitnot": _unary("invert"),  # on bool, NumPy's and CuPy's invert is logical not
+}
+
+
+#: The operations whose kernel is one ufunc of `xp` (by name) over the operands converted to
+#: the output type: `apply_into` gives it the output array.
+_UFUNCS: dict[str, str] = {
+    **_BINARY,
+    **{op: _FUNCTIONS.get(op, op) for op in _UNARY_FUNCTIONS},
+    "minus": "negative",
+    "bitnot": "invert",
 }
 
 

@@ -12,7 +12,6 @@ batches as `InputBatch`es and its arguments as `ArgumentValues`, and calls the s
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 import numpy as np
@@ -20,6 +19,7 @@ import numpy as np
 from dali_lite._src.cuda.arguments import require_device
 from dali_lite._src.graph.nodes import DataNode, IterationContext, Operator
 from dali_lite._src.operators.batches import InputBatch
+from dali_lite._src.operators.sample_threads import SampleThreads
 from dali_lite._src.operators.schema import OperatorSchema
 from dali_lite._src.options import resolved_num_threads
 from dali_lite._src.sources.constant import constant_array, constant_node
@@ -122,23 +122,20 @@ class BuiltinOperator(Operator):
             require_device(pipeline, f"{self.schema.display_name} (device='gpu')")
         self.num_threads = resolved_num_threads(pipeline.num_threads)
 
-    def thread_pool(self) -> ThreadPoolExecutor | None:
+    def sample_threads(self) -> SampleThreads | None:
         """Threads for the samples of a batch (the pipeline's `num_threads`, as DALI's CPU
-        operators use them; NumPy releases the GIL in its loops), or None with one thread.
-        Made on first use, ended by `close()`."""
+        operators use them), or None with one thread. Ended by `close()`."""
         if getattr(self, "num_threads", 1) < 2:
             return None
-        pool = self.__dict__.get("_pool")
-        if pool is None:
-            pool = ThreadPoolExecutor(self.num_threads,
-                                      thread_name_prefix=f"dali_lite-{self.name}")
-            self._pool = pool
-        return pool
+        threads = self.__dict__.get("_threads")
+        if threads is None:
+            threads = self._threads = SampleThreads(self.num_threads, self.name)
+        return threads
 
     def close(self) -> None:
-        pool = self.__dict__.pop("_pool", None)
-        if pool is not None:
-            pool.shutdown(wait=True)
+        threads = self.__dict__.pop("_threads", None)
+        if threads is not None:
+            threads.close()
         super().close()
 
     # ------------------------------------------------------------------------ machinery

@@ -13,7 +13,6 @@ crop_mirror_normalize, ...). `dtype_argument` reads a `dtype` argument: DALI's
 
 from __future__ import annotations
 
-from concurrent.futures import Executor
 from typing import Any
 
 import numpy as np
@@ -21,6 +20,7 @@ import numpy as np
 from dali_lite._src.graph.nodes import IterationContext
 from dali_lite._src.operators.base import ArgumentValues, BuiltinOperator
 from dali_lite._src.operators.batches import ArrayModule, InputBatch, output_batch
+from dali_lite._src.operators.sample_threads import SampleThreads
 from dali_lite._src.operators.schema import Argument, OperatorSchema
 from dali_lite._src.types.dtypes import to_dali_type, to_numpy_dtype
 from dali_lite._src.types.enums import DALIDataType
@@ -135,24 +135,24 @@ def _same_layout(batch: InputBatch, data: Any) -> Any:
     return output_batch(data, batch.layout, batch.device)
 
 
-def _converted(batch: InputBatch, dtype: np.dtype[Any], pool: Executor | None = None) -> Any:
-    """The batch converted to `dtype`, in one operation when it is dense; with `pool`, a dense
-    batch widened to float32 or float64 (NumPy's cast is DALI's there) is converted sample by
-    sample on its threads, straight into the output."""
+def _converted(batch: InputBatch, dtype: np.dtype[Any], threads: SampleThreads | None = None
+               ) -> Any:
+    """The batch converted to `dtype`, in one operation when it is dense; with `threads`, a
+    dense batch widened to float32 or float64 (NumPy's cast is DALI's there) is converted in
+    blocks of samples on them, straight into the output."""
     xp = batch.xp
     dense = batch.dense()
     if dense is None:
         return _same_layout(batch, [convert(xp, s, dtype) for s in batch.samples])
     widening = dtype in (np.dtype(np.float32), np.dtype(np.float64)) and (
         dense.dtype.kind in "biu" or dense.dtype.itemsize <= dtype.itemsize)
-    if pool is not None and widening and dense.shape[0] > 1 and dense.dtype != dtype:
+    if threads is not None and widening and dense.shape[0] > 1 and dense.dtype != dtype:
         out = np.empty(dense.shape, dtype)
 
-        def one(i: int) -> None:
-            out[i] = dense[i]
+        def block(start: int, stop: int) -> None:
+            out[start:stop] = dense[start:stop]
 
-        for _ in pool.map(one, range(dense.shape[0])):
-            pass
+        threads.each_block(block, dense.shape[0])
         return _same_layout(batch, out)
     return _same_layout(batch, convert(xp, dense, dtype))
 
@@ -169,8 +169,8 @@ class Cast(BuiltinOperator):
     def compute(self, ctx: IterationContext, inputs: list[InputBatch],
                 arguments: ArgumentValues) -> list[Any]:
         data = inputs[0]
-        pool = self.thread_pool() if data.device == "cpu" else None
-        return [_converted(data, arguments["dtype"], pool)]
+        threads = self.sample_threads() if data.device == "cpu" else None
+        return [_converted(data, arguments["dtype"], threads)]
 
 
 class CastLike(BuiltinOperator):

@@ -17,7 +17,6 @@ casts it.
 
 from __future__ import annotations
 
-from concurrent.futures import Executor
 from typing import Any
 
 import numpy as np
@@ -39,6 +38,7 @@ from dali_lite._src.operators.conversion import convert, dtype_argument
 from dali_lite._src.operators.cropping import CROP_ARGUMENTS, CROP_TYPES, CropWindows
 from dali_lite._src.operators.layouts import CROP_LAYOUTS, image_layout
 from dali_lite._src.operators.padding import flip_samples
+from dali_lite._src.operators.sample_threads import SampleThreads
 from dali_lite._src.operators.schema import Argument, OperatorSchema
 from dali_lite._src.operators.slicing import DEPRECATED
 from dali_lite._src.operators.windows import apply_bounds, parse_policy, static_cast
@@ -121,8 +121,8 @@ class CropMirrorNormalize(ArgumentChecks):
         if dense is not None and same and constant:
             factors = norm_factors(means[0], stds[0], plan.scale, plan.shift)
             # The pipeline's threads share the samples (CPU only: CuPy has its own streams).
-            pool = self.thread_pool() if data.device == "cpu" else None
-            out = plan.run(xp, dense, windows[0], factors, np.array(mirror), pool)
+            threads = self.sample_threads() if data.device == "cpu" else None
+            out = plan.run(xp, dense, windows[0], factors, np.array(mirror), threads)
             return [output_batch(out, out_layout, data.device)]
         samples = []
         for sample, window, flip, mean, std in zip(data.samples, windows, mirror, means,
@@ -186,9 +186,9 @@ class _Plan:
 
     def run(self, xp: ArrayModule, block: Any, window: tuple[list[int], list[int]],
             factors: tuple[np.ndarray, np.ndarray] | None, mirror: np.ndarray,
-            pool: Executor | None = None) -> Any:
+            threads: SampleThreads | None = None) -> Any:
         """The output of a block of samples ``(N, ...)`` sharing `window` (its samples on
-        `pool`'s threads, if given)."""
+        `threads`, if given)."""
         anchor, shape = window
         extents = block.shape[1:]
         channels = extents[self.channel]
@@ -206,7 +206,7 @@ class _Plan:
                 # its own (reversed or not) view straight into the output.
                 view = part.transpose(self.perm)
                 result = normalize(xp, view, self.perm.index(1 + self.channel), factors,
-                                   mirror, self.perm.index(1 + self.width), pool=pool)
+                                   mirror, self.perm.index(1 + self.width), threads=threads)
                 return convert(xp, result, self.dtype)
             # Flip the input (a view, or a copy for a per-sample mirror), not the result.
             part = flip_samples(xp, part, mirror, 1 + self.width)
@@ -214,7 +214,7 @@ class _Plan:
                 # The common case: normalize straight into the output layout.
                 view = part.transpose(self.perm)
                 result = normalize(xp, view, self.perm.index(1 + self.channel), factors,
-                                   pool=pool)
+                                   threads=threads)
                 return convert(xp, result, self.dtype)
         # Outside the image or extra channels: the fill values, with the normalized part
         # written in, in the input's layout; flipped whole when the window left the image.
@@ -253,11 +253,11 @@ def _along(values: Any, ndim: int, axis: int) -> Any:
 
 def normalize(xp: ArrayModule, block: Any, channel_axis: int,
               factors: tuple[np.ndarray, np.ndarray] | None, mirror: np.ndarray | None = None,
-              width_axis: int = 0, pool: Executor | None = None) -> Any:
+              width_axis: int = 0, threads: SampleThreads | None = None) -> Any:
     """``(block - mean') * k`` per channel (along `channel_axis`) into a new C-ordered float32
     array, whatever `block`'s strides; `block` itself when there is nothing to normalize.
-    With `mirror`, the samples it selects are read reversed along `width_axis`. With `pool`,
-    the samples are computed on its threads."""
+    With `mirror`, the samples it selects are read reversed along `width_axis`. With
+    `threads`, the samples are computed on them."""
     if factors is None:
         return block
     channels = block.shape[channel_axis]
@@ -273,10 +273,8 @@ def normalize(xp: ArrayModule, block: Any, channel_axis: int,
             xp.subtract((flipped if flips[i] else block)[i], folded[0], out=out[i])
             xp.multiply(out[i], factor[0], out=out[i])
 
-    if pool is not None and block.shape[0] > 1:
-        # Sample by sample on the pipeline's threads (NumPy releases the GIL in its loops).
-        for _ in pool.map(one, range(block.shape[0])):
-            pass
+    if threads is not None and block.shape[0] > 1:
+        threads.each_sample(one, block.shape[0])
         return out
     with np.errstate(invalid="ignore", over="ignore"):
         if mirror is None:

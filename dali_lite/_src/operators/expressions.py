@@ -9,13 +9,16 @@ constant nodes). `expression` builds that operator; `DataNode`'s overloads call 
 Each iteration the output type comes from DALI's promotion rules (`arithmetic_types`) and the
 values from DALI's kernels (`arithmetic_kernels`). Sample shapes broadcast as NumPy's do
 (DALI's rule); a dense batch (every sample one shape) is computed in one array operation over
-the whole ``(N, ...)`` block, a ragged one sample by sample. The output's layout is the first
+the whole ``(N, ...)`` block (from `THREADED_MIN_BYTES` of output on, in one block of samples
+per thread of the pipeline's `num_threads`, as DALI's CPU operators share a batch), a ragged
+one sample by sample. The output's layout is the first
 layout among the operands with the most dimensions; the layouts of two operands must be equal
 or one a suffix of the other, as DALI requires.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,7 +33,12 @@ from dali_lite._src.operators.schema import OperatorSchema
 from dali_lite._src.sources.constant import constant_array, constant_node
 from dali_lite._src.types.scalar_constant import ScalarConstant
 
-__all__ = ["ArithmeticExpression", "expression"]
+__all__ = ["THREADED_MIN_BYTES", "ArithmeticExpression", "expression"]
+
+#: A dense CPU batch whose output is at least this large is computed on the operator's threads;
+#: below it, handing blocks to threads costs more than the loop they would share.
+THREADED_MIN_BYTES = 1 << 20
+
 
 def _scalar(value: Any) -> tuple[arithmetic_types.ScalarConstant, np.generic] | None:
     """A scalar constant operand's type (for the type rules) and the value DALI computes with,
@@ -125,7 +133,9 @@ class ArithmeticExpression(BuiltinOperator):
         if all(b.dense() is not None for b in inputs):
             operands = [self._dense_operand(xp, inputs[c], ndim) if kind == "node" else c[1]
                         for kind, c in self.plan]
-            result = self._apply(xp, operands, out_dtype, count, inputs)
+            result = self._threaded(operands, out_dtype, count)
+            if result is None:
+                result = self._apply(xp, operands, out_dtype, count, inputs)
             return [output_batch(result, layout, self.device)]
         samples = []
         for index in range(count):
@@ -133,6 +143,35 @@ class ArithmeticExpression(BuiltinOperator):
                         for kind, c in self.plan]
             samples.append(self._apply(xp, operands, out_dtype, index, inputs))
         return [output_batch(samples, layout, self.device)]
+
+    def _threaded(self, operands: list[Any], out_dtype: np.dtype[Any], count: int
+                  ) -> np.ndarray | None:
+        """A large dense CPU batch computed in blocks of samples on the operator's threads
+        (the pipeline's `num_threads`; NumPy's loops release the GIL), each block written
+        into its part of the output; None where that does not apply: one thread, a small
+        batch, a GPU batch, or operands that do not broadcast (the single-block path words
+        that error)."""
+        threads = self.sample_threads() if self.device == "cpu" else None
+        if threads is None or count < 2:
+            return None
+        try:
+            shape = np.broadcast_shapes(*(np.shape(o) for o in operands))
+        except ValueError:
+            return None
+        if math.prod(shape) * out_dtype.itemsize < THREADED_MIN_BYTES:
+            return None
+        out = np.empty(shape, out_dtype)
+        # Node operands are (count, ...) blocks of the batch; scalars go whole to every block.
+        batched = [kind == "node" for kind, _ in self.plan]
+
+        def block(start: int, stop: int) -> None:
+            arithmetic_kernels.apply_into(
+                self.operation, np,
+                [o[start:stop] if whole else o for o, whole in zip(operands, batched)],
+                out[start:stop])
+
+        threads.each_block(block, count)
+        return out
 
     def _where(self) -> str:
         return f"Error in {self.device.upper()} operator `{self.display_name}`"
