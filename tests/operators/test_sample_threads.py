@@ -4,6 +4,7 @@ thread, every sample once, errors raised only after every block has finished."""
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -64,3 +65,54 @@ def test_a_failing_block_raises_after_the_others_finish() -> None:
 def test_one_thread_is_refused() -> None:
     with pytest.raises(ValueError, match="2 threads or more"):
         SampleThreads(1, "test")
+
+
+@pytest.mark.timeout(120)
+def test_cast_and_crop_mirror_normalize_share_a_batch_over_the_threads(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chain a training pipeline runs (README, "on every thread"): with num_threads=2 the
+    cast and crop_mirror_normalize of a dense batch each run one block per thread, on the
+    operator's threads, and give what one thread gives."""
+    import numpy as np
+
+    import dali_lite as dali
+    from dali_lite import fn, types
+
+    blocks_run: list[tuple[str, int, int]] = []
+    each_block = SampleThreads.each_block
+
+    def recording(self: SampleThreads, compute: Any, count: int) -> None:
+        def traced(start: int, stop: int) -> None:
+            blocks_run.append((threading.current_thread().name, start, stop))
+            compute(start, stop)
+
+        each_block(self, traced, count)
+
+    monkeypatch.setattr(SampleThreads, "each_block", recording)
+    rng = np.random.default_rng(1)
+    images = [rng.integers(0, 256, (40, 48, 3), dtype=np.uint8) for _ in range(6)]
+
+    def run(num_threads: int) -> np.ndarray:
+        pipe = dali.Pipeline(batch_size=6, num_threads=num_threads, device_id=None)
+        with pipe:
+            x = fn.external_source(lambda: images, batch=True, layout="HWC")
+            x = fn.cast(x, dtype=types.FLOAT)
+            pipe.set_outputs(fn.crop_mirror_normalize(
+                x, crop=(32, 32), mean=[1.0, 2.0, 3.0], std=[2.0, 3.0, 4.0],
+                mirror=fn.random.coin_flip(seed=3), output_layout="CHW"))
+        try:
+            pipe.build()
+            return pipe.run()[0].as_array().copy()
+        finally:
+            pipe.close()
+
+    threaded = run(2)
+    names = {name.rsplit("_", 1)[0] for name, _, _ in blocks_run}
+    assert len(names) == 2 and all(n.startswith("dali_lite-") for n in names), blocks_run
+    # One block per thread and operator, for every iteration computed (prefetch included).
+    bounds = [(start, stop) for _, start, stop in blocks_run]
+    assert set(bounds) == {(0, 3), (3, 6)} and bounds.count((0, 3)) == bounds.count((3, 6))
+    assert len(bounds) >= 4
+    blocks_run.clear()
+    np.testing.assert_array_equal(threaded, run(1))
+    assert not blocks_run
