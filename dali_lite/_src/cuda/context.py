@@ -14,9 +14,10 @@ import contextlib
 import threading
 import weakref
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dali_lite._src.cuda.arguments import require_device
+from dali_lite._src.cuda.handles import CudaEvent, CudaStream
 from dali_lite._src.cuda.runtime import cupy, mark_cuda_initialized
 
 if TYPE_CHECKING:
@@ -35,15 +36,19 @@ class _RawStream:
         return (0, self.ptr)
 
 
-def stream_object(ptr: int) -> Any:
+def stream_object(ptr: int) -> CudaStream:
     """A CuPy stream object for a raw handle (CuPy kernels launch on the current one)."""
     cp = cupy()
+    stream: CudaStream
     if ptr == 0:
-        return cp.cuda.Stream.null
+        stream = cp.cuda.Stream.null
+        return stream
     from_external = getattr(cp.cuda.Stream, "from_external", None)
     if from_external is not None:  # CuPy >= 14; ExternalStream is deprecated there
-        return from_external(_RawStream(ptr))
-    return cp.cuda.ExternalStream(ptr)
+        stream = from_external(_RawStream(ptr))
+    else:
+        stream = cp.cuda.ExternalStream(ptr)
+    return stream
 
 
 class GPUContext:
@@ -58,47 +63,48 @@ class GPUContext:
         with self.device:
             # Lower numbers are higher priorities; CUDA clamps a priority outside the device's
             # range to its nearest end, and the stream reports the one it got.
-            self.stream = cp.cuda.Stream(non_blocking=True, priority=priority)
+            self.stream: CudaStream = cp.cuda.Stream(non_blocking=True, priority=priority)
             self.priority = int(self.stream.priority)
 
     @property
-    def device(self) -> Any:
+    def device(self) -> contextlib.AbstractContextManager[object]:
         """A context manager making the pipeline's device current (a new CuPy Device object
         each time: one object's enter/exit stack must not be shared between threads)."""
-        return cupy().cuda.Device(self.device_id)
+        device: contextlib.AbstractContextManager[object] = cupy().cuda.Device(self.device_id)
+        return device
 
     @contextlib.contextmanager
-    def activate(self) -> Iterator[Any]:
+    def activate(self) -> Iterator[CudaStream]:
         """The device and the pipeline stream made current (for CuPy calls and kernels)."""
         with self.device, self.stream:
             yield self.stream
 
-    def record(self, stream: Any = None) -> Any:
+    def record(self, stream: CudaStream | None = None) -> CudaEvent:
         """An event recorded on `stream` (default: the pipeline stream)."""
         return record_event(self.stream if stream is None else stream)
 
-    def record_raw(self, stream_ptr: int) -> Any:
+    def record_raw(self, stream_ptr: int) -> CudaEvent:
         """An event recorded on a raw stream handle."""
         cp = cupy()
-        event = cp.cuda.Event(disable_timing=True)
+        event: CudaEvent = cp.cuda.Event(disable_timing=True)
         cp.cuda.runtime.eventRecord(event.ptr, stream_ptr)
         return event
 
-    def wait_raw(self, stream_ptr: int, event: Any) -> None:
+    def wait_raw(self, stream_ptr: int, event: CudaEvent) -> None:
         """Make the stream `stream_ptr` wait for `event` (no host wait)."""
         cupy().cuda.runtime.streamWaitEvent(stream_ptr, event.ptr, 0)
 
 
-def record_event(stream: Any) -> Any:
+def record_event(stream: CudaStream) -> CudaEvent:
     """A new event recorded on the CuPy stream `stream`."""
-    event = cupy().cuda.Event(disable_timing=True)
+    event: CudaEvent = cupy().cuda.Event(disable_timing=True)
     event.record(stream)
     return event
 
 
-_contexts: weakref.WeakKeyDictionary[Any, GPUContext] = weakref.WeakKeyDictionary()
+_contexts: weakref.WeakKeyDictionary[PipelineView, GPUContext] = weakref.WeakKeyDictionary()
 _contexts_lock = threading.Lock()
-_consumer_streams: dict[int, Any] = {}
+_consumer_streams: dict[int, CudaStream] = {}
 
 
 def context_for(pipeline: PipelineView) -> GPUContext:
@@ -113,7 +119,7 @@ def context_for(pipeline: PipelineView) -> GPUContext:
         return context
 
 
-def consumer_stream(device_id: int) -> Any:
+def consumer_stream(device_id: int) -> CudaStream:
     """A stream of this process for reads by users (as_cpu, joins), apart from pipelines'."""
     with _contexts_lock:
         stream = _consumer_streams.get(device_id)

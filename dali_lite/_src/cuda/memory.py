@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from dali_lite._src.cuda.context import consumer_stream, stream_object
+from dali_lite._src.cuda.handles import CudaEvent, CudaStream
 from dali_lite._src.cuda.runtime import cupy, mark_cuda_initialized
 
 #: DLPack device types of memory CUDA kernels can read.
@@ -109,7 +110,7 @@ def packed_views(flat: Any, shapes: Sequence[tuple[int, ...]], dtype: np.dtype[A
     return views
 
 
-def stream_for_reads(device_id: int, ready: Any) -> Any:
+def stream_for_reads(device_id: int, ready: CudaEvent | None) -> CudaStream:
     """The consumer stream of `device_id`, made to wait for `ready` (an event or None)."""
     stream = consumer_stream(device_id)
     if ready is not None:
@@ -133,7 +134,7 @@ def copy_out(arrays: Sequence[Any], address: int, stream_ptr: int, device_id: in
             offset += array.nbytes
 
 
-def download(arrays: Sequence[Any], ready: Any, device_id: int) -> np.ndarray:
+def download(arrays: Sequence[Any], ready: CudaEvent | None, device_id: int) -> np.ndarray:
     """The bytes of `arrays`, back to back, in one new host array (waits for the copy)."""
     host = np.empty(sum(a.nbytes for a in arrays), dtype=np.uint8)
     with cupy().cuda.Device(device_id):

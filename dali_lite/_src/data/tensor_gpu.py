@@ -26,6 +26,7 @@ import numpy as np
 from dali_lite._src.cuda import arguments as cuda_arguments
 from dali_lite._src.cuda import memory as cuda_memory
 from dali_lite._src.cuda import runtime as cuda
+from dali_lite._src.cuda.handles import CudaEvent
 from dali_lite._src.data import tensor_text
 from dali_lite._src.data.tensor_cpu import (
     NO_LAYOUT,
@@ -69,10 +70,11 @@ class TensorGPU:
     __slots__ = ("__weakref__", "_array", "_layout", "_ready")
     __module__ = "dali_lite.tensors"
 
-    # CuPy has no type stubs: its arrays and events are Any.
+    # CuPy has no type stubs: its arrays are Any (its events are `CudaEvent`s).
     _array: Any
     _layout: str
-    _ready: Any  # the event of the work that produced the data, or None once waited for
+    #: The event of the work that produced the data, or None once waited for.
+    _ready: CudaEvent | None
 
     def __init__(self, b: Any, layout: str | None = None, device_id: int = -1) -> None:
         array = to_device_array(b, "b (the data of TensorGPU)")
@@ -83,7 +85,8 @@ class TensorGPU:
         self._layout = checked_layout(layout, array.ndim)
 
     @classmethod
-    def _wrap(cls, array: Any, layout: str = NO_LAYOUT, ready: Any = None) -> TensorGPU:
+    def _wrap(cls, array: Any, layout: str = NO_LAYOUT, ready: CudaEvent | None = None
+              ) -> TensorGPU:
         tensor = cls.__new__(cls)
         tensor._array, tensor._layout, tensor._ready = array, layout, ready
         return tensor
@@ -200,8 +203,8 @@ class TensorGPU:
                                          self._array.shape, None)
 
 
-def copy_arrays_to_external(arrays: Sequence[Any], ready: Any, device_id: int, ptr: Any,
-                      cuda_stream: Any, non_blocking: bool) -> None:
+def copy_arrays_to_external(arrays: Sequence[Any], ready: CudaEvent | None, device_id: int,
+                            ptr: Any, cuda_stream: Any, non_blocking: bool) -> None:
     address = pointer_address(ptr)
     stream_ptr = cuda_arguments.stream_pointer(0 if cuda_stream is None else cuda_stream)
     cp = cuda.cupy()

@@ -24,6 +24,7 @@ import numpy as np
 from dali_lite._src.cuda import context as cuda_context
 from dali_lite._src.cuda import memory as cuda_memory
 from dali_lite._src.cuda import runtime as cuda
+from dali_lite._src.cuda.handles import CudaEvent
 from dali_lite._src.data import tensor_text
 from dali_lite._src.data.tensor_cpu import batch_layout, checked_layout
 from dali_lite._src.data.tensor_gpu import TensorGPU, copy_arrays_to_external, to_device_array
@@ -58,7 +59,7 @@ class TensorListGPU:
     _block: Any  # the dense (N, *sample_shape) array, or None
     _samples: list[Any] | None  # one array per sample (views of `_block` once asked for)
     _flat: Any  # the samples' packed bytes (a uint8 array), or None when they are not packed
-    _ready: Any  # the event of the work that produced the batch, or None
+    _ready: CudaEvent | None  # the event of the work that produced the batch, or None
     _dtype: np.dtype[Any] | None  # None: an empty batch of no type
     _count: int
     _device_id: int
@@ -90,7 +91,8 @@ class TensorListGPU:
             setattr(self, name, getattr(other, name))
 
     @classmethod
-    def _new(cls, block: Any, samples: list[Any] | None, flat: Any, layout: str, ready: Any,
+    def _new(cls, block: Any, samples: list[Any] | None, flat: Any, layout: str,
+             ready: CudaEvent | None,
              dtype: Any, count: int, device_id: int) -> TensorListGPU:
         tl = cls.__new__(cls)
         tl._block, tl._samples, tl._flat, tl._ready = block, samples, flat, ready
@@ -99,7 +101,7 @@ class TensorListGPU:
         return tl
 
     @classmethod
-    def _from_block(cls, block: Any, layout: str = "", ready: Any = None,
+    def _from_block(cls, block: Any, layout: str = "", ready: CudaEvent | None = None,
                     flat: Any = None) -> TensorListGPU:
         """Internal: a dense ``(N, *sample_shape)`` CuPy array."""
         if flat is None and block.flags.c_contiguous:
@@ -108,7 +110,7 @@ class TensorListGPU:
                         int(block.device.id))
 
     @classmethod
-    def _from_samples(cls, samples: list[Any], layout: str = "", ready: Any = None,
+    def _from_samples(cls, samples: list[Any], layout: str = "", ready: CudaEvent | None = None,
                       flat: Any = None, dtype: Any = None,
                       device_id: int = 0) -> TensorListGPU:
         """Internal: per-sample CuPy arrays (`flat`: their packed bytes, if they are)."""
@@ -118,7 +120,7 @@ class TensorListGPU:
 
     @classmethod
     def _from_packed(cls, flat: Any, shapes: Sequence[tuple[int, ...]], dtype: Any,
-                     layout: str = "", ready: Any = None) -> TensorListGPU:
+                     layout: str = "", ready: CudaEvent | None = None) -> TensorListGPU:
         """Internal: samples of `shapes` laid back to back in the uint8 CuPy array `flat`."""
         dtype = np.dtype(dtype)
         if shapes and all(shape == shapes[0] for shape in shapes):
@@ -129,7 +131,7 @@ class TensorListGPU:
         return cls._from_samples(cuda_memory.packed_views(flat, shapes, dtype), layout, ready,
                                  flat, dtype, int(flat.device.id))
 
-    def _relabeled(self, layout: str, ready: Any) -> TensorListGPU:
+    def _relabeled(self, layout: str, ready: CudaEvent | None) -> TensorListGPU:
         """The same memory with another layout and ready event."""
         return TensorListGPU._new(self._block, self._samples, self._flat, layout, ready,
                                   self._dtype, self._count, self._device_id)

@@ -31,6 +31,7 @@ import numpy as np
 
 from dali_lite._src.cuda import context as cuda_context
 from dali_lite._src.cuda import runtime as cuda
+from dali_lite._src.cuda.handles import CudaEvent
 from dali_lite_shm import leased_mapping
 
 __all__ = ["PinnedSlots"]
@@ -44,7 +45,7 @@ class PinnedSlots:
         self._lock = threading.Lock()
         #: id(mmap) -> (weak reference to it, address): the mappings registered now.
         self._registered: dict[int, tuple[weakref.ref[Any], int]] = {}
-        self._in_flight: deque[tuple[Any, np.ndarray]] = deque()
+        self._in_flight: deque[tuple[CudaEvent, np.ndarray]] = deque()
         self.refusals = 0  # registrations CUDA refused (those batches were staged)
 
     @property
@@ -81,7 +82,7 @@ class PinnedSlots:
             self._registered[key] = (reference, address)
         return int(block.ctypes.data)
 
-    def hold(self, block: np.ndarray, event: Any) -> None:
+    def hold(self, block: np.ndarray, event: CudaEvent) -> None:
         """Keep `block` (and so its slot's lease) until `event`, the copy that reads it, is
         complete; let go of the blocks whose copies are done."""
         with self._lock:

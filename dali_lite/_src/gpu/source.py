@@ -31,6 +31,7 @@ from dali_lite._src.cuda import arguments as cuda_arguments
 from dali_lite._src.cuda import context as cuda_context
 from dali_lite._src.cuda import memory as cuda_memory
 from dali_lite._src.cuda import runtime as cuda
+from dali_lite._src.cuda.handles import CudaEvent
 from dali_lite._src.data.conversions import to_batch_samples, to_sample_array
 from dali_lite._src.data.tensor_gpu import TensorGPU, to_device_array
 from dali_lite._src.data.tensor_list_gpu import TensorListGPU, is_device_data
@@ -65,7 +66,7 @@ class DeviceInput:
     object (for the library's current stream) and the whole batch as one contiguous array."""
 
     samples: list[Any]
-    events: list[Any] = field(default_factory=list)
+    events: list[CudaEvent] = field(default_factory=list)
     origin: Any = None
     block: Any = None
 

@@ -38,6 +38,7 @@ from dali_lite._src.cuda import arguments as cuda_arguments
 from dali_lite._src.cuda import context as cuda_context
 from dali_lite._src.cuda import memory as cuda_memory
 from dali_lite._src.cuda import runtime as cuda
+from dali_lite._src.cuda.handles import CudaEvent
 from dali_lite._src.data.tensor_list_gpu import TensorListGPU
 from dali_lite._src.graph.nodes import DataNode, IterationContext, Operator, register_transfer
 from dali_lite._src.options import PipelineView, resolved_num_threads
@@ -80,7 +81,7 @@ class StagingRing:
         self._allocate = allocate
         self._buffers: list[Any] = [None] * slots
         self._capacities = [0] * slots
-        self._events: list[Any] = [None] * slots
+        self._events: list[CudaEvent | None] = [None] * slots
         self._in_use = [False] * slots
         self._next = 0
         self._lock = threading.Lock()
@@ -120,7 +121,7 @@ class StagingRing:
             if event is not None:
                 event.synchronize()
 
-    def release(self, index: int, event: Any) -> None:
+    def release(self, index: int, event: CudaEvent | None) -> None:
         """Give the buffer back; it is reused only after `event` (None: at once)."""
         with self._lock:
             self._events[index] = event
