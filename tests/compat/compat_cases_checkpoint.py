@@ -232,6 +232,43 @@ def iterable_source_resumes(ctx):
                [_plain(x) for x in got], [_plain(x) for x in expected])
 
 
+def _random_pipe(ctx, seed_at, **kwargs):
+    options = dict(batch_size=BATCH, num_threads=1, device_id=None)
+    if seed_at == "pipeline":
+        options["seed"] = 1234
+    options.update(kwargs)
+    seeds = {"seed": 77} if seed_at == "operator" else {}
+
+    @ctx.pipeline_def(**options)
+    def pipe_def():
+        data = ctx.fn.external_source(per_sample, batch=False)
+        return (data, ctx.fn.random.uniform(range=[0, 1000], **seeds),
+                ctx.fn.random.coin_flip(probability=0.5, **seeds),
+                ctx.fn.random.normal(shape=[2]))
+
+    pipe = pipe_def()
+    pipe.build()
+    return pipe
+
+
+@case(params=["none", "pipeline", "operator"], timeout_s=120)
+def random_operators_resume(ctx):
+    """Random operators, seeded (by the pipeline or the operator) or not: the restored
+    pipeline draws what the original draws next, as DALI keeps its generators' states in the
+    checkpoint. The numbers are each library's own, so the case compares that the restored
+    pipeline continues the original, not the numbers."""
+    original = _random_pipe(ctx, ctx.params, enable_checkpointing=True)
+    _steps(original, 1, reset=False)
+    checkpoint = original.checkpoint()
+    expected = _steps(original, 2, reset=False)
+    restored = _random_pipe(ctx, ctx.params, enable_checkpointing=True, checkpoint=checkpoint)
+    got = _steps(restored, 2, reset=False)
+    ctx.record("outputs' dtypes and shapes",
+               [[(x.dtype.name, x.shape) for x in step] for step in got])
+    ctx.record("restored draws what the original draws next",
+               [_plain(x) for x in got] == [_plain(x) for x in expected])
+
+
 @case(differs="checkpoint-batch-size")
 def restore_with_another_batch_size(ctx):
     """DALI restores the iteration count into a pipeline of another batch size, which moves

@@ -99,7 +99,8 @@ def test_checkpoint_is_versioned_utf8_json_bytes() -> None:
         data = pipe.checkpoint()
     assert type(data) is bytes
     body = json.loads(data.decode("utf-8"))
-    assert body["format"] == FORMAT_NAME and body["version"] == FORMAT_VERSION == 2
+    assert body["format"] == FORMAT_NAME and body["version"] == FORMAT_VERSION == 3
+    assert body["operators"] == []  # no random operators
     assert (body["batch_size"], body["epoch_idx"], body["iteration"],
             body["epoch_ended"]) == (BATCH_SIZE, 0, 1, False)
     # One run of the default prefetch depth 2 scheduled two iterations; none ended an epoch.
@@ -462,7 +463,7 @@ def _rewritten(data: bytes, **changes: Any) -> bytes:
 
 
 @pytest.mark.parametrize(("changes", "words"), [
-    ({"version": 3}, "newer"),
+    ({"version": 4}, "newer"),
     ({"version": "1"}, "version"),
     ({"iteration": -1}, "iteration must be an int >= 0"),
     ({"epoch_ended": 1}, "epoch_ended must be true or false"),
@@ -480,7 +481,13 @@ def _rewritten(data: bytes, **changes: Any) -> bytes:
      "do not follow iteration 1"),
     ({"producer": {"epoch_ends": [], "iteration": 0, "prefetched": True, "end_met": False}},
      "iteration must be an int >= 1"),
-    ({"version": 1}, "unknown fields \\['producer'\\]"),
+    ({"version": 1}, "unknown fields \\['operators', 'producer'\\]"),
+    ({"version": 2}, "unknown fields \\['operators'\\]"),
+    ({"operators": {}}, "operators must be a list"),
+    ({"operators": [{"operator": "random__CoinFlip"}]}, "missing fields \\['state'\\]"),
+    ({"operators": [{"operator": 7, "state": 1}]}, "operator must be a string"),
+    ({"operators": [{"operator": "random__CoinFlip", "state": -1}]},
+     "state must be an int >= 0"),
 ])
 def test_malformed_fields_are_named(changes: dict[str, Any], words: str) -> None:
     data = _rewritten(_checkpoint_of(Config()), **changes)
@@ -495,6 +502,7 @@ def test_a_version_1_checkpoint_still_restores() -> None:
     data = _checkpoint_of(config, runs=2)
     body = json.loads(data)
     body.pop("producer")
+    body.pop("operators")
     old = _rewritten(json.dumps({**body, "sha256": ""}).encode(), version=1)
     with closing(build(config, checkpoint=old)) as restored, \
             closing(build(config, checkpoint=data)) as new:

@@ -4,17 +4,21 @@
 `Pipeline(checkpoint=...)` reads it back with `decode`. The format is documented field by field
 in docs/checkpointing.md; in short:
 
-    {"format": "dali_lite.checkpoint", "version": 2,
+    {"format": "dali_lite.checkpoint", "version": 3,
      "batch_size": 4, "epoch_idx": 1, "iteration": 3, "epoch_ended": false,
      "producer": {"epoch_ends": [], "iteration": 4, "prefetched": true, "end_met": false},
      "sources": [{"name": null, "kind": "callable", "batch": false, "cycle": "no",
                   "num_outputs": null, "state": null}, ...],
+     "operators": [{"operator": "random__CoinFlip", "state": 1234...}, ...],
      "iterator_data": "", "sha256": "..."}
 
 Version 2 added `producer`: how far the pipeline had scheduled beyond what the caller took
 (so that a restored pipeline meets the end of the data, and `reset()` takes effect, where the
-checkpointed one would). Version 1 checkpoints are still read, as a producer standing where
-the caller stood.
+checkpointed one would). Version 3 added `operators`: the state of each operator that keeps
+one (a random operator's seed, drawn from the system when no seed was given), so that a
+restored pipeline draws the numbers the original would have. Versions 1 and 2 are still read:
+a version 1 checkpoint as a producer standing where the caller stood, and neither restores
+operators' states.
 
 Reading never runs code (JSON only, never pickle) and trusts nothing: every field is checked
 for presence, type and range, and a SHA-256 of the rest catches a file damaged on disk. A
@@ -32,7 +36,7 @@ from typing import Any, TypeGuard
 from dali_lite._src.errors import RuntimeValueError
 
 FORMAT_NAME = "dali_lite.checkpoint"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 #: How a source gets its data, as a checkpoint names it.
 SOURCE_KINDS = ("callable", "callable_no_arg", "iterable", "generator_function", "generator",
@@ -43,7 +47,9 @@ CYCLE_MODES = ("no", "quiet", "raise")
 
 _TOP_FIELDS_V1 = ("format", "version", "batch_size", "epoch_idx", "iteration", "epoch_ended",
                   "sources", "iterator_data", "sha256")
-_TOP_FIELDS = (*_TOP_FIELDS_V1, "producer")
+_TOP_FIELDS_V2 = (*_TOP_FIELDS_V1, "producer")
+_TOP_FIELDS = (*_TOP_FIELDS_V2, "operators")
+_OPERATOR_FIELDS = ("operator", "state")
 _PRODUCER_FIELDS = ("epoch_ends", "iteration", "prefetched", "end_met")
 _SOURCE_FIELDS = ("name", "kind", "batch", "cycle", "num_outputs", "state")
 _STATE_FIELDS = ("taken", "exhausted", "restart", "ended_epoch")
@@ -81,6 +87,15 @@ class SourceRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class OperatorRecord:
+    """The state an operator keeps of its own (`Operator.checkpoint_state`), with the
+    operator's schema name, which the restoring pipeline's operator must have."""
+
+    operator: str
+    state: int
+
+
+@dataclass(frozen=True, slots=True)
 class Producer:
     """How far the pipeline had scheduled beyond what the caller took: what a restored
     pipeline schedules again (at build) to stand where the checkpointed one stood.
@@ -115,6 +130,9 @@ class Checkpoint:
     iterator_data: str = ""
     #: None: the producer stands where the caller stands (a version 1 checkpoint).
     producer: Producer | None = None
+    #: Each operator with a state of its own, in definition order; None: not recorded (a
+    #: version 1 or 2 checkpoint), the operators keep the states they start with.
+    operators: tuple[OperatorRecord, ...] | None = None
 
     def check_shape(self, batch_size: int, shapes: list[SourceShape]) -> None:
         """Raise CheckpointError unless a pipeline of this batch size and these sources (in
@@ -135,6 +153,19 @@ class Checkpoint:
                     "restore into the pipeline the checkpoint was taken of")
 
 
+    def check_operators(self, operators: list[str]) -> None:
+        """Raise CheckpointError unless the operators with a state of their own of the
+        restoring pipeline (schema names, in definition order) are the checkpoint's."""
+        if self.operators is None:
+            return
+        recorded = [record.operator for record in self.operators]
+        if recorded != operators:
+            raise CheckpointError(
+                f"the checkpoint is of a pipeline whose operators with a state of their own "
+                f"(random operators) are {recorded}; this one's are {operators}; restore into "
+                "the pipeline the checkpoint was taken of")
+
+
 def _digest(body: dict[str, Any]) -> str:
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(canonical.encode("ascii")).hexdigest()
@@ -153,6 +184,8 @@ def encode(checkpoint: Checkpoint) -> bytes:
         "sources": [{"name": r.shape.name, "kind": r.shape.kind, "batch": r.shape.batch,
                      "cycle": r.shape.cycle, "num_outputs": r.shape.num_outputs,
                      "state": r.state} for r in checkpoint.sources],
+        "operators": [{"operator": r.operator, "state": r.state}
+                      for r in checkpoint.operators or ()],
         "iterator_data": checkpoint.iterator_data,
     }
     body["sha256"] = _digest(body)
@@ -187,7 +220,8 @@ def decode(data: Any) -> Checkpoint:
         raise CheckpointError(
             f"the checkpoint has format version {version}, newer than this dali_lite reads "
             f"({FORMAT_VERSION}); restore it with the dali_lite version that wrote it or newer")
-    _exact_fields(body, _TOP_FIELDS_V1 if version == 1 else _TOP_FIELDS, "the checkpoint")
+    fields = {1: _TOP_FIELDS_V1, 2: _TOP_FIELDS_V2}.get(version, _TOP_FIELDS)
+    _exact_fields(body, fields, "the checkpoint")
     digest = body.pop("sha256")
     if digest != _digest(body):
         raise CheckpointError(
@@ -203,8 +237,24 @@ def decode(data: Any) -> Checkpoint:
         raise CheckpointError("the checkpoint's sources must be a list")
     sources = tuple(_source(entry, index) for index, entry in enumerate(body["sources"]))
     producer = None if version == 1 else _producer(body["producer"], iteration, epoch_ended)
+    operators = None
+    if version >= 3:
+        if not isinstance(body["operators"], list):
+            raise CheckpointError("the checkpoint's operators must be a list")
+        operators = tuple(_operator(entry, index)
+                          for index, entry in enumerate(body["operators"]))
     return Checkpoint(batch_size, epoch_idx, iteration, epoch_ended, sources,
-                      body["iterator_data"], producer)
+                      body["iterator_data"], producer, operators)
+
+
+def _operator(entry: Any, index: int) -> OperatorRecord:
+    where = f"operator {index} of the checkpoint"
+    if not isinstance(entry, dict):
+        raise CheckpointError(f"{where} must be an object; got {entry!r}")
+    _exact_fields(entry, _OPERATOR_FIELDS, where)
+    if not isinstance(entry["operator"], str):
+        raise CheckpointError(f"{where}: operator must be a string; got {entry['operator']!r}")
+    return OperatorRecord(entry["operator"], _int_field(entry, "state", where))
 
 
 def _producer(entry: Any, iteration: int, epoch_ended: bool) -> Producer:

@@ -204,6 +204,16 @@ class Operator:
     def close(self) -> None:
         """Called when the pipeline shuts down."""
 
+    def checkpoint_state(self) -> int | None:
+        """What a checkpoint keeps of the operator's own state once it is set up (a random
+        operator's seed), or None: it has none, the pipeline's position is all it needs."""
+        return None
+
+    def restore_state(self, state: int) -> None:
+        """Take back the `checkpoint_state()` of the checkpointed pipeline's operator (after
+        `setup`, before the first iteration)."""
+        raise TypeError(f"{self.schema_name} keeps no state in a checkpoint")
+
     def run(self, ctx: IterationContext, inputs: list[Any]) -> list[Any]:
         raise NotImplementedError
 

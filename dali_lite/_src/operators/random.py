@@ -89,6 +89,14 @@ class RandomOperator(BuiltinOperator):
         super().setup(pipeline)
         self.stream_seed = operator_seed(self.seed, pipeline)
 
+    def checkpoint_state(self) -> int | None:
+        # The draws of an iteration depend only on the seed and the iteration's place, so
+        # the seed (the system's entropy when no seed was given) is all a checkpoint needs.
+        return self.stream_seed
+
+    def restore_state(self, state: int) -> None:
+        self.stream_seed = state
+
     def generator(self, ctx: IterationContext) -> np.random.Generator:
         """The generator of this operator in `ctx`'s iteration."""
         if self.stream_seed is None:  # never set up in a pipeline

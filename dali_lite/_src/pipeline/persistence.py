@@ -18,6 +18,7 @@ Mixed into `Pipeline` (`pipeline.py`) beside `run_protocol.RunProtocol`.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 from collections.abc import Callable
@@ -28,6 +29,7 @@ import numpy as np
 from dali_lite._src.execution.checkpoint import (
     Checkpoint,
     CheckpointError,
+    OperatorRecord,
     Producer,
     decode,
     encode,
@@ -39,6 +41,7 @@ from dali_lite._src.execution.checkpoint_tracking import (
     track_sources,
 )
 from dali_lite._src.execution.executor import IterationTicket
+from dali_lite._src.graph.nodes import Operator
 from dali_lite._src.pipeline.dot import graph_to_dot
 from dali_lite._src.pipeline.state import PipelineState
 from dali_lite._src.sources.callbacks import IteratorCall
@@ -117,15 +120,29 @@ class Persistence(PipelineState):
             raise TypeError(f"iterator_data must be a str; got {type(iterator_data).__name__}")
         if state.tracker is None:
             raise CheckpointError("internal error: the pipeline was built without a tracker")
-        return encode(state.tracker.checkpoint(
+        checkpoint = state.tracker.checkpoint(
             self._options.batch_size, iterator_data, producer_epoch=self._epoch_idx,
             scheduled=self._next_iteration, prefetched=not self._first_iter,
-            end_met=self._last_iter))
+            end_met=self._last_iter)
+        operators = tuple(OperatorRecord(op.schema_name, op_state)
+                          for op, op_state in self._stateful_operators())
+        return encode(dataclasses.replace(checkpoint, operators=operators))
+
+    def _stateful_operators(self) -> list[tuple[Operator, int]]:
+        """The operators with a state of their own in a checkpoint (random operators), in the
+        order they were defined, with that state."""
+        found = []
+        for op in sorted(self._operators, key=lambda o: o.id):
+            op_state = op.checkpoint_state()
+            if op_state is not None:
+                found.append((op, op_state))
+        return found
 
     # ------------------------------------------------------------------ hooks
     def _checkpoint_prepare_sources(self) -> None:
         """Before workers start and after operators are set up: read the checkpoint, check the
-        pipeline's shape against it, and bring iterator sources' callbacks to its position."""
+        pipeline's shape against it, give the random operators their seeds back, and bring
+        iterator sources' callbacks to its position."""
         state = self._checkpointing
         if not state.enabled:
             if state.given is not None:
@@ -139,6 +156,10 @@ class Persistence(PipelineState):
             if state.given is not None:
                 given = decode(state.given)
                 given.check_shape(self._options.batch_size, [s.shape for s in tracked])
+                stateful = [op for op, _ in self._stateful_operators()]
+                given.check_operators([op.schema_name for op in stateful])
+                for op, record in zip(stateful, given.operators or ()):
+                    op.restore_state(record.state)
                 state.restored = given
             state.tracker = PipelineTracker(tracked)
             _warn_untracked(tracked)

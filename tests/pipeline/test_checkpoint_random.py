@@ -1,0 +1,108 @@
+"""Random operators in a checkpoint (format version 3): a restored pipeline draws what the
+original draws next, seeded or not, as DALI's does (`tests/compat`, case
+`checkpoint.random_operators_resume`, compares the two libraries)."""
+
+from __future__ import annotations
+
+import json
+from contextlib import closing
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import dali_lite as dali
+from dali_lite import fn
+from dali_lite._src.execution.checkpoint import CheckpointError, _digest
+
+BATCH = 3
+EPOCH_SAMPLES = 10
+
+
+def per_sample(info: dali.types.SampleInfo) -> np.ndarray:
+    if info.idx_in_epoch >= EPOCH_SAMPLES:
+        raise StopIteration
+    return np.array([info.idx_in_epoch, info.epoch_idx], dtype=np.int64)
+
+
+def random_pipeline(checkpoint: bytes | None = None, *, operators: int = 3,
+                    seed: int | None = None, **options: Any) -> Any:
+    pipe = dali.Pipeline(batch_size=BATCH, num_threads=1, device_id=None, seed=seed,
+                         enable_checkpointing=True, checkpoint=checkpoint, **options)
+    with pipe:
+        draws = [fn.random.uniform(range=[0, 1000]), fn.random.coin_flip(),
+                 fn.random.normal(shape=[2])][:operators]
+        parallel = options.get("py_num_workers", 1) > 1
+        pipe.set_outputs(fn.external_source(per_sample, batch=False, parallel=parallel),
+                         *draws)
+    pipe.build()
+    return pipe
+
+
+def step(pipe: Any, action: str) -> Any:
+    if action == "reset":
+        pipe.reset()
+        return "reset"
+    try:
+        return [np.asarray(out.as_array()).tolist() for out in pipe.run()]
+    except StopIteration:
+        return "StopIteration"
+
+
+@settings(max_examples=25, deadline=None)
+@given(before=st.lists(st.sampled_from(["run", "run", "run", "reset"]), max_size=8),
+       after=st.lists(st.sampled_from(["run", "run", "run", "reset"]), min_size=1, max_size=6),
+       seed=st.sampled_from([None, 7]))
+def test_a_restored_pipeline_draws_what_the_original_draws_next(
+        before: list[str], after: list[str], seed: int | None) -> None:
+    with closing(random_pipeline(seed=seed)) as original:
+        for action in before:
+            step(original, action)
+        checkpoint = original.checkpoint()
+        expected = [step(original, action) for action in after]
+    with closing(random_pipeline(checkpoint, seed=seed)) as restored:
+        assert [step(restored, action) for action in after] == expected
+
+
+@pytest.mark.timeout(120)
+def test_with_a_parallel_source_and_other_workers() -> None:
+    with closing(random_pipeline(py_num_workers=2, py_start_method="fork")) as original:
+        step(original, "run")
+        checkpoint = original.checkpoint()
+        expected = [step(original, "run") for _ in range(3)]
+    with closing(random_pipeline(checkpoint, py_num_workers=3,
+                                 py_start_method="fork")) as restored:
+        assert [step(restored, "run") for _ in range(3)] == expected
+
+
+def test_the_checkpoint_names_each_random_operator_with_its_seed() -> None:
+    with closing(random_pipeline(seed=5)) as pipe:
+        step(pipe, "run")
+        body = json.loads(pipe.checkpoint())
+    assert [entry["operator"] for entry in body["operators"]] == [
+        "random__Uniform", "random__CoinFlip", "random__Normal"]
+    assert all(isinstance(entry["state"], int) and entry["state"] >= 0
+               for entry in body["operators"])
+
+
+def test_a_pipeline_with_other_random_operators_is_refused() -> None:
+    with closing(random_pipeline()) as pipe:
+        checkpoint = pipe.checkpoint()
+    with pytest.raises(CheckpointError, match=r"random operators.*Normal.*; this one's"):
+        random_pipeline(checkpoint, operators=2)
+
+
+def test_a_version_2_checkpoint_restores_with_the_pipelines_own_seeds() -> None:
+    """Version 2 recorded no operator states: the restored pipeline's random operators keep
+    the seeds they were set up with (with a pipeline seed, the original's)."""
+    with closing(random_pipeline(seed=11)) as original:
+        step(original, "run")
+        body = json.loads(original.checkpoint())
+        expected = step(original, "run")
+    del body["operators"], body["sha256"]
+    body["version"] = 2
+    body["sha256"] = _digest(body)
+    with closing(random_pipeline(json.dumps(body).encode(), seed=11)) as restored:
+        assert step(restored, "run") == expected
