@@ -8,6 +8,7 @@ import math
 import os
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -486,3 +487,52 @@ def test_runs_in_separate_processes_draw_the_same_values() -> None:
     assert run(21) == run(21)
     first, second = run(None), run(None)
     assert first[0] != second[0] and first[1] == second[1]  # only the operator's seed is fixed
+
+
+# ------------------------------------------------------------ DALI's names before fn.random
+OLD_NAMES = [
+    ("fn.uniform", lambda fn, ops: fn.uniform(range=[0, 2], shape=[2])),
+    ("fn.coin_flip", lambda fn, ops: fn.coin_flip(probability=0.5, shape=3)),
+    ("fn.normal_distribution", lambda fn, ops: fn.normal_distribution(shape=[2, 2])),
+    ("fn.hidden.uniform", lambda fn, ops: fn.hidden.uniform(values=[1, 2, 3])),
+    ("fn.hidden.coin_flip", lambda fn, ops: fn.hidden.coin_flip(dtype=types.UINT8)),
+    ("fn.hidden.normal_distribution", lambda fn, ops: fn.hidden.normal_distribution(mean=3.0)),
+    ("ops.Uniform", lambda fn, ops: ops.Uniform(range=[-1, 1])()),
+    ("ops.CoinFlip", lambda fn, ops: ops.CoinFlip()()),
+    ("ops.NormalDistribution", lambda fn, ops: ops.NormalDistribution(shape=4)()),
+    ("ops.hidden.Uniform", lambda fn, ops: ops.hidden.Uniform()()),
+    ("ops.hidden.CoinFlip", lambda fn, ops: ops.hidden.CoinFlip(probability=0.0)()),
+    ("ops.hidden.NormalDistribution", lambda fn, ops: ops.hidden.NormalDistribution()()),
+]
+
+
+@pytest.mark.parametrize(("name", "call"), OLD_NAMES, ids=[name for name, _ in OLD_NAMES])
+def test_the_deprecated_names_warn_and_draw_as_dalis(name: str, call: Callable[..., Any]
+                                                     ) -> None:
+    """`fn.uniform`, `ops.CoinFlip`, `fn.hidden.normal_distribution`... (DALI's names from
+    before `fn.random`, still in old programs and tutorials): DALI's DeprecationWarning, with
+    the library's own prefix, and the outputs of the operator each names."""
+    warned: dict[str, list[str]] = {}
+
+    def graph(fn: Any, types: Any, n: list[Any]) -> list[Any]:
+        library = fn.__name__.rsplit(".", 1)[0]
+        ops = __import__(library + ".ops", fromlist=["hidden"])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            output = call(fn, ops)
+        warned[library] = [str(w.message).replace(library, "<library>") for w in caught
+                           if w.category is DeprecationWarning]
+        return [output]
+
+    dali, lite = run_both(graph, [], batch_size=3)
+    assert_same_structure(dali, lite)
+    assert warned["dali_lite"] == warned["nvidia.dali"]
+    assert len(warned["dali_lite"]) == 1 and "is now deprecated" in warned["dali_lite"][0]
+
+
+def test_hidden_schema_names_are_dalis() -> None:
+    import nvidia.dali as reference
+
+    for name in ("Constant", "Shapes", "Uniform", "CoinFlip", "NormalDistribution"):
+        assert getattr(ops.hidden, name).schema_name == getattr(
+            reference.ops.hidden, name).schema_name == name

@@ -10,6 +10,7 @@ preserve=False)``), made from the schema, so that help() and IDEs show the same 
 from __future__ import annotations
 
 import inspect
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -61,7 +62,11 @@ def make_function(op_class: type[BuiltinOperator]) -> Callable[..., Any]:
     """`fn.<op_class.schema.fn_path>`."""
     schema = op_class.schema
 
+    deprecation = schema.deprecation("fn")
+
     def operator(*inputs: Any, **kwargs: Any) -> DataNode | list[DataNode]:
+        if deprecation is not None:
+            warnings.warn(deprecation, DeprecationWarning, stacklevel=2)
         return create(op_class, inputs, kwargs)
 
     operator.__name__ = operator.__qualname__ = schema.fn_name

@@ -9,6 +9,7 @@ ValueError. Unknown arguments are refused when the instance is made, as DALI doe
 from __future__ import annotations
 
 import inspect
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -59,7 +60,11 @@ def make_class(op_class: type[BuiltinOperator]) -> type[OperatorClass]:
 
     # Each class has an __init__ of its own, whose signature names its arguments, as DALI's:
     # `(self, /, *, device=None, ...)`.
+    deprecation = schema.deprecation("ops")
+
     def __init__(self: OperatorClass, **kwargs: Any) -> None:
+        if deprecation is not None:  # DALI warns when the instance is made
+            warnings.warn(deprecation, DeprecationWarning, stacklevel=2)
         OperatorClass.__init__(self, **kwargs)
 
     signature = signature_of(schema)

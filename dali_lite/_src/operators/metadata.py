@@ -93,9 +93,6 @@ class HiddenShapes(Shapes):
     )
 
 
-# Both are DALI's one schema, "Shapes".
-HiddenShapes.schema_name = Shapes.schema_name
-
 
 class GetProperty(BuiltinOperator):
     schema = OperatorSchema(

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -377,4 +378,45 @@ def _pick(p: np.ndarray, uniform: np.ndarray) -> np.ndarray:
     return indices
 
 
-FAMILY: tuple[type[BuiltinOperator], ...] = (Uniform, Normal, CoinFlip, Choice)
+def _old_name(operator: type[RandomOperator], name: str, fn_name: str, module: str
+              ) -> OperatorSchema:
+    """The schema of DALI's deprecated name for `operator` (`fn.uniform` for
+    `fn.random.uniform`): the same arguments, and the warning `fn` and `ops` give."""
+    schema = operator.schema
+    return replace(schema, name=name, fn_name=fn_name, module=module,
+                   replaced_by=schema.fn_path,
+                   doc=f"Deprecated: use `fn.{schema.fn_path}`, which this name calls.\n\n"
+                       f"{schema.doc}")
+
+
+# DALI's names from before `fn.random` (and the same in `fn.hidden`), each warning with
+# DALI's DeprecationWarning and running the operator it names.
+class DeprecatedUniform(Uniform):
+    schema = _old_name(Uniform, "Uniform", "uniform", "")
+
+
+class DeprecatedNormal(Normal):
+    schema = _old_name(Normal, "NormalDistribution", "normal_distribution", "")
+
+
+class DeprecatedCoinFlip(CoinFlip):
+    schema = _old_name(CoinFlip, "CoinFlip", "coin_flip", "")
+
+
+class HiddenUniform(Uniform):
+    schema = _old_name(Uniform, "Uniform", "uniform", "hidden")
+
+
+class HiddenNormal(Normal):
+    schema = _old_name(Normal, "NormalDistribution", "normal_distribution", "hidden")
+
+
+class HiddenCoinFlip(CoinFlip):
+    schema = _old_name(CoinFlip, "CoinFlip", "coin_flip", "hidden")
+
+
+FAMILY: tuple[type[BuiltinOperator], ...] = (
+    Uniform, Normal, CoinFlip, Choice,
+    DeprecatedUniform, DeprecatedNormal, DeprecatedCoinFlip,
+    HiddenUniform, HiddenNormal, HiddenCoinFlip,
+)

@@ -72,6 +72,8 @@ class OperatorSchema:
     more follow (``fn.cat(a, b, c)``). `random`: the operator draws random numbers (it shows
     `seed` in its signature). `deprecated`: DALI's deprecated argument names, each with the
     argument it stands for (None: accepted and ignored); they warn and are not in the signature.
+    `replaced_by`: for an operator name DALI deprecated (`fn.uniform`), the `fn` path of the
+    one that replaces it (``random.uniform``); `fn` and `ops` warn with DALI's words.
     """
 
     name: str
@@ -85,6 +87,7 @@ class OperatorSchema:
     devices: tuple[str, ...] = ("cpu", "gpu")
     random: bool = False
     deprecated: Mapping[str, str | None] = field(default_factory=dict)
+    replaced_by: str | None = None
     by_name: Mapping[str, Argument] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -92,8 +95,20 @@ class OperatorSchema:
 
     @property
     def schema_name(self) -> str:
-        """DALI's schema name (``Cast``, ``random__Uniform``)."""
-        return f"{self.module.replace('.', '__')}__{self.name}" if self.module else self.name
+        """DALI's schema name (``Cast``, ``random__Uniform``; ``hidden`` is no part of it:
+        `ops.hidden.Constant` is DALI's schema ``Constant``)."""
+        parts = [part for part in self.module.split(".") if part and part != "hidden"]
+        return "__".join([*parts, self.name])
+
+    def deprecation(self, api: str) -> str | None:
+        """DALI's DeprecationWarning for this operator's name used through `api` (``"fn"`` or
+        ``"ops"``), or None where the name is not deprecated. A hidden name warns as the
+        public one (DALI's words)."""
+        if self.replaced_by is None:
+            return None
+        used = f"fn.{self.fn_name}" if api == "fn" else f"ops.{self.name}"
+        return (f"WARNING: `dali_lite.{used}` is now deprecated. Use "
+                f"`dali_lite.fn.{self.replaced_by}` instead.")
 
     @property
     def fn_path(self) -> str:
