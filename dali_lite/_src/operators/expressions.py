@@ -11,9 +11,9 @@ values from DALI's kernels (`arithmetic_kernels`). Sample shapes broadcast as Nu
 (DALI's rule); a dense batch (every sample one shape) is computed in one array operation over
 the whole ``(N, ...)`` block (from `THREADED_MIN_BYTES` of output on, in one block of samples
 per thread of the pipeline's `num_threads`, as DALI's CPU operators share a batch), a ragged
-one sample by sample. The output's layout is the first
-layout among the operands with the most dimensions; the layouts of two operands must be equal
-or one a suffix of the other, as DALI requires.
+one sample by sample. The output's layout is the first layout among the operands with the
+most dimensions; the layouts of two operands must be equal or one a suffix of the other, as
+DALI requires.
 """
 
 from __future__ import annotations
