@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -378,35 +377,4 @@ def _pick(p: np.ndarray, uniform: np.ndarray) -> np.ndarray:
     return indices
 
 
-def _old_names(operator: type[RandomOperator], name: str, fn_name: str
-               ) -> tuple[type[RandomOperator], type[RandomOperator]]:
-    """DALI's deprecated name for `operator` (`fn.uniform`, `ops.Uniform` for
-    `fn.random.uniform`) and its twin in `hidden`: subclasses with the same arguments, whose
-    schema gives the warning `fn` and `ops` raise (`OperatorSchema.replaced_by`)."""
-    schema = operator.schema
-    made = []
-    for module, prefix in (("", "Deprecated"), ("hidden", "Hidden")):
-        old = replace(schema, name=name, fn_name=fn_name, module=module,
-                      replaced_by=schema.fn_path,
-                      doc=f"Deprecated: use `fn.{schema.fn_path}`, which this name calls.\n\n"
-                          f"{schema.doc}")
-        # Named and placed as a class statement would be: serialized pipelines name
-        # operator classes by module and name.
-        class_name = f"{prefix}{operator.__name__}"
-        made.append(type(class_name, (operator,), {
-            "schema": old, "__module__": __name__, "__qualname__": class_name}))
-    return made[0], made[1]
-
-
-# DALI's names from before `fn.random` (and the same in `fn.hidden`), each warning with
-# DALI's DeprecationWarning and running the operator it names.
-DeprecatedUniform, HiddenUniform = _old_names(Uniform, "Uniform", "uniform")
-DeprecatedNormal, HiddenNormal = _old_names(Normal, "NormalDistribution", "normal_distribution")
-DeprecatedCoinFlip, HiddenCoinFlip = _old_names(CoinFlip, "CoinFlip", "coin_flip")
-
-
-FAMILY: tuple[type[BuiltinOperator], ...] = (
-    Uniform, Normal, CoinFlip, Choice,
-    DeprecatedUniform, DeprecatedNormal, DeprecatedCoinFlip,
-    HiddenUniform, HiddenNormal, HiddenCoinFlip,
-)
+FAMILY: tuple[type[BuiltinOperator], ...] = (Uniform, Normal, CoinFlip, Choice)

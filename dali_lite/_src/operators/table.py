@@ -19,6 +19,7 @@ from dali_lite._src.operators import (
     normalization,
     padding,
     random,
+    random_names,
     reshaping,
     slicing,
 )
@@ -26,8 +27,8 @@ from dali_lite._src.operators.base import BuiltinOperator
 
 __all__ = ["OPERATORS", "namespaces"]
 
-_FAMILIES = (conversion, reshaping, dimensions, joining, metadata, random, slicing, cropping,
-             crop_mirror_normalize, padding, normalization, constants)
+_FAMILIES = (conversion, reshaping, dimensions, joining, metadata, random, random_names, slicing,
+             cropping, crop_mirror_normalize, padding, normalization, constants)
 
 OPERATORS: dict[str, type[BuiltinOperator]] = {
     op.schema.fn_path: op for family in _FAMILIES for op in family.FAMILY
