@@ -126,12 +126,24 @@ class Executor:
             return True
 
     def discard_from(self, first: IterationTicket) -> None:
-        """Drop `first` and every iteration submitted after it (all computed already)."""
+        """Drop `first` and every iteration submitted after it. Those not started never run,
+        and one being computed is waited for: when this returns, nothing of them runs.
+
+        `reset()` discards the iterations after the one that met the end of the data and then
+        starts the next epoch; one of them left to run after that would call the sources of
+        the new epoch (a stateful source would lose its first batch to it)."""
         with self._lock:
+            dropped: list[IterationTicket] = []
             while self._tickets and self._tickets[-1] is not first:
-                self._tickets.pop().cancelled = True
+                dropped.append(self._tickets.pop())
             if self._tickets:
-                self._tickets.pop().cancelled = True
+                dropped.append(self._tickets.pop())
+            for ticket in dropped:
+                ticket.cancelled = True
+            self._pending = deque(t for t in self._pending if not any(t is d for d in dropped))
+            self._lock.notify_all()
+            while self._running is not None and any(self._running is t for t in dropped):
+                self._lock.wait(_POLL_INTERVAL_S)
 
     def discard_all(self) -> None:
         """Drop every submitted iteration; wait for the one being computed to finish."""
