@@ -27,16 +27,36 @@ def per_sample(info: dali.types.SampleInfo) -> np.ndarray:
     return np.array([info.idx_in_epoch, info.epoch_idx], dtype=np.int64)
 
 
+def per_batch(info: dali.types.BatchInfo) -> list[np.ndarray]:
+    if info.iteration >= 3:
+        raise StopIteration
+    return [np.array([info.iteration, info.epoch_idx, k], dtype=np.int64) for k in range(BATCH)]
+
+
+class Passes:
+    """An iterable of three batches per pass (a new pass after each end, `cycle="raise"`)."""
+
+    def __iter__(self) -> Any:
+        for item in range(3):
+            yield [np.array([item], dtype=np.int64)] * BATCH
+
+
 def random_pipeline(checkpoint: bytes | None = None, *, operators: int = 3,
-                    seed: int | None = None, **options: Any) -> Any:
+                    seed: int | None = None, kind: str = "sample", **options: Any) -> Any:
     pipe = dali.Pipeline(batch_size=BATCH, num_threads=1, device_id=None, seed=seed,
                          enable_checkpointing=True, checkpoint=checkpoint, **options)
     with pipe:
         draws = [fn.random.uniform(range=[0, 1000]), fn.random.coin_flip(),
                  fn.random.normal(shape=[2])][:operators]
         parallel = options.get("py_num_workers", 1) > 1
-        pipe.set_outputs(fn.external_source(per_sample, batch=False, parallel=parallel),
-                         *draws)
+        if kind == "sample":
+            data = fn.external_source(per_sample, batch=False, parallel=parallel)
+        elif kind == "batch":
+            data = fn.external_source(per_batch, batch=True, batch_info=True,
+                                      parallel=parallel)
+        else:
+            data = fn.external_source(Passes(), batch=True, cycle="raise")
+        pipe.set_outputs(data, *draws)
     pipe.build()
     return pipe
 
@@ -51,18 +71,23 @@ def step(pipe: Any, action: str) -> Any:
         return "StopIteration"
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(before=st.lists(st.sampled_from(["run", "run", "run", "reset"]), max_size=8),
        after=st.lists(st.sampled_from(["run", "run", "run", "reset"]), min_size=1, max_size=6),
-       seed=st.sampled_from([None, 7]))
+       seed=st.sampled_from([None, 7]), kind=st.sampled_from(["sample", "batch", "iterable"]),
+       depth=st.integers(1, 3))
 def test_a_restored_pipeline_draws_what_the_original_draws_next(
-        before: list[str], after: list[str], seed: int | None) -> None:
-    with closing(random_pipeline(seed=seed)) as original:
+        before: list[str], after: list[str], seed: int | None, kind: str, depth: int) -> None:
+    """Over run/reset sequences, source kinds (per-sample, per-batch, an iterable) and
+    prefetch depths: the restored pipeline's batches, random draws included, are the
+    original's."""
+    options = {"seed": seed, "kind": kind, "prefetch_queue_depth": depth}
+    with closing(random_pipeline(**options)) as original:
         for action in before:
             step(original, action)
         checkpoint = original.checkpoint()
         expected = [step(original, action) for action in after]
-    with closing(random_pipeline(checkpoint, seed=seed)) as restored:
+    with closing(random_pipeline(checkpoint, **options)) as restored:
         assert [step(restored, action) for action in after] == expected
 
 
