@@ -116,3 +116,30 @@ def test_cast_and_crop_mirror_normalize_share_a_batch_over_the_threads(
     blocks_run.clear()
     np.testing.assert_array_equal(threaded, run(1))
     assert not blocks_run
+
+
+def test_a_pipeline_serializes_after_its_operators_ran_on_threads() -> None:
+    """The threads are runtime state, left out of `serialize()` (as a pool they cannot be
+    pickled); the deserialized pipeline makes its own."""
+    import numpy as np
+
+    import dali_lite as dali
+    from dali_lite import fn, types
+
+    images = [np.arange(64 * 48 * 3, dtype=np.uint8).reshape(64, 48, 3)] * 4
+    pipe = dali.Pipeline(batch_size=4, num_threads=2, device_id=None)
+    with pipe:
+        x = fn.cast(fn.external_source(lambda: images, batch=True, layout="HWC"),
+                    dtype=types.FLOAT)
+        pipe.set_outputs(fn.crop_mirror_normalize(x * 2, crop=(32, 32)))
+    try:
+        pipe.build()
+        expected = pipe.run()[0].as_array().copy()
+        copy = dali.Pipeline.deserialize(pipe.serialize())
+    finally:
+        pipe.close()
+    try:
+        copy.build()
+        np.testing.assert_array_equal(copy.run()[0].as_array(), expected)
+    finally:
+        copy.close()
