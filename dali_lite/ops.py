@@ -22,11 +22,11 @@ _MEMBERS = _build_api("ops", {
     "PythonFunction": _wrapper(
         "PythonFunction", "PythonFunction", _fn.python_function,
         "ops.PythonFunction(function=f, ...)(*inputs): fn.python_function (see "
-        "dali_lite.fn.python_function)."),
+        "dali_lite.fn.python_function).", always_preserved=True),
     "DLTensorPythonFunction": _wrapper(
         "DLTensorPythonFunction", "DLTensorPythonFunction", _fn.dl_tensor_python_function,
         "ops.DLTensorPythonFunction(function=f, ...)(*inputs): fn.dl_tensor_python_function "
-        "(see dali_lite.fn.dl_tensor_python_function)."),
+        "(see dali_lite.fn.dl_tensor_python_function).", always_preserved=True),
 })
 __all__ = sorted(_MEMBERS)
 
