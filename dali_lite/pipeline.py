@@ -1,9 +1,11 @@
-"""`dali_lite.pipeline`, as `nvidia.dali.pipeline`: `Pipeline` and `pipeline_def`. A public
-face: the implementation lives in `dali_lite._src.pipeline`."""
+"""`dali_lite.pipeline`, as `nvidia.dali.pipeline`: `Pipeline`, `pipeline_def`, and
+`OperatorConcurrency` and `StreamPolicy` (the values of `concurrency` and `stream_policy`). A
+public face: the implementation lives in `dali_lite._src.pipeline`."""
 
 from __future__ import annotations
 
 from dali_lite._src.pipeline.decorators import pipeline_def
+from dali_lite._src.pipeline.executor_flags import OperatorConcurrency, StreamPolicy
 from dali_lite._src.pipeline.pipeline import Pipeline
 
-__all__ = ["Pipeline", "pipeline_def"]
+__all__ = ["OperatorConcurrency", "Pipeline", "StreamPolicy", "pipeline_def"]

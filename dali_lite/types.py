@@ -1,10 +1,20 @@
 """`dali_lite.types`, as `nvidia.dali.types`: the data type, image type and interpolation
-enums, `TensorLayout`, `SampleInfo`, `BatchInfo` and the dtype conversions. A public face: the
+enums, `TensorLayout`, `SampleInfo`, `BatchInfo`, the dtype conversions and DALI's small
+constants (`NHWC`, `CPU_ONLY_DEVICE_ID`, `PipelineAPIType`). A public face: the
 implementation lives in the rooms of `dali_lite._src.types`."""
 
 from __future__ import annotations
 
 from dali_lite._src.operators.typed_constants import Constant
+from dali_lite._src.types.api_constants import (
+    CPU_ONLY_DEVICE_ID,
+    NCHW,
+    NFCHW,
+    NFHWC,
+    NHWC,
+    SAME,
+    PipelineAPIType,
+)
 from dali_lite._src.types.dtypes import to_dali_type, to_numpy_dtype, to_numpy_type
 from dali_lite._src.types.enums import (
     ANY_DATA,
@@ -50,6 +60,7 @@ __all__ = [
     "ANY_DATA",
     "BGR",
     "BOOL",
+    "CPU_ONLY_DEVICE_ID",
     "DATA_TYPE",
     "FEATURE",
     "FLOAT",
@@ -68,9 +79,14 @@ __all__ = [
     "INTERP_NN",
     "INTERP_TRIANGULAR",
     "INTERP_TYPE",
+    "NCHW",
+    "NFCHW",
+    "NFHWC",
+    "NHWC",
     "NO_TYPE",
     "PYTHON_OBJECT",
     "RGB",
+    "SAME",
     "STRING",
     "TENSOR_LAYOUT",
     "UINT8",
@@ -82,6 +98,7 @@ __all__ = [
     "DALIDataType",
     "DALIImageType",
     "DALIInterpType",
+    "PipelineAPIType",
     "SampleInfo",
     "ScalarConstant",
     "TensorLayout",

@@ -358,7 +358,8 @@ FACES = ("dali_lite/__init__.py", "dali_lite/pipeline.py", "dali_lite/fn.py", "d
          "dali_lite/plugin/jax/__init__.py", "dali_lite/plugin/jax/fn/__init__.py",
          "dali_lite/plugin/jax/iterator.py", "dali_lite/plugin/base_iterator.py",
          "dali_lite/plugin/pytorch/__init__.py", "dali_lite/plugin/pytorch/fn/__init__.py",
-         "dali_lite/plugin/pytorch/torch_utils.py")
+         "dali_lite/plugin/pytorch/torch_utils.py", "dali_lite/external_source.py",
+         "dali_lite/pickling.py")
 
 
 def _is_logic_free(node: ast.stmt) -> bool:

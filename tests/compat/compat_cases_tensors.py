@@ -127,6 +127,26 @@ def tensorlist_from_empty_list(ctx):
     ctx.record("repr", repr(tl))
 
 
+@case
+def tensorlist_reset_and_broadcast(ctx):
+    T, TL = ctx.tensors.TensorCPU, ctx.tensors.TensorListCPU
+    tl = TL(np.ones((2, 3), np.float32), "A")
+    kept = TL(tl)
+    tl.reset()
+    ctx.record("reset", (len(tl), tl.dtype, tl.shape(), tl.layout(), str(tl), len(kept)))
+    source = np.arange(3, dtype=np.int16)
+    for count in (0, 2, np.int64(3), True):
+        tl = TL.broadcast(T(source, "X"), count)
+        ctx.record(f"broadcast {count!r}", (len(tl), tl.dtype, tl.shape(), tl.layout(),
+                                            [np.array(tl.at(i)) for i in range(len(tl))]))
+    tl = TL.broadcast(source, 2)
+    source[0] = 7  # the samples share the tensor's memory
+    ctx.record("broadcast an array", (tl.layout(), tl.shape(), np.array(tl.at(1))))
+    for count in (2.0, "2", None):
+        ctx.attempt(f"broadcast {count!r}", TL.broadcast, T(source), count,
+                    words=["broadcast(): incompatible function arguments"])
+
+
 TL_REFUSALS = {
     # DALI's TypeErrors, word for word (users match them).
     "mixed-dtype": ([np.zeros(2, np.int16), np.ones(3, np.int32)], None,

@@ -85,6 +85,23 @@ def test_ops_instances_are_reusable_and_refuse_an_argument_twice() -> None:
     assert_same(dali, lite, words=["The argument `shape` was already specified in __init__."])
 
 
+def test_compose_chains_operators_as_dalis() -> None:
+    def graph(fn: Any, types: Any, n: list[Any]) -> list[Any]:
+        ops = importlib.import_module(fn.__name__.rsplit(".", 1)[0] + ".ops")
+        inner = ops.Compose([ops.Transpose(perm=[1, 0]),
+                             ops.PythonFunction(function=lambda a: (a, a + 1), num_outputs=2)])
+        chain = ops.Compose([ops.Cast(), inner])  # nested: flattened
+        single = ops.Compose([ops.Copy()])
+        assert type(single).__name__ == "Copy"  # a list of one is that operator
+        # Keyword arguments of the call go to the first operator only.
+        return [*chain(n[0], dtype=types.FLOAT), single(n[0])]
+
+    feeds = [[np.arange(6, dtype=np.uint8).reshape(2, 3)] * 2]
+    dali, lite = run_both(graph, feeds, layouts=["HW"])
+    assert dali.error is None, dali.describe()
+    assert_same(dali, lite)
+
+
 def test_ops_classes_name_their_arguments_as_dalis() -> None:
     # Each class has an __init__ of its own (they once shared one, whose signature was the
     # last class's, without `self`: inspect.signature(ops.Cast) raised ValueError).

@@ -308,6 +308,15 @@ def test_torch_python_function_on_cpu(batch_processing: bool) -> None:
         assert out.as_array().ravel().tolist() == [0.0, 2.0]
 
 
+def test_torch_python_function_object_says_what_dalis_does() -> None:
+    # DALI 2.4's values: the device given, always preserved (it runs the user's code).
+    from dali_lite.plugin.pytorch import TorchPythonFunction
+
+    op = TorchPythonFunction(function=abs, device="gpu", preserve=False)
+    assert (op.device, op.preserve, op.schema_name) == ("gpu", True, "TorchPythonFunction")
+    assert TorchPythonFunction(function=abs).device == "cpu"
+
+
 # ---------------------------------------------------------------------------- example
 def test_pytorch_training_example_stops_abruptly_and_resumes(tmp_path: Path) -> None:
     """examples/pytorch_training.py: killed (os._exit) after 30 steps, it resumes from its

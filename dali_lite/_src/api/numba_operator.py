@@ -18,6 +18,9 @@ __all__ = ["NumbaFunction"]
 class NumbaFunction:
     """Invokes a njit compiled Numba function (see `fn.experimental.numba_function`)."""
 
+    #: DALI's schema name of the operator.
+    schema_name = "NumbaFunction"
+
     def __init__(self, run_fn: Any, out_types: Any, in_types: Any, outs_ndim: Any,
                  ins_ndim: Any, setup_fn: Any = None, device: str = "cpu",
                  batch_processing: bool = False, blocks: Any = None,
@@ -28,6 +31,15 @@ class NumbaFunction:
             batch_processing=batch_processing, blocks=blocks,
             threads_per_block=threads_per_block, **kwargs,
         )
+
+    @property
+    def device(self) -> str:
+        return str(self._arguments["device"])
+
+    @property
+    def preserve(self) -> bool:
+        # As DALI's: an operator running the user's code is never pruned, whatever was given.
+        return True
 
     def __call__(self, *inputs: DataNode, **kwargs: Any) -> DataNode | list[DataNode]:
         return numba_function(*inputs, **{**self._arguments, **kwargs})

@@ -85,16 +85,21 @@ def make_class(op_class: type[BuiltinOperator]) -> type[OperatorClass]:
 
 
 def make_wrapper_class(name: str, schema_name: str, function: Callable[..., Any],
-                       doc: str) -> type[OperatorClass]:
+                       doc: str, *, always_preserved: bool = False) -> type[OperatorClass]:
     """An `ops` class over an `fn` function that is not in the operator table
-    (`ExternalSource`, `PythonFunction`): the function checks its own arguments."""
+    (`ExternalSource`, `PythonFunction`): the function checks its own arguments. With
+    `always_preserved`, `preserve` is True whatever was given, as DALI's Python-function
+    operators have it (they run the user's code, so they are never pruned)."""
 
     def make(inputs: tuple[Any, ...], arguments: dict[str, Any]) -> Any:
         return function(*inputs, **arguments)
 
-    return type(name, (OperatorClass,), {
+    members: dict[str, Any] = {
         "schema_name": schema_name,
         "_create": staticmethod(make),
         "__doc__": doc,
         "__module__": "dali_lite.ops",
-    })
+    }
+    if always_preserved:
+        members["preserve"] = property(lambda self: True)
+    return type(name, (OperatorClass,), members)

@@ -150,6 +150,28 @@ class TensorListCPU(BatchStorage):
             tl._pack()
         return tl
 
+    @staticmethod
+    def broadcast(tensor: Any, num_samples: Any) -> TensorListCPU:
+        """A batch of `num_samples` samples, each `tensor` (a ``TensorCPU`` or an array), with
+        its layout; the samples share the tensor's memory, as DALI's do."""
+        try:
+            count = operator.index(num_samples)
+        except TypeError:
+            # DALI's words (pybind11's), then which argument and what it wants.
+            raise TypeError(f"broadcast(): incompatible function arguments. num_samples must "
+                            f"be an int; got {type(num_samples).__name__} {num_samples!r}"
+                            ) from None
+        if count < 0:
+            raise ValueError(f"TensorListCPU.broadcast: num_samples must not be negative; got "
+                             f"{count}")
+        sample = tensor if isinstance(tensor, TensorCPU) else TensorCPU(tensor)
+        array = np.asarray(sample)
+        return TensorListCPU._from_samples([array] * count, sample.layout(), array.dtype)
+
+    def reset(self) -> None:
+        """Empties the batch in place: no samples, no type, no layout, as DALI's."""
+        self._share(TensorListCPU._from_samples([]))  # the layout too
+
     # --- DALI's API ------------------------------------------------------------------------
 
     def layout(self) -> str:

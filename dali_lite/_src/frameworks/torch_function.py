@@ -92,10 +92,22 @@ def torch_python_function(
 class TorchPythonFunction:
     """The operator-object spelling: ``TorchPythonFunction(function=f)(inputs...)``."""
 
+    #: DALI's schema name of the operator.
+    schema_name = "TorchPythonFunction"
+
     def __init__(self, function: Callable[..., Any], num_outputs: int = 1, device: str = "cpu",
                  batch_processing: bool = False, **kwargs: Any) -> None:
         self._arguments = dict(kwargs, function=function, num_outputs=num_outputs,
                                device=device, batch_processing=batch_processing)
+
+    @property
+    def device(self) -> str:
+        return str(self._arguments["device"])
+
+    @property
+    def preserve(self) -> bool:
+        # As DALI's: an operator running the user's code is never pruned, whatever was given.
+        return True
 
     def __call__(self, *inputs: Any, **kwargs: Any) -> Any:
         return torch_python_function(*inputs, **{**self._arguments, **kwargs})
