@@ -115,10 +115,11 @@ def test_subscripts_are_numpys(data: st.DataObject) -> None:
         else:
             bound = st.one_of(st.none(), st.integers(-extent - 2, extent + 2))
             step = data.draw(st.one_of(st.none(), st.sampled_from([1, 2, 3, -1, -2])))
-            key.append(slice(data.draw(bound), data.draw(bound), step))
+            part = slice(data.draw(bound), data.draw(bound), step)
+            # No empty ranges (DALI 2.4 crashes on some, docs/compat.md): the whole axis
+            # in that direction instead.
+            key.append(part if len(range(extent)[part]) else slice(None, None, step))
     expected = array[tuple(key)]
-    if expected.size == 0:
-        return  # empty ranges: where DALI 2.4 crashes (docs/compat.md)
     ((out,),) = samples(lambda fn, types, n: n[0][tuple(key)], [array])
     np.testing.assert_array_equal(out, expected)
 
