@@ -4,9 +4,10 @@ needs, marked `core` (tests/conftest.py) and run with `python -m pytest -m core`
 CI runs it on every Python the project claims besides the one that runs the whole suite
 (.ci/run), with only the `test` extra installed: no NVIDIA DALI, torch, Ray, Numba or JAX, so
 what needs them skips. It covers the types and tensors, the pipeline, serial and parallel
-external_source (fork and spawn), checkpoints, DALI's arithmetic (against its recorded
-behaviour), the README's operator table, the worker pool, shared memory, what an install
-puts in a user's namespace, and the wheel and sdist. This list is the one place that says so.
+external_source (fork and spawn), checkpoints, DALI's arithmetic and every operator family
+(against their recorded behaviour in DALI, and their own properties), the README's operator
+table, the worker pool, shared memory, what an install puts in a user's namespace, and the
+wheel and sdist. This list is the one place that says so.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ CORE_TESTS: tuple[str, ...] = (
     "tests/parallel/test_parallel_shm.py",
     "tests/pipeline/test_checkpoint.py",
     "tests/operators/test_arithmetic_facts.py",
+    "tests/operators/facts/test_operator_records.py",
+    "tests/operators/facts/test_geometry_facts.py",
+    "tests/operators/facts/test_value_facts.py",
     "tests/workers/test_pool_basic.py",
     "tests/shm/test_segment.py",
     "tests/shm/test_codec.py",

@@ -3,7 +3,9 @@ in CI (CI=true) a missing DALI fails them instead, since then nothing is compare
 
 Every test here runs `isolated` (a child pytest per module, tests/isolation.py): DALI's
 library starts threads when it runs a pipeline, and the rest of the suite forks workers, which
-must never happen in a process where those threads exist.
+must never happen in a process where those threads exist. The tests of facts/ never import
+DALI (they check dali_lite against a record of DALI's outcomes and against the operators' own
+properties): they run in the session's process, and in the core subset.
 """
 
 from __future__ import annotations
