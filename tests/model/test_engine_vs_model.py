@@ -13,7 +13,7 @@ program and the blob that reproduces it."""
 from __future__ import annotations
 
 import pytest
-from epoch_model import Program, SourceSpec, expected
+from epoch_model import IteratorSpec, Program, SourceSpec, expected
 from hypothesis import given
 from model_settings import EXAMPLES, torch_installed
 from programs import CHECKPOINT_CASES, PROTOCOL_CASES, observe, strategies
@@ -71,3 +71,17 @@ def test_sources_of_different_depths_keep_every_epoch(start_method: str) -> None
     seen = observe(dali_lite, program)
     assert seen == expected(program)
     assert [sum(s != "stop" for s in seen[i:i + 3]) for i in (0, 4, 8)] == [2, 2, 2]
+
+
+@pytest.mark.skipif(not torch_installed(), reason="torch is not installed")
+def test_a_reset_before_the_first_batch_gives_the_first_batch() -> None:
+    """A size=-1 iterator without prepare_first_batch, reset() before its first next(), over
+    a parallel source: the batches the model says (DALI overruns its prefetch queue there and
+    often returns garbage: docs/compat.md, `iterator-reset-before-first-batch`; the generated
+    programs leave it out)."""
+    program = Program(
+        (SourceSpec("generator_function", 2, True, 3, "raise"),), ("reset", "next", "next"),
+        batch_size=2, prefetch_queue_depth=1, num_workers=3,
+        iterator=IteratorSpec(size=-1, policy="DROP", padded=True, prepare_first_batch=False))
+    assert observe(dali_lite, program) == expected(program, "dali_lite") == [
+        None, None, [[[-2, 0], [-2, 0]]], [[[-2, 1], [-2, 1]]]]
