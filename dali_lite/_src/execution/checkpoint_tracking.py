@@ -93,10 +93,12 @@ class IteratorTracker:
         told = epoch_idx if source_epoch is None else source_epoch
         with self._lock:
             if outcome == "item":
-                self.current = position or self.current.after_items(told, self.items_per_call)
+                self.current = (position if position is not None
+                                else self.current.after_items(told, self.items_per_call))
             elif outcome == "stop":
-                self.current = position or self.current.after_stop(told, self.cycle,
-                                                                self.keeps_object)
+                self.current = (position if position is not None
+                                else self.current.after_stop(told, self.cycle,
+                                                             self.keeps_object))
                 self._stopped.add((epoch_idx, iteration))
             else:
                 return

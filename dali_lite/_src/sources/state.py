@@ -13,12 +13,14 @@ its own `iter()` and starts over by itself outlives its StopIterations, and only
 every call of it brings a new one to the same place. `replay` makes those calls again, in
 order, and checks that the same ones raise.
 
-A parallel iterator lives on a worker, which never polls it again after its end without
-cycling; its position is tracked *outside* the iterator, from the replies of the worker (a
-call for a batch succeeded, or raised StopIteration). Silent wrap-arounds of ``cycle="quiet"``
-are not seen there; the count simply goes on past the end of the pass, and `reopen` brings it
-back modulo the length of a pass when it restores. Restoring re-creates the iterator and takes
-the counted items again, in the process that polls the source (a worker, for a parallel one).
+A parallel iterator lives on a worker, which never polls it again after its end unless
+``cycle="raise"`` starts a new pass; its position is tracked *outside* the iterator, from the
+replies of the worker (a call for a batch succeeded, or raised StopIteration). Silent
+wrap-arounds of ``cycle="quiet"`` are not seen there; the count simply goes on past the end of
+the pass, and `reopen` brings it back modulo the length of a pass when it restores (or, for a
+source that is its own iterator, goes on through its ends with the same object, as the worker
+did). Restoring re-creates the iterator and takes the counted items again, in the process that
+polls the source (a worker, for a parallel one).
 """
 
 from __future__ import annotations
