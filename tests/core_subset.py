@@ -19,6 +19,7 @@ CORE_TESTS: tuple[str, ...] = (
     "tests/api/test_public_paths.py",
     "tests/pipeline/test_pipeline.py",
     "tests/sources/test_external_source.py",
+    "tests/sources/test_iterator_epochs.py",
     "tests/parallel/test_parallel_epochs.py",
     "tests/parallel/test_parallel_shm.py",
     "tests/pipeline/test_checkpoint.py",

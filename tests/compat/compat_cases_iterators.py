@@ -37,6 +37,38 @@ class Ragged:
         return np.arange(info.idx_in_epoch % 3 + 1, dtype=np.int32)
 
 
+class RestartingItems:
+    """An iterator that is its own `iter()` and starts over by itself after each
+    StopIteration: 9 batches ``[count]`` a pass, 17 in its life (DALI's own test iterators
+    are written so)."""
+
+    def __init__(self):
+        self.in_pass = self.count = 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.count >= 17:
+            raise StopIteration
+        if self.in_pass == 9:
+            self.in_pass = 0
+            raise StopIteration
+        self.in_pass += 1
+        self.count += 1
+        return [np.array([self.count], dtype=np.int32)]
+
+
+def _restarting_pipe(ctx, parallel):
+    kwargs = {"py_num_workers": 1, "py_start_method": "fork"} if parallel else {}
+
+    @ctx.pipeline_def(batch_size=1, num_threads=1, device_id=None, **kwargs)
+    def pipe_def():
+        return ctx.fn.external_source(RestartingItems(), parallel=parallel)
+
+    return pipe_def()
+
+
 def _pipe(ctx, sources, batch_size=2, parallel=False):
     kwargs = {"py_num_workers": 2, "py_start_method": "fork"} if parallel else {}
 
@@ -152,6 +184,18 @@ def torch_auto_reset_with_size(ctx):
     it = pt.DALIGenericIterator(_pipe(ctx, [Counting(8)]), ["x"], size=8, auto_reset=True)
     for epoch in range(3):
         ctx.record(f"epoch {epoch}", [_values(step) for step in it])
+
+
+@case(params=[False, True], needs=_TORCH, timeout_s=90)
+def torch_iterator_over_an_iterator_that_starts_over_by_itself(ctx):
+    """With `size`, over an iterator that restarts by itself, 17 batches in its life, 9 a
+    pass: serial, DALI polls it after every reset() (9 + 8 batches); parallel, its worker
+    polls it no more after its end (9)."""
+    pt = ctx.module("plugin.pytorch")
+    it = pt.DALIGenericIterator(_restarting_pipe(ctx, ctx.params), ["x"], size=9)
+    for epoch in range(3):
+        ctx.record(f"epoch {epoch}", [_values(step) for step in it])
+        it.reset()
 
 
 # ---------------------------------------------------------------------------- len()
@@ -455,6 +499,16 @@ def jax_iterator_epochs(ctx):
     if size > 0:
         ctx.record("len", len(it))
     _jax_epochs(ctx, it)
+
+
+@case(needs=_JAX, timeout_s=90)
+def jax_iterator_over_an_iterator_that_starts_over_by_itself(ctx):
+    """`torch_iterator_over_an_iterator_that_starts_over_by_itself`, serial, with JAX's."""
+    dax = ctx.module("plugin.jax")
+    it = dax.DALIGenericIterator(_restarting_pipe(ctx, False), ["x"], size=9)
+    for epoch in range(3):
+        ctx.record(f"epoch {epoch}", [np.asarray(step["x"]).ravel().tolist() for step in it])
+        it.reset()
 
 
 @case(needs=_JAX)

@@ -215,6 +215,39 @@ def cycle_over_an_iterator_that_cannot_start_over(ctx):
     _runs(ctx, pipe, 5, reset=True)
 
 
+class _Restarting:
+    """An iterator that is its own `iter()` and starts over by itself after each
+    StopIteration (DALI's own test iterators are written so): 2 batches a pass, `lifetime`
+    batches in all (None: no end)."""
+
+    def __init__(self, lifetime=None):
+        self.in_pass = self.count = 0
+        self.lifetime = lifetime
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.lifetime is not None and self.count >= self.lifetime:
+            raise StopIteration
+        if self.in_pass == 2:
+            self.in_pass = 0
+            raise StopIteration
+        self.in_pass += 1
+        self.count += 1
+        return _batch_of(self.count)
+
+
+@case(params=[(cycle, lifetime) for cycle in (None, "quiet", "raise") for lifetime in (None, 5)])
+def iterator_that_starts_over_by_itself(ctx):
+    """DALI polls a serial source again after every reset(), whatever it raised before: such
+    an iterator gives a new epoch each time (until its lifetime ends)."""
+    cycle, lifetime = ctx.params
+    source = _Restarting(lifetime)
+    pipe = _pipeline(ctx, lambda: ctx.fn.external_source(source=source, cycle=cycle))
+    _runs(ctx, pipe, 9 if cycle != "quiet" else 6, reset=True)
+
+
 @case(params=[True, "raise"])
 def cycle_over_a_generator_object(ctx):
     def gen():

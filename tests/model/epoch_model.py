@@ -41,9 +41,15 @@ observes one.
 
 Values, so that two runs compare by equality: a per-sample callable's sample is
 `[epoch_idx, idx_in_epoch]`, a per-batch callable's sample `[epoch_idx, iteration]` (-1 for
-the epoch when it only receives the iteration number), an iterable's k-th batch of a pass has
-samples `[-2, k]`. `SourceSpec.length` counts samples for a per-sample callable, batches
-otherwise.
+the epoch when it only receives the iteration number), an iterable's items are what
+`protocols` says (`[-2, k]`, the k-th of a pass; `[-3, n]`, the n-th of a restarting
+iterator's life), a batch of copies of one item, or one item per sample with `per_sample`.
+`SourceSpec.length` counts samples for a per-sample callable, items for an iterable (a pass),
+batches otherwise. Every Python iteration protocol a source can have is drawn: re-iterables,
+generator functions, iterators exhausted for good, iterators that start over by themselves
+(with or without a lifetime `cap`), serial iterables whose pass ends inside a batch.
+
+Framework iterators on top (DALI's `DALIGenericIterator`, `iterator_model`) are drawn too.
 
 `tests/model/test_model_vs_dali.py` checks this model against DALI itself (`engine="dali"`);
 `test_engine_vs_model.py` checks dali_lite against it (`engine="dali_lite"`).
@@ -55,15 +61,19 @@ import copy
 from collections import deque
 from dataclasses import dataclass, field
 
-__all__ = ["CHECKPOINT_STEPS", "ENGINES", "STOP", "ModelPipeline", "Program", "SourceSpec",
-           "expected"]
+from protocols import SerialPoll, SourceObject, WorkerPoll
+
+__all__ = ["CHECKPOINT_STEPS", "ENGINES", "STOP", "IteratorSpec", "ModelPipeline", "Program",
+           "SourceSpec", "expected"]
 
 #: What a call that raised StopIteration returns in an observation.
 STOP = "stop"
 
 #: The kinds of source a program may use.
-KINDS = ("sample", "batch", "batch_info", "iterable", "generator_function")
-ITERABLE_KINDS = ("iterable", "generator_function")
+KINDS = ("sample", "batch", "batch_info", "iterable", "generator_function", "iterator",
+         "restarting")
+#: The kinds polled with iter() and next() (`protocols`).
+ITERABLE_KINDS = ("iterable", "generator_function", "iterator", "restarting")
 CYCLES = (None, "quiet", "raise")
 #: The steps of a program: `run()`, `schedule_run()` + `share_outputs()` + `release_outputs()`,
 #: and `reset()`.
@@ -85,10 +95,23 @@ class SourceSpec:
     parallel: bool = True
     depth: int = 1  # the source's prefetch_queue_depth (parallel sources only)
     cycle: str | None = None  # iterables only
+    cap: int | None = None  # a restarting iterator's items in all (None: no end)
+    per_sample: bool = False  # an iterable's items are samples (batch=False; serial only)
 
     @property
     def iterable(self) -> bool:
         return self.kind in ITERABLE_KINDS
+
+
+@dataclass(frozen=True)
+class IteratorSpec:
+    """A framework iterator over the pipeline (`iterator_model`): DALI's arguments."""
+
+    size: int = -1  # samples an epoch; -1: until the pipeline raises StopIteration
+    auto_reset: bool = False
+    policy: str = "FILL"  # LastBatchPolicy: FILL, DROP or PARTIAL
+    padded: bool = False  # last_batch_padded
+    prepare_first_batch: bool = True
 
 
 @dataclass(frozen=True)
@@ -99,6 +122,8 @@ class Program:
     prefetch_queue_depth: int = 2
     num_workers: int = 1
     start_method: str = "fork"
+    #: A framework iterator over the pipeline: the steps are then the iterator's.
+    iterator: IteratorSpec | None = None
 
     @property
     def parallel(self) -> bool:
@@ -122,60 +147,6 @@ def callable_batch(spec: SourceSpec, iteration: int, epoch: int, batch_size: int
     return [[epoch if spec.kind == "batch_info" else -1, iteration]] * batch_size
 
 
-def item_batch(k: int, batch_size: int) -> Batch:
-    return [[-2, k]] * batch_size
-
-
-class _IterablePass:
-    """The iterator a serial source polls, as DALI wraps it for its `cycle` mode
-    (`_CycleIter`/`_CycleGenFunc`, or a bare iterator without cycling)."""
-
-    def __init__(self, spec: SourceSpec) -> None:
-        self.spec = spec
-        self.position = 0
-        self.exhausted = False
-
-    def next(self) -> int | str:
-        if self.exhausted:
-            return STOP
-        if self.position < self.spec.length:
-            self.position += 1
-            return self.position - 1
-        self.position = 0
-        if self.spec.cycle is None:
-            self.exhausted = True
-            return STOP
-        if self.spec.cycle == "raise":
-            return STOP
-        return self.next() if self.spec.length else STOP
-
-
-class _WorkerIterable:
-    """DALI's worker-side `IterableSource`: with `cycle="raise"` it starts a new pass only for
-    a task scheduled after its source was reset (a newer `epoch_start`)."""
-
-    def __init__(self, spec: SourceSpec) -> None:
-        self.spec = spec
-        self.position = 0
-        self.raised = False
-        self.epoch_start = 0
-
-    def __call__(self, task_epoch_start: int) -> int | str:
-        if self.raised:
-            if self.spec.cycle == "raise" and self.epoch_start < task_epoch_start:
-                self.position, self.raised, self.epoch_start = 0, False, task_epoch_start
-            else:
-                return STOP
-        if self.position < self.spec.length:
-            self.position += 1
-            return self.position - 1
-        self.raised = True
-        if self.spec.cycle != "quiet" or self.spec.length == 0:
-            return STOP
-        self.position, self.raised = 1, False
-        return 0
-
-
 @dataclass
 class _Source:
     spec: SourceSpec
@@ -187,13 +158,19 @@ class _Source:
     scheduled_count: int = 0
     epoch_start: int = 0
     synced: bool = True
-    worker: _WorkerIterable | None = None
-    serial_pass: _IterablePass | None = None
+    worker: WorkerPoll | None = None
+    serial_poll: SerialPoll | None = None
 
     def __post_init__(self) -> None:
         if self.spec.iterable:
-            self.worker = _WorkerIterable(self.spec)
-            self.serial_pass = _IterablePass(self.spec)
+            # DALI's main process and the worker have copies of the object of their own.
+            spec = self.spec
+            if spec.parallel:
+                self.worker = WorkerPoll(SourceObject(spec.kind, spec.length, spec.cap),
+                                         spec.cycle)
+            else:
+                self.serial_poll = SerialPoll(SourceObject(spec.kind, spec.length, spec.cap),
+                                              spec.cycle)
 
     # DALI's `prefetch` / `schedule_batch`: a context reset since the last scheduling drops
     # what was scheduled before it; then the queue is filled up to the source's depth.
@@ -208,6 +185,21 @@ class _Source:
                 self.scheduled.append((self.current_iter + len(self.scheduled), epoch))
             self.scheduled_count += 1
 
+    def _serial_items(self) -> Batch | str:
+        """One batch of a serial iterable: one item, or one per sample (DALI calls `next()`
+        for each sample and stops at the first StopIteration: the items before it are lost)."""
+        assert self.serial_poll is not None
+        if not self.spec.per_sample:
+            item = self.serial_poll.next()
+            return item if item == STOP else [item] * self.batch_size  # type: ignore[list-item,return-value]
+        samples = []
+        for _ in range(self.batch_size):
+            item = self.serial_poll.next()
+            if item == STOP:
+                return STOP
+            samples.append(item)
+        return samples  # type: ignore[return-value]
+
     def reset_context(self) -> None:
         self.epoch_start = self.scheduled_count
         self.synced = False
@@ -217,7 +209,7 @@ class _Source:
         if self.spec.parallel:
             head = self.scheduled.popleft()
             if self.worker is not None:
-                result = head if head == STOP else item_batch(int(head), self.batch_size)  # type: ignore[arg-type]
+                result = head if head == STOP else [head] * self.batch_size  # type: ignore[assignment]
             else:
                 iteration, scheduled_epoch = head  # type: ignore[misc]
                 result = callable_batch(self.spec, iteration, scheduled_epoch, self.batch_size)
@@ -228,9 +220,8 @@ class _Source:
             self.current_iter += 1
             self.prefetch(epoch)
             return result
-        if self.serial_pass is not None:
-            item = self.serial_pass.next()
-            result = STOP if item == STOP else item_batch(int(item), self.batch_size)
+        if self.serial_poll is not None:
+            result = self._serial_items()
         else:
             result = callable_batch(self.spec, self.current_iter, epoch, self.batch_size)
         self.current_iter = 0 if result == STOP else self.current_iter + 1
@@ -337,6 +328,10 @@ def expected(program: Program, engine: str = "dali") -> list[Observation]:
     checkpoint or a restore observes None."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}; got {engine!r}")
+    if program.iterator is not None:
+        from iterator_model import expected_iterator  # it builds on this module
+
+        return expected_iterator(program, engine)
     model = ModelPipeline(program)
     checkpoint: object = None
     seen: list[Observation] = []

@@ -11,6 +11,12 @@ import os
 EXAMPLES = int(os.environ.get("DALI_LITE_MODEL_EXAMPLES", "25"))
 
 
+def torch_installed() -> bool:
+    """Whether the programs may run a framework iterator (DALI's PyTorch one) over the
+    pipeline."""
+    return importlib.util.find_spec("torch") is not None
+
+
 def dali_installed() -> bool:
     try:
         return importlib.util.find_spec("nvidia.dali") is not None

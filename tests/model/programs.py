@@ -33,13 +33,16 @@ import numpy as np
 from epoch_model import (
     CHECKPOINT_STEPS,
     CYCLES,
+    ITERABLE_KINDS,
     KINDS,
     STEPS,
     STOP,
+    IteratorSpec,
     Observation,
     Program,
     SourceSpec,
 )
+from iterator_model import ITERATOR_STEPS, NO_DATA
 
 # ====================================================================== the sources
 
@@ -78,31 +81,81 @@ class BatchInfoSource(BatchSource):
         return [np.array([info.epoch_idx, info.iteration], dtype=np.int32)] * self.batch_size
 
 
-def _items(length: int, batch_size: int) -> Iterator[list[np.ndarray]]:
+def _item(value: list[int], batch_size: int, per_sample: bool) -> Any:
+    """One item: a batch of copies of `value`, or with `per_sample` one sample."""
+    sample = np.array(value, dtype=np.int32)
+    return sample if per_sample else [sample] * batch_size
+
+
+def _items(length: int, batch_size: int, per_sample: bool = False) -> Iterator[Any]:
     for k in range(length):
-        yield [np.array([-2, k], dtype=np.int32)] * batch_size
+        yield _item([-2, k], batch_size, per_sample)
 
 
 class ItemIterable:
-    """An iterable of `length` batches; every `iter()` starts a new pass."""
+    """An iterable of `length` items; every `iter()` starts a new pass (a list's iterator)."""
 
-    def __init__(self, length: int, batch_size: int) -> None:
+    def __init__(self, length: int, batch_size: int, per_sample: bool = False) -> None:
         self.length = length
         self.batch_size = batch_size
+        self.per_sample = per_sample
 
-    def __iter__(self) -> Iterator[list[np.ndarray]]:
-        return _items(self.length, self.batch_size)
+    def __iter__(self) -> Iterator[Any]:
+        return _items(self.length, self.batch_size, self.per_sample)
+
+
+class ItemIterator:
+    """An iterator that is its own `iter()`: `length` items, then exhausted for good."""
+
+    def __init__(self, length: int, batch_size: int, per_sample: bool = False) -> None:
+        self.length, self.batch_size, self.per_sample = length, batch_size, per_sample
+        self.position = 0
+
+    def __iter__(self) -> ItemIterator:
+        return self
+
+    def __next__(self) -> Any:
+        if self.position >= self.length:
+            raise StopIteration
+        self.position += 1
+        return _item([-2, self.position - 1], self.batch_size, self.per_sample)
+
+
+class RestartingIterator:
+    """An iterator that is its own `iter()` and starts over by itself: `length` items
+    `[-3, n]` (n counts over its whole life), StopIteration, a new pass; `cap` items in all
+    (None: no end)."""
+
+    def __init__(self, length: int, batch_size: int, per_sample: bool = False,
+                 cap: int | None = None) -> None:
+        self.length, self.batch_size, self.per_sample, self.cap = (length, batch_size,
+                                                                   per_sample, cap)
+        self.in_pass = self.count = 0
+
+    def __iter__(self) -> RestartingIterator:
+        return self
+
+    def __next__(self) -> Any:
+        if self.cap is not None and self.count >= self.cap:
+            raise StopIteration
+        if self.in_pass >= self.length:
+            self.in_pass = 0
+            raise StopIteration
+        self.in_pass += 1
+        self.count += 1
+        return _item([-3, self.count - 1], self.batch_size, self.per_sample)
 
 
 class ItemGeneratorFunction:
     """A callable whose `__call__` is a generator function (DALI's generator-function kind)."""
 
-    def __init__(self, length: int, batch_size: int) -> None:
+    def __init__(self, length: int, batch_size: int, per_sample: bool = False) -> None:
         self.length = length
         self.batch_size = batch_size
+        self.per_sample = per_sample
 
-    def __call__(self) -> Iterator[list[np.ndarray]]:
-        yield from _items(self.length, self.batch_size)
+    def __call__(self) -> Iterator[Any]:
+        yield from _items(self.length, self.batch_size, self.per_sample)
 
 
 def make_source(spec: SourceSpec, batch_size: int) -> dict[str, Any]:
@@ -117,10 +170,18 @@ def make_source(spec: SourceSpec, batch_size: int) -> dict[str, Any]:
     if spec.kind == "batch_info":
         return {**args, "source": BatchInfoSource(spec.length, batch_size), "batch": True,
                 "batch_info": True}
-    source_type = ItemIterable if spec.kind == "iterable" else ItemGeneratorFunction
     if spec.cycle is not None:
         args["cycle"] = spec.cycle
-    return {**args, "source": source_type(spec.length, batch_size), "batch": True}
+    source: Any
+    if spec.kind == "generator_function":
+        source = ItemGeneratorFunction(spec.length, batch_size, spec.per_sample)
+    elif spec.kind == "iterable":
+        source = ItemIterable(spec.length, batch_size, spec.per_sample)
+    elif spec.kind == "iterator":
+        source = ItemIterator(spec.length, batch_size, spec.per_sample)
+    else:
+        source = RestartingIterator(spec.length, batch_size, spec.per_sample, spec.cap)
+    return {**args, "source": source, "batch": not spec.per_sample}
 
 
 # ====================================================================== known cases
@@ -161,6 +222,56 @@ CHECKPOINT_CASES: dict[str, Program] = {
 }
 
 
+def _protocol_cases() -> dict[str, Program]:
+    """Every iteration protocol a source can have, serial and parallel, under every `cycle`,
+    over three epochs (four runs each, one past the end), then the framework iterator over
+    the smallest of them: fixed, so that no protocol depends on the random search."""
+    epochs = ("run",) * 4 + ("reset",) + ("run",) * 4 + ("reset",) + ("run",) * 4
+    cases: dict[str, Program] = {}
+    kinds = {"iterable": {}, "generator_function": {}, "iterator": {}, "restarting": {},
+             "restarting-capped": {"cap": 5}}
+    for name, extra in kinds.items():
+        kind = name.split("-")[0]
+        for parallel in (False, True):
+            for cycle in CYCLES:
+                spec = SourceSpec(kind, 2, parallel, 2 if parallel else 1, cycle, **extra)
+                where = "parallel" if parallel else "serial"
+                cases[f"{name}-{where}-{cycle}"] = Program((spec,), epochs)
+            # beside a per-sample callable that ends the epoch first
+            cases[f"{name}-{where}-beside-a-shorter-source"] = Program(
+                (SourceSpec("sample", 1, parallel, 1),
+                 SourceSpec(kind, 2, parallel, 2 if parallel else 1, **extra)), epochs)
+        for cycle in CYCLES:  # a pass of 5 samples ends inside the third batch of 2
+            cases[f"{name}-samples-{cycle}"] = Program(
+                (SourceSpec(kind, 5, False, 1, cycle, per_sample=True, **extra),), epochs,
+                batch_size=2)
+    # The framework iterator over an iterator that starts over by itself, 17 items in its
+    # life, 9 a pass: DALI's gives 9 + 8 batches over the epochs.
+    drain = ("next",) * 10 + ("reset",) + ("next",) * 10 + ("reset",) + ("next",) * 3
+    for where, size, policy in (("serial", 9, "FILL"), ("serial", 9, "DROP"),
+                                ("serial", 9, "PARTIAL"), ("serial", -1, "FILL"),
+                                ("parallel", 9, "FILL")):
+        cases[f"torch-{where}-size{size}-{policy}-capped-restarting"] = Program(
+            (SourceSpec("restarting", 9, where == "parallel", 2, cap=17),), drain,
+            iterator=IteratorSpec(size=size, policy=policy))
+    for auto_reset, first in ((False, False), (True, True)):
+        cases[f"torch-auto_reset{auto_reset}-prepare{first}-restarting-samples"] = Program(
+            (SourceSpec("restarting", 5, False, 1, per_sample=True, cap=12),),
+            ("next",) * 4 + ("iter",) + ("next",) * 4 + ("reset",) + ("next",) * 4,
+            batch_size=2, iterator=IteratorSpec(size=4, auto_reset=auto_reset,
+                                                prepare_first_batch=first))
+    return cases
+
+
+#: Fixed programs over every iteration protocol (see `_protocol_cases`).
+PROTOCOL_CASES = _protocol_cases()
+#: The programs of a regression: a serial iterator that starts over by itself was polled
+#: no more after its first StopIteration, so its later epochs came out empty (DALI: [2, 2, 2]),
+#: and DALI's framework iterator over one with a lifetime got 9 batches instead of 9 + 8.
+REGRESSION_CASES = (PROTOCOL_CASES["restarting-serial-None"],
+                    PROTOCOL_CASES["torch-serial-size9-FILL-capped-restarting"])
+
+
 # ====================================================================== running a program
 
 
@@ -174,6 +285,7 @@ def _pipeline(dali: Any, program: Program, checkpoint: bytes | None = None) -> A
     options: dict[str, Any] = {}
     if program.checkpointing:
         options = {"enable_checkpointing": True, "checkpoint": checkpoint}
+
     pipe = dali.Pipeline(batch_size=program.batch_size, num_threads=1, device_id=None,
                          prefetch_queue_depth=program.prefetch_queue_depth,
                          py_num_workers=program.num_workers if program.parallel else 1,
@@ -181,6 +293,7 @@ def _pipeline(dali: Any, program: Program, checkpoint: bytes | None = None) -> A
     with pipe:
         outputs = [fn.external_source(**make_source(spec, program.batch_size))
                    for spec in program.sources]
+
         pipe.set_outputs(*outputs)
     if len({step for step in program.steps if step in ("run", "scheduled")}) > 1:
         pipe.enable_api_check(False)
@@ -191,8 +304,63 @@ def _pipeline(dali: Any, program: Program, checkpoint: bytes | None = None) -> A
     return pipe
 
 
+def _framework_plugin(dali: Any) -> Any:
+    """`dali`'s PyTorch plugin. Importing it brings torch's objects, which every later
+    `gc.collect()` (one a program) would walk again (0.4 s each): they go out of the
+    collector's way once imported, as tests/conftest.py does with collection's objects."""
+    name = f"{dali.__name__}.plugin.pytorch"
+    known = name in sys.modules
+    plugin = importlib.import_module(name)
+    if not known:
+        gc.collect()
+        gc.freeze()
+    return plugin
+
+
+def _observe_iterator(dali: Any, program: Program) -> list[Observation]:
+    """Run an iterator program: DALI's PyTorch `DALIGenericIterator` over the pipeline."""
+    spec = program.iterator
+    assert spec is not None
+    plugin = _framework_plugin(dali)
+    names = [f"o{index}" for index in range(len(program.sources))]
+    pipe = _pipeline(dali, program)
+    try:
+        try:
+            iterator = plugin.DALIGenericIterator(
+                pipe, names, size=spec.size, auto_reset=spec.auto_reset,
+                last_batch_policy=getattr(plugin.LastBatchPolicy, spec.policy),
+                last_batch_padded=spec.padded, prepare_first_batch=spec.prepare_first_batch)
+        except RuntimeError as error:
+            if "no data in the pipeline" not in str(error):
+                raise
+            return [NO_DATA]
+        seen: list[Observation] = [None]
+        for step in program.steps:
+            try:
+                if step == "next":
+                    (batch,) = next(iterator)
+                    seen.append([batch[name].tolist() for name in names])
+                    continue
+                if step == "reset":
+                    iterator.reset()
+                else:
+                    iter(iterator)
+                seen.append(None)
+            except StopIteration:
+                seen.append(STOP)
+        return seen
+    finally:
+        with contextlib.suppress(UnboundLocalError):
+            del iterator
+        del pipe
+        gc.collect()
+
+
 def observe(dali: Any, program: Program) -> list[Observation]:
-    """Run `program` on `dali` (`nvidia.dali` or `dali_lite`); what each step saw."""
+    """Run `program` on `dali` (`nvidia.dali` or `dali_lite`); what each step saw (an
+    iterator program: what making the iterator saw, then each step)."""
+    if program.iterator is not None:
+        return _observe_iterator(dali, program)
     pipe = _pipeline(dali, program)
     checkpoint: bytes | None = None
     seen: list[Observation] = []
@@ -237,6 +405,8 @@ def program_from_json(text: str) -> Program:
     data = json.loads(text)
     data["sources"] = tuple(SourceSpec(**source) for source in data["sources"])
     data["steps"] = tuple(data["steps"])
+    if data.get("iterator") is not None:
+        data["iterator"] = IteratorSpec(**data["iterator"])
     return Program(**data)
 
 
@@ -266,14 +436,28 @@ def strategies() -> Any:
     def source_spec(draw: Any) -> SourceSpec:
         kind = draw(st.sampled_from(KINDS))
         parallel = draw(st.booleans())
-        iterable = kind in ("iterable", "generator_function")
+        iterable = kind in ITERABLE_KINDS
+        # A serial iterable may yield samples (batch=False): its pass may end inside a batch.
+        per_sample = iterable and not parallel and draw(st.booleans())
         return SourceSpec(
             kind=kind,
             # a per-sample callable counts samples: its epoch may end inside a batch
-            length=draw(st.integers(0, 12 if kind == "sample" else 4)),
+            length=draw(st.integers(0, 12 if kind == "sample" or per_sample else 4)),
             parallel=parallel,
             depth=draw(st.integers(1, 5)) if parallel else 1,
             cycle=draw(st.sampled_from(CYCLES)) if iterable else None,
+            cap=draw(st.none() | st.integers(0, 10)) if kind == "restarting" else None,
+            per_sample=per_sample,
+        )
+
+    @st.composite
+    def iterator_spec(draw: Any) -> IteratorSpec:
+        return IteratorSpec(
+            size=draw(st.sampled_from((-1, -1)) | st.integers(1, 12)),
+            auto_reset=draw(st.booleans()),
+            policy=draw(st.sampled_from(("FILL", "DROP", "PARTIAL"))),
+            padded=draw(st.booleans()),
+            prepare_first_batch=draw(st.booleans()),
         )
 
     @st.composite
@@ -299,9 +483,26 @@ def strategies() -> Any:
 
     @st.composite
     def program(draw: Any, max_sources: int = 4, max_steps: int = 14,
-                start_methods: tuple[str, ...] = ("fork",), max_restores: int = 3) -> Program:
+                start_methods: tuple[str, ...] = ("fork",), max_restores: int = 3,
+                frameworks: bool = False) -> Program:
         sources = tuple(draw(st.lists(source_spec(), min_size=1, max_size=max_sources)))
-        steps = draw(steps_of(max_steps, max_restores))
+        # With `frameworks`, a third of the programs run a framework iterator over the
+        # pipeline (its own steps; no checkpoints), the rest the pipeline's steps.
+        iterator = (draw(iterator_spec())
+                    if frameworks and draw(st.integers(0, 2)) == 0 else None)
+        if iterator is None:
+            steps = draw(steps_of(max_steps, max_restores))
+        else:
+            step = st.sampled_from(("next", "next", "next", *ITERATOR_STEPS))
+            steps = tuple(draw(st.lists(step, min_size=1, max_size=max_steps + 6)))
+            if iterator.size < 0 and not iterator.prepare_first_batch:
+                # Not a reset() before the first batch: it schedules the pipeline, and the
+                # first next() schedules it again, one iteration more than its prefetch queue
+                # holds; DALI then returns whatever memory the overrun left (garbage values,
+                # depending on timing).
+                while steps and steps[0] == "reset":
+                    steps = steps[1:]
+                steps = steps or ("next",)
         return Program(
             sources=sources,
             steps=steps,
@@ -309,6 +510,7 @@ def strategies() -> Any:
             prefetch_queue_depth=draw(st.integers(1, 3)),
             num_workers=draw(st.integers(1, 3)),
             start_method=draw(st.sampled_from(start_methods)),
+            iterator=iterator,
         )
 
     return program

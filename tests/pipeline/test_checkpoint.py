@@ -51,6 +51,10 @@ SERIAL_CONFIGS = {
     "iterable-samples-no": Config(("iterable_samples",), cycle="no"),
     "iterable-samples-quiet": Config(("iterable_samples",), cycle="quiet"),
     "iterable-samples-raise": Config(("iterable_samples",), cycle="raise"),
+    "restarting-no": Config(("restarting",)),
+    "restarting-quiet": Config(("restarting",), cycle="quiet"),
+    "restarting-raise": Config(("restarting",), cycle="raise"),
+    "restarting-samples-no": Config(("restarting_samples",)),
     "genfunc": Config(("genfunc",)),
     "genfunc-quiet": Config(("genfunc",), cycle="quiet"),
     "generator": Config(("generator",)),
@@ -61,6 +65,8 @@ PARALLEL_CONFIGS = {
     "batch": Config(("batch",), parallel=True),
     "iterable-raise": Config(("iterable",), parallel=True, cycle="raise"),
     "iterable-quiet": Config(("iterable",), parallel=True, cycle="quiet"),
+    "restarting-raise": Config(("restarting",), parallel=True, cycle="raise"),
+    "restarting-quiet": Config(("restarting",), parallel=True, cycle="quiet"),
     "genfunc": Config(("genfunc",), parallel=True),
     "several": Config(("sample", "batch", "iterable"), parallel=True, cycle="quiet"),
 }
@@ -99,7 +105,7 @@ def test_checkpoint_is_versioned_utf8_json_bytes() -> None:
         data = pipe.checkpoint()
     assert type(data) is bytes
     body = json.loads(data.decode("utf-8"))
-    assert body["format"] == FORMAT_NAME and body["version"] == FORMAT_VERSION == 3
+    assert body["format"] == FORMAT_NAME and body["version"] == FORMAT_VERSION == 4
     assert body["operators"] == []  # no random operators
     assert (body["batch_size"], body["epoch_idx"], body["iteration"],
             body["epoch_ended"]) == (BATCH_SIZE, 0, 1, False)
@@ -109,7 +115,7 @@ def test_checkpoint_is_versioned_utf8_json_bytes() -> None:
     assert [s["kind"] for s in body["sources"]] == ["callable", "iterable"]
     assert body["sources"][0]["state"] is None
     assert body["sources"][1]["state"] == {"taken": 1, "exhausted": False, "restart": False,
-                                           "ended_epoch": None}
+                                           "ended_epoch": None, "stops": 0}
     assert body["iterator_data"] == ""
     assert len(body["sha256"]) == 64
 
@@ -463,7 +469,7 @@ def _rewritten(data: bytes, **changes: Any) -> bytes:
 
 
 @pytest.mark.parametrize(("changes", "words"), [
-    ({"version": 4}, "newer"),
+    ({"version": 5}, "newer"),
     ({"version": "1"}, "version"),
     ({"iteration": -1}, "iteration must be an int >= 0"),
     ({"epoch_ended": 1}, "epoch_ended must be true or false"),
@@ -503,6 +509,9 @@ def test_a_version_1_checkpoint_still_restores() -> None:
     body = json.loads(data)
     body.pop("producer")
     body.pop("operators")
+    for source in body["sources"]:
+        if source["state"] is not None:
+            source["state"].pop("stops")
     old = _rewritten(json.dumps({**body, "sha256": ""}).encode(), version=1)
     with closing(build(config, checkpoint=old)) as restored, \
             closing(build(config, checkpoint=data)) as new:

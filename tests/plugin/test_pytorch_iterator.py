@@ -219,6 +219,41 @@ def test_reset_with_size_is_ignored_mid_epoch_and_counts_samples_read_ahead() ->
         assert len(list(it)) == 3
 
 
+class _RestartingItems:
+    """An iterator that is its own `iter()` and starts over by itself after each
+    StopIteration: 9 batches `[count]` a pass, 17 in its life."""
+
+    def __init__(self) -> None:
+        self.in_pass = self.count = 0
+
+    def __iter__(self) -> _RestartingItems:
+        return self
+
+    def __next__(self) -> list[np.ndarray]:
+        if self.count >= 17:
+            raise StopIteration
+        if self.in_pass == 9:
+            self.in_pass = 0
+            raise StopIteration
+        self.in_pass += 1
+        self.count += 1
+        return [np.array([self.count], dtype=np.int32)]
+
+
+def test_size_over_an_iterator_that_starts_over_by_itself_gets_what_it_has_left() -> None:
+    """The serial source is polled again after every reset(), as DALI polls it: 9 batches,
+    then the 8 its lifetime has left, then none."""
+    pipe = dali.Pipeline(batch_size=1, num_threads=1, device_id=None)
+    with pipe:
+        pipe.set_outputs(fn.external_source(source=_RestartingItems()))
+    it = DALIGenericIterator(pipe, ["x"], size=9)
+    epochs = []
+    for _ in range(3):
+        epochs.append([value for step in drain(it) for (value,) in step])
+        it.reset()
+    assert epochs == [list(range(1, 10)), list(range(10, 18)), []]
+
+
 def test_several_pipelines_give_one_dict_each() -> None:
     pipes = [counting_pipeline(2, 6, offset=1000 * p) for p in range(3)]
     with ExitStack() as stack:

@@ -78,6 +78,32 @@ class SlowItems(Items):
             yield item
 
 
+class Restarting:
+    """An iterator that is its own `iter()` and starts over by itself after each
+    StopIteration (`items` a pass), for `lifetime` items in all: `[count]`, counted over its
+    whole life, so that a restore must replay every call of it, its StopIterations too."""
+
+    def __init__(self, items: int = ITERABLE_ITEMS, lifetime: int = 17, batch: bool = True,
+                 batch_size: int = BATCH_SIZE) -> None:
+        self.items, self.lifetime = items, lifetime
+        self.batch, self.batch_size = batch, batch_size
+        self.in_pass = self.count = 0
+
+    def __iter__(self) -> Restarting:
+        return self
+
+    def __next__(self) -> Any:
+        if self.count >= self.lifetime:
+            raise StopIteration
+        if self.in_pass == self.items:
+            self.in_pass = 0
+            raise StopIteration
+        self.in_pass += 1
+        self.count += 1
+        sample = np.array([self.count, -3], dtype=np.int64)
+        return [sample] * self.batch_size if self.batch else sample
+
+
 def generator_function() -> Iterator[list[np.ndarray]]:
     """A generator function of whole batches: `[item, -1]`."""
     for item in range(ITERABLE_ITEMS + 1):
@@ -87,7 +113,9 @@ def generator_function() -> Iterator[list[np.ndarray]]:
 @dataclass(frozen=True)
 class Config:
     """One pipeline shape of the tests. `sources`: "sample", "batch", "iterable" (per-batch),
-    "iterable_samples" (per-sample, serial only), "genfunc", "generator" (serial only)."""
+    "iterable_samples" (per-sample, serial only), "restarting" (an iterator that starts over
+    by itself), "restarting_samples" (per-sample, serial only), "genfunc", "generator" (serial
+    only)."""
 
     sources: tuple[str, ...] = ("sample",)
     parallel: bool = False
@@ -121,6 +149,10 @@ def _source(name: str, config: Config) -> Any:
         return fn.external_source(SlowItems(), batch=True, parallel=parallel, **cycle)
     if name == "iterable_samples":
         return fn.external_source(Items(batch=False), batch=False, **cycle)
+    if name == "restarting":
+        return fn.external_source(Restarting(), batch=True, parallel=parallel, **cycle)
+    if name == "restarting_samples":
+        return fn.external_source(Restarting(batch=False), batch=False, **cycle)
     if name == "genfunc":
         return fn.external_source(generator_function, batch=True, parallel=parallel, **cycle)
     if name == "generator":

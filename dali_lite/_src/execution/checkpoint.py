@@ -4,7 +4,7 @@
 `Pipeline(checkpoint=...)` reads it back with `decode`. The format is documented field by field
 in docs/checkpointing.md; in short:
 
-    {"format": "dali_lite.checkpoint", "version": 3,
+    {"format": "dali_lite.checkpoint", "version": 4,
      "batch_size": 4, "epoch_idx": 1, "iteration": 3, "epoch_ended": false,
      "producer": {"epoch_ends": [], "iteration": 4, "prefetched": true, "end_met": false},
      "sources": [{"name": null, "kind": "callable", "batch": false, "cycle": "no",
@@ -16,9 +16,13 @@ Version 2 added `producer`: how far the pipeline had scheduled beyond what the c
 (so that a restored pipeline meets the end of the data, and `reset()` takes effect, where the
 checkpointed one would). Version 3 added `operators`: the state of each operator that keeps
 one (a random operator's seed, drawn from the system when no seed was given), so that a
-restored pipeline draws the numbers the original would have. Versions 1 and 2 are still read:
-a version 1 checkpoint as a producer standing where the caller stood, and neither restores
-operators' states.
+restored pipeline draws the numbers the original would have. Version 4 added `stops` to an
+iterator's state: the calls of its current iterator that raised StopIteration and left it in
+use (a serial source is polled again after every reset(), as in DALI, so an iterator that
+starts over by itself outlives its end). Versions 1 to 3 are still read: a version 1
+checkpoint as a producer standing where the caller stood, neither 1 nor 2 restores operators'
+states, and an iterator's state without `stops` counted none (an ended one is read as having
+raised once).
 
 Reading never runs code (JSON only, never pickle) and trusts nothing: every field is checked
 for presence, type and range, and a SHA-256 of the rest catches a file damaged on disk. A
@@ -36,7 +40,7 @@ from typing import Any, TypeGuard
 from dali_lite._src.errors import RuntimeValueError
 
 FORMAT_NAME = "dali_lite.checkpoint"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 
 #: How a source gets its data, as a checkpoint names it.
 SOURCE_KINDS = ("callable", "callable_no_arg", "iterable", "generator_function", "generator",
@@ -52,7 +56,8 @@ _TOP_FIELDS = (*_TOP_FIELDS_V2, "operators")
 _OPERATOR_FIELDS = ("operator", "state")
 _PRODUCER_FIELDS = ("epoch_ends", "iteration", "prefetched", "end_met")
 _SOURCE_FIELDS = ("name", "kind", "batch", "cycle", "num_outputs", "state")
-_STATE_FIELDS = ("taken", "exhausted", "restart", "ended_epoch")
+_STATE_FIELDS_V3 = ("taken", "exhausted", "restart", "ended_epoch")
+_STATE_FIELDS = (*_STATE_FIELDS_V3, "stops")
 
 
 class CheckpointError(RuntimeValueError):
@@ -235,7 +240,8 @@ def decode(data: Any) -> Checkpoint:
         raise CheckpointError("the checkpoint's iterator_data must be a string")
     if not isinstance(body["sources"], list):
         raise CheckpointError("the checkpoint's sources must be a list")
-    sources = tuple(_source(entry, index) for index, entry in enumerate(body["sources"]))
+    sources = tuple(_source(entry, index, version)
+                    for index, entry in enumerate(body["sources"]))
     producer = None if version == 1 else _producer(body["producer"], iteration, epoch_ended)
     operators = None
     if version >= 3:
@@ -279,7 +285,7 @@ def _not_ours(why: str) -> str:
             "cannot be read by dali_lite")
 
 
-def _source(entry: Any, index: int) -> SourceRecord:
+def _source(entry: Any, index: int, version: int) -> SourceRecord:
     where = f"source {index} of the checkpoint"
     if not isinstance(entry, dict):
         raise CheckpointError(f"{where} must be an object; got {entry!r}")
@@ -306,8 +312,11 @@ def _source(entry: Any, index: int) -> SourceRecord:
     if not isinstance(state, dict):
         raise CheckpointError(f"{where}: the state of a {kind} must be an object; got "
                               f"{state!r}")
-    _exact_fields(state, _STATE_FIELDS, f"the state of {where}")
+    _exact_fields(state, _STATE_FIELDS if version >= 4 else _STATE_FIELDS_V3,
+                  f"the state of {where}")
     _int_field(state, "taken", f"the state of {where}")
+    if version >= 4:
+        _int_field(state, "stops", f"the state of {where}")
     _bool_field(state, "exhausted", f"the state of {where}")
     _bool_field(state, "restart", f"the state of {where}")
     if state["ended_epoch"] is not None:

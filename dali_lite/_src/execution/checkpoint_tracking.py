@@ -24,7 +24,7 @@ how far the producer scheduled), for the restored pipeline to schedule again.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from dali_lite._src.execution.checkpoint import (
@@ -68,9 +68,12 @@ class IteratorTracker:
     each iteration not yet delivered (of the caller's epoch and of any later one that a
     `reset()` began while batches of the earlier were still queued)."""
 
-    def __init__(self, cycle: str, items_per_call: int, position: IteratorPosition) -> None:
+    def __init__(self, cycle: str, items_per_call: int, position: IteratorPosition,
+                 keeps_object: bool = False) -> None:
         self._lock = threading.Lock()
         self.cycle = cycle
+        #: The source is its own iterator: a new pass goes on with the same object.
+        self.keeps_object = keeps_object
         self.items_per_call = items_per_call
         self.current = position
         self._starts: dict[int, IteratorPosition] = {0: position}
@@ -81,17 +84,21 @@ class IteratorTracker:
         self._generations: dict[int, int] = {0: 0}
 
     def on_call(self, epoch_idx: int, iteration: int, outcome: str,
-                source_epoch: int | None = None) -> None:
+                source_epoch: int | None = None,
+                position: IteratorPosition | None = None) -> None:
         """A call for (epoch, iteration) returned a batch ("item"), raised StopIteration
         ("stop") or failed otherwise ("error": the pipeline cannot go on; nothing to follow).
         `source_epoch` is the epoch the call was told, if not the pipeline's (a parallel
-        iterator's generation)."""
+        iterator's generation); `position`, the one a serial source counted itself."""
         told = epoch_idx if source_epoch is None else source_epoch
         with self._lock:
             if outcome == "item":
-                self.current = self.current.after_items(told, self.items_per_call)
+                self.current = (position if position is not None
+                                else self.current.after_items(told, self.items_per_call))
             elif outcome == "stop":
-                self.current = self.current.after_stop(told, self.cycle)
+                self.current = (position if position is not None
+                                else self.current.after_stop(told, self.cycle,
+                                                             self.keeps_object))
                 self._stopped.add((epoch_idx, iteration))
             else:
                 return
@@ -182,12 +189,14 @@ class ObservedCall:
         try:
             outputs = self.inner(info)
         except StopIteration:
-            self.tracker.on_call(info.epoch_idx, info.iteration, "stop")
+            self.tracker.on_call(info.epoch_idx, info.iteration, "stop",
+                                 position=self.inner.position())
             raise
         except BaseException:
             self.tracker.on_call(info.epoch_idx, info.iteration, "error")
             raise
-        self.tracker.on_call(info.epoch_idx, info.iteration, "item")
+        self.tracker.on_call(info.epoch_idx, info.iteration, "item",
+                             position=self.inner.position())
         return outputs
 
 
@@ -318,7 +327,7 @@ def track_sources(ops: list[ExternalSource], batch_size: int) -> list[TrackedSou
         tracker = None
         if shape.kind in ITERATOR_KINDS:
             tracker = IteratorTracker(op.cycle, 1 if op.batch else batch_size,
-                                      IteratorPosition())
+                                      IteratorPosition(), isinstance(op.source, Iterator))
         tracked.append(TrackedSource(op, shape, tracker))
     return tracked
 

@@ -14,7 +14,7 @@ reference under the spawn start method; only the user's source inside them needs
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -23,6 +23,7 @@ from dali_lite._src.data.conversions import SampleList, to_batch_samples, to_sam
 from dali_lite._src.data.tensor_cpu import TensorCPU
 from dali_lite._src.errors import describe_callable
 from dali_lite._src.sources.kinds import SourceKind
+from dali_lite._src.sources.serial_iterator import SerialIterator
 from dali_lite._src.sources.state import IteratorPosition
 from dali_lite._src.types.dtypes import NP_TO_DALI
 from dali_lite._src.types.source_info import BatchInfo, SampleInfo
@@ -276,11 +277,12 @@ class IteratorCall(_SourceCall):
     """An iterable, generator function or generator, polled with `next()` in iteration order.
 
     It keeps the iterator between calls, so it must live in one process (a dedicated worker
-    when the source is parallel). It is told the source's epoch with every call (the
-    pipeline's in the main process; on a worker, how many times the parallel source started
-    over, DALI's `epoch_start`): a call for an epoch that already ended raises StopIteration
-    without consuming anything, which makes the calls past the end that prefetching causes
-    harmless, and `cycle` decides whether a later epoch starts a new pass.
+    when the source is parallel). A `serial` one is polled as DALI polls it, after every
+    reset() whatever it raised before (`serial_iterator`). A parallel one's worker is told the
+    source's generation with every call (how many times it started over, DALI's
+    `epoch_start`): a call for a generation that already ended raises StopIteration without
+    consuming anything, which makes the calls past the end that prefetching causes harmless,
+    and `cycle` decides whether a later generation starts a new pass.
     """
 
     def __init__(
@@ -292,6 +294,7 @@ class IteratorCall(_SourceCall):
         source_name: str,
         per_sample: bool,
         batch_size: int,
+        serial: bool = False,
     ) -> None:
         super().__init__(source, num_outputs, source_name)
         self.kind = kind
@@ -304,13 +307,24 @@ class IteratorCall(_SourceCall):
         # A checkpoint's position, applied when the first iterator is made (in whichever
         # process polls the source: it travels to a worker with the rest of the state).
         self._resume: IteratorPosition | None = None
+        self._serial = (SerialIterator(self._fresh_iterator, cycle, source_name) if serial
+                        else None)
 
     def resume_at(self, position: IteratorPosition) -> None:
         """Continue as a call that stood at `position` (restoring a checkpoint)."""
         self._iterator = None
         self._restart_pending = False
         self._ended_epoch = position.ended_epoch
-        self._resume = position
+        if self._serial is not None:
+            self._serial.resume_at(position)
+        else:
+            self._resume = position
+
+    def position(self) -> IteratorPosition:
+        """Where a serial source stands (its worker's replies tell a parallel one's)."""
+        if self._serial is None:
+            raise TypeError("a parallel source's position is tracked from its worker's replies")
+        return self._serial.position(self._ended_epoch)
 
     def __getstate__(self) -> dict[str, Any]:
         # A live iterator does not travel between processes; the receiver starts its own.
@@ -327,6 +341,7 @@ class IteratorCall(_SourceCall):
             return generator
         return iter(self.source)
 
+    # ------------------------------------------------------------------ parallel
     def _next_item(self) -> Any:
         if self._iterator is None or self._restart_pending:
             resume, self._resume = self._resume, None
@@ -339,32 +354,45 @@ class IteratorCall(_SourceCall):
             if self.cycle != "quiet":
                 raise
         # An iterable that cannot start over (an iterator: iter() returns itself) ends here,
-        # and keeps ending: DALI raises StopIteration in this case too, call after call.
+        # and keeps ending: DALI's worker raises StopIteration in this case too.
         self._iterator = self._fresh_iterator()
         return next(self._iterator)
 
     def __call__(self, info: BatchInfo) -> Outputs:
+        if self._serial is not None:
+            try:
+                outputs = self._batch_of(info, self._serial.next)
+            except StopIteration:
+                self._ended_epoch = info.epoch_idx
+                raise
+            if self._ended_epoch is not None and info.epoch_idx > self._ended_epoch:
+                self._ended_epoch = None
+            return outputs
         if self._ended_epoch is not None:
             # Once ended, only cycle="raise" starts a new pass, and only for a later epoch;
-            # without cycling (or a "quiet" cycle over nothing) the end is final, as in DALI.
+            # without cycling (or a "quiet" cycle over nothing) the end is final, as on
+            # DALI's worker.
             if self.cycle != "raise" or info.epoch_idx <= self._ended_epoch:
                 raise StopIteration
             self._ended_epoch = None
         try:
-            if self.per_sample:
-                parts = []
-                for index in range(self.batch_size):
-                    what = (f"sample {info.iteration * self.batch_size + index} of source "
-                            f"{self.source_name!r}")
-                    parts.append(self._samples(self._next_item(), what))
-                return _joined(parts, self.outputs_count)
-            what = f"batch {info.iteration} of source {self.source_name!r}"
-            return self._batch(self._next_item(), self.batch_size, what)
+            return self._batch_of(info, self._next_item)
         except StopIteration:
             self._ended_epoch = info.epoch_idx
             if self.cycle == "raise":
                 self._restart_pending = True
             raise
+
+    def _batch_of(self, info: BatchInfo, next_item: Callable[[], Any]) -> Outputs:
+        if self.per_sample:
+            parts = []
+            for index in range(self.batch_size):
+                what = (f"sample {info.iteration * self.batch_size + index} of source "
+                        f"{self.source_name!r}")
+                parts.append(self._samples(next_item(), what))
+            return _joined(parts, self.outputs_count)
+        what = f"batch {info.iteration} of source {self.source_name!r}"
+        return self._batch(next_item(), self.batch_size, what)
 
 
 #: The picklable callable that polls a source for one batch (or a worker's task of it).

@@ -233,7 +233,8 @@ class ExternalSource(Operator):
             return PerBatchCall(self.source, self.declared_num_outputs, name, argument,
                                 batch_size)
         return IteratorCall(self.source, kind, self.cycle, self.declared_num_outputs, name,
-                            per_sample=not self.batch, batch_size=batch_size)
+                            per_sample=not self.batch, batch_size=batch_size,
+                            serial=not self.parallel)
 
     def polled_callback(self, batch_size: int) -> SourceCall:
         """The callable that polls this source (made now if the pipeline is not set up yet:
