@@ -26,9 +26,11 @@ from dali_lite._src.graph.nodes import IterationContext
 from dali_lite._src.operators.arguments import (
     ArgumentChecks,
     cpp_type_name,
+    float_array,
     float_vector,
-    int_vector,
+    int_array,
     layout_string,
+    per_sample_axes,
     text,
     vector_values,
 )
@@ -132,19 +134,19 @@ class Slice(ArgumentChecks):
         doc="Extracts a subtensor, or slice, given by start/end/shape arguments (absolute or "
             "relative) or by anchor and shape inputs, over `axes` or `axis_names`.",
         arguments=(
-            Argument("axes", [1, 0], tensor=True, convert=int_vector),
+            Argument("axes", [1, 0], tensor=True, convert=int_array),
             Argument("axis_names", "WH", convert=layout_string),
             DTYPE,
-            Argument("end", None, tensor=True, convert=int_vector),
+            Argument("end", None, tensor=True, convert=int_array),
             FILL_VALUES,
             Argument("normalized_anchor", True, convert=lambda v, w: bool(v)),
             Argument("normalized_shape", True, convert=lambda v, w: bool(v)),
             OUT_OF_BOUNDS_POLICY,
-            Argument("rel_end", None, tensor=True, convert=float_vector),
-            Argument("rel_shape", None, tensor=True, convert=float_vector),
-            Argument("rel_start", None, tensor=True, convert=float_vector),
-            Argument("shape", None, tensor=True, convert=int_vector),
-            Argument("start", None, tensor=True, convert=int_vector),
+            Argument("rel_end", None, tensor=True, convert=float_array),
+            Argument("rel_shape", None, tensor=True, convert=float_array),
+            Argument("rel_start", None, tensor=True, convert=float_array),
+            Argument("shape", None, tensor=True, convert=int_array),
+            Argument("start", None, tensor=True, convert=int_array),
         ),
         deprecated=DEPRECATED,
     )
@@ -169,13 +171,20 @@ class Slice(ArgumentChecks):
             warnings.warn("``normalized_anchor``/`normalized_shape` is only relevant when "
                           "using positional slice arguments", stacklevel=4)
 
-    def axes_of(self, arguments: ArgumentValues, index: int, layout: str,
-                ndim: int) -> list[int]:
+    def axes_of(self, arguments: ArgumentValues, layout: str,
+                shapes: list[tuple[int, ...]]) -> list[list[int]]:
+        """Each sample's sliced axes: `axis_names` in the layout (slice's default layout for
+        the number of dimensions when there is none), or `axes`, which a DataNode may give with
+        a different number of axes per sample. None named (``axes=[]``, ``axis_names=""``, an
+        empty sample of `axes`) means every axis, as in DALI."""
+        ndim = len(shapes[0]) if shapes else 0
         if "axis_names" in self.given or "axes" not in self.given:
             names = arguments["axis_names"]
-            return check_axes(dim_indices(layout or SLICE_DEFAULT_LAYOUTS.get(ndim, ""),
-                                          names), ndim)
-        return check_axes(arguments.per_sample("axes")[index].tolist(), ndim)
+            named = check_axes(dim_indices(layout or SLICE_DEFAULT_LAYOUTS.get(ndim, ""),
+                                           names), ndim)
+            return [named or list(range(ndim))] * len(shapes)
+        return [check_axes(axes, ndim) or list(range(ndim))
+                for axes in per_sample_axes(arguments)]
 
     def compute(self, ctx: IterationContext, inputs: list[InputBatch],
                 arguments: ArgumentValues) -> list[Any]:
@@ -190,7 +199,7 @@ class Slice(ArgumentChecks):
                 f"inputs (start, shape). Got {len(inputs)} inputs.")
         shapes = data.shapes()
         ndim = len(shapes[0]) if shapes else 0
-        axes = [self.axes_of(arguments, i, data.layout, ndim) for i in range(len(shapes))]
+        axes = self.axes_of(arguments, data.layout, shapes)
         if self.named:
             windows = self.named_windows(arguments, shapes, axes)
         else:
@@ -212,11 +221,8 @@ class Slice(ArgumentChecks):
     @staticmethod
     def _vector(arguments: ArgumentValues, name: str,
                 axes: list[list[int]]) -> list[np.ndarray | None]:
-        lengths = {len(a) for a in axes}
-        if len(lengths) == 1:
-            return vector_values(arguments, name, lengths.pop())
-        # Per-sample axes of different counts: each sample's value is read on its own.
-        return [vector_values(arguments, name, len(a))[i] for i, a in enumerate(axes)]
+        """Each sample's `name` values, one per sliced axis of that sample."""
+        return vector_values(arguments, name, [len(a) for a in axes])
 
     def positional_windows(self, anchors: InputBatch, sizes: InputBatch,
                            arguments: ArgumentValues, shapes: list[tuple[int, ...]],
