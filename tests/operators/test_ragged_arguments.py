@@ -1,0 +1,181 @@
+"""Vector arguments whose length differs from sample to sample, against NVIDIA DALI.
+
+With `axes` given per sample (a DataNode), each sample of fn.pad and fn.slice may name another
+number of axes, and DALI reads each sample's `shape`, `align`, `start`, `end`, `rel_*` against
+that sample's own count: a sample of its own length, an empty one (not given), a 0-d one (one
+value for every axis); a constant of one value serves every sample, a longer constant cannot
+("the expected shape is not uniform"). The programs are drawn by `argument_strategies` in every
+form DALI's tests and users write them, valid or not; results, error classes and DALI's first
+sentence must agree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from argument_strategies import (
+    CONSTANT_FORMS,
+    NODE_FORMS,
+    assert_same_words,
+    ragged_axes,
+    vector_argument,
+)
+from differential import run_both
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+pytestmark = pytest.mark.usefixtures("require_dali")
+
+RNG = np.random.default_rng(11)
+PLANES = [np.arange(6, dtype=np.uint8).reshape(2, 3), np.arange(6, dtype=np.uint8).reshape(3, 2)]
+
+
+def I(*values: int) -> np.ndarray:  # noqa: E743 - short, as the batches below read
+    return np.array(values, np.int32)
+
+
+def F(*values: float) -> np.ndarray:
+    return np.array(values, np.float32)
+
+
+RAGGED = [I(0), I(0, 1)]
+
+
+@pytest.mark.parametrize(("graph", "feeds", "words"), [
+    (lambda fn, n: fn.pad(n[0], axes=n[1], shape=n[2]), [RAGGED, [I(4), I(5, 5)]], []),
+    (lambda fn, n: fn.pad(n[0], axes=n[1], shape=n[2]), [RAGGED, [I(), I(5, 5)]], []),
+    (lambda fn, n: fn.pad(n[0], axes=n[1], align=n[2]), [RAGGED, [I(4), I(3, 3)]], []),
+    (lambda fn, n: fn.pad(n[0], axes=n[1], shape=[4]), [RAGGED], []),
+    (lambda fn, n: fn.pad(n[0], axes=n[1], shape=[]), [RAGGED], []),
+    (lambda fn, n: fn.pad(n[0], shape=n[1]), [[np.array(4, np.int32), np.array(5, np.int32)]],
+     []),
+    (lambda fn, n: fn.pad(n[0], axes=n[1], shape=n[2]), [RAGGED, [I(4), I(5)]],
+     ['Unexpected shape for argument "shape". Expected {1,\n 2} or empty, but got {1,\n 1}']),
+    (lambda fn, n: fn.pad(n[0], axes=n[1], align=n[2]), [RAGGED, [I(4, 4), I(3, 3)]],
+     ['Unexpected shape for argument "align". Expected {1,\n 2} or empty, but got {2,\n 2}']),
+    (lambda fn, n: fn.pad(n[0], axes=n[1], shape=[4, 5]), [RAGGED],
+     ["Can't interpret argument shape. Provided an constant argument with 2 elements but the "
+      "expected shape is not uniform."]),
+    (lambda fn, n: fn.pad(n[0], axes=n[1], shape=np.array([4, 5])), [RAGGED],
+     ['Unexpected shape for argument "shape". Expected {1,\n 2} or empty, but got {2,\n 2}']),
+    (lambda fn, n: fn.pad(n[0], shape=np.array([4, 5, 6], np.int32)), [],
+     ['Unexpected shape for argument "shape". Expected {2,\n 2} or empty, but got {3,\n 3}']),
+    (lambda fn, n: fn.pad(n[0], axes=n[1]), [[I(0, 1).reshape(1, 2), I(1, 0).reshape(2, 1)]],
+     ["Input with dimension (2) cannot be converted to dimension (1)."]),
+    (lambda fn, n: fn.pad(n[0], shape=n[1]), [[np.zeros((0, 2), np.int32)] * 2],
+     ["Input with dimension (2) cannot be converted to dimension (1)."]),
+    (lambda fn, n: fn.slice(n[0], axes=n[1], start=n[2], shape=n[3]),
+     [RAGGED, [I(1), I(1, 0)], [I(1), I(1, 1)]], []),
+    (lambda fn, n: fn.slice(n[0], axes=n[1], start=n[2], end=n[3]),
+     [RAGGED, [I(), I(1, 0)], [I(2), I(2, 1)]], []),
+    (lambda fn, n: fn.slice(n[0], axes=n[1], rel_start=n[2], rel_shape=n[3]),
+     [RAGGED, [F(.5), F(.3, 0)], [F(.5), F(.6, 1)]], []),
+    (lambda fn, n: fn.slice(n[0], axes=n[1], rel_end=n[2]), [RAGGED, [F(.5), F(.5, 1)]], []),
+    (lambda fn, n: fn.slice(n[0], axes=n[1], start=n[2], shape=n[3], out_of_bounds_policy="pad",
+                            fill_values=7), [RAGGED, [I(1), I(1, -1)], [I(3), I(1, 3)]], []),
+    (lambda fn, n: fn.slice(n[0], axes=n[1], start=1), [RAGGED], []),
+    (lambda fn, n: fn.slice(n[0], axes=n[1], start=[1]), [[I(), I(1)]], []),
+    (lambda fn, n: fn.slice(n[0], axes=[], start=[1]), [], []),
+    (lambda fn, n: fn.slice(n[0], axis_names="", start=[1, 1]), [], []),
+    (lambda fn, n: fn.slice(n[0], axes=n[1], start=n[2]), [RAGGED, [I(1), I(1)]],
+     ['Unexpected shape for argument "start". Expected {1,\n 2} or empty, but got {1,\n 1}']),
+    (lambda fn, n: fn.slice(n[0], axes=n[1], rel_end=n[2]), [RAGGED, [F(.5, 1), F(.5, 1)]],
+     ['Unexpected shape for argument "rel_end". Expected {1,\n 2} or empty, but got {2,\n 2}']),
+    (lambda fn, n: fn.slice(n[0], axes=n[1], start=[1, 0]), [RAGGED],
+     ["Can't interpret argument start. Provided an constant argument with 2 elements but the "
+      "expected shape is not uniform."]),
+    (lambda fn, n: fn.slice(n[0], axis_names="", start=n[1]), [[I(1), I(1, 0)]],
+     ['Unexpected shape for argument "start". Expected {2,\n 2} or empty, but got {1,\n 2}']),
+    (lambda fn, n: fn.slice(n[0], axes=n[1], start=[0]), [[I(0).reshape(1, 1)] * 2],
+     ["Input with dimension (2) cannot be converted to dimension (1)."]),
+], ids=["pad shape", "pad empty sample", "pad align", "pad one constant", "pad empty constant",
+        "pad 0-d samples", "pad sample short", "pad sample long", "pad constant not uniform",
+        "pad array not uniform", "pad array too long", "pad 2-d axes", "pad 2-d empty shape",
+        "slice start shape", "slice empty sample", "slice relative", "slice rel_end",
+        "slice pad policy", "slice one constant", "slice empty axes sample",
+        "slice axes=[]", "slice axis_names=''", "slice sample short", "slice sample long",
+        "slice constant not uniform", "slice every axis", "slice 2-d axes"])
+def test_ragged_vector_arguments_are_dalis(graph: Any, feeds: list[list[np.ndarray]],
+                                           words: list[str]) -> None:
+    outcomes = run_both(lambda fn, types, n: graph(fn, n), [PLANES, *feeds])
+    assert_same_words(*outcomes)
+    for word in words:
+        assert outcomes[0].error is not None and word in str(outcomes[1].error), (
+            outcomes[1].describe())
+
+
+def _axes_argument(draw: st.DrawFn, ndim: int, batch: int) -> tuple[Any, list[list[int]]]:
+    """`axes` per sample (a DataNode feed), as one constant, or not given; and each sample's
+    resolved count of axes (every axis where none are named)."""
+    kind = draw(st.sampled_from(["node", "constant", "none"]))
+    if kind == "none":
+        return None, [list(range(ndim))] * batch
+    per_sample = draw(ragged_axes(ndim, batch))
+    if kind == "constant":
+        per_sample = [per_sample[0]] * batch
+    resolved = [[a % ndim for a in axes] or list(range(ndim)) for axes in per_sample]
+    if kind == "constant":
+        return per_sample[0], resolved
+    return [np.array(a, np.int32) for a in per_sample], resolved
+
+
+def _drawn_program(data: st.DataObject, op: str) -> tuple[Any, list[list[np.ndarray]]]:
+    ndim = data.draw(st.integers(1, 3), label="ndim")
+    batch = data.draw(st.integers(1, 3), label="batch")
+    shapes = data.draw(st.lists(st.tuples(*[st.integers(1, 4)] * ndim), min_size=batch,
+                                max_size=batch))
+    feeds = [[RNG.integers(0, 50, shape).astype(np.uint8) for shape in shapes]]
+    axes, resolved = _axes_argument(data.draw, ndim, batch)
+    kwargs: dict[str, Any] = {}
+    node_args: dict[str, int] = {}
+    if isinstance(axes, list) and axes and isinstance(axes[0], np.ndarray):
+        node_args["axes"] = len(feeds)
+        feeds.append(axes)
+    elif axes is not None:
+        kwargs["axes"] = axes
+    lengths = [len(a) for a in resolved]
+    forms = NODE_FORMS + CONSTANT_FORMS
+    if op == "pad":
+        chosen = [("shape", st.integers(-1, 6), "int32"), ("align", st.integers(1, 3), "int32")]
+        chosen = [c for c in chosen if data.draw(st.booleans())]
+    else:
+        start = data.draw(st.sampled_from([None, "start", "rel_start"]))
+        end = data.draw(st.sampled_from([None, "end", "shape", "rel_end", "rel_shape"]))
+        chosen = [(name, st.integers(-1, 5) if not name.startswith("rel") else
+                   st.sampled_from([-0.25, 0.0, 0.25, 0.5, 0.75, 1.0, 1.25]),
+                   "int32" if not name.startswith("rel") else "float32")
+                  for name in (start, end) if name is not None]
+        kwargs["out_of_bounds_policy"] = data.draw(st.sampled_from(["error", "pad",
+                                                                    "trim_to_shape"]))
+    for name, elements, dtype in chosen:
+        argument = data.draw(vector_argument(lengths, elements, dtype, forms), label=name)
+        if argument.feed is not None:
+            node_args[name] = len(feeds)
+            feeds.append(argument.feed)
+        else:
+            kwargs[name] = argument.constant
+
+    def graph(fn: Any, types: Any, n: list[Any]) -> Any:
+        given = {**kwargs, **{name: n[index] for name, index in node_args.items()}}
+        if op == "slice" and not ({"start", "rel_start", "end", "shape", "rel_end",
+                                   "rel_shape"} & set(given)):
+            given["start"] = 0  # fn.slice needs a window
+        return getattr(fn, op)(n[0], **given)
+
+    return graph, feeds
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_any_ragged_padding_is_dalis(data: st.DataObject) -> None:
+    graph, feeds = _drawn_program(data, "pad")
+    assert_same_words(*run_both(graph, feeds))
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_any_ragged_slice_is_dalis(data: st.DataObject) -> None:
+    graph, feeds = _drawn_program(data, "slice")
+    assert_same_words(*run_both(graph, feeds))
