@@ -110,7 +110,9 @@ def phrase_of(error: BaseException) -> str:
     return text.split("\n", 1)[0].strip()
 
 
-def assert_same_words(dali: Outcome, lite: Outcome, **kwargs: Any) -> None:
-    """`assert_same`, and where both refuse, dali_lite's message holds DALI's first line."""
-    words = [phrase_of(dali.error)] if dali.error is not None and lite.error is not None else []
-    assert_same(dali, lite, words=[w for w in words if w], **kwargs)
+def assert_same_words(dali: Outcome, lite: Outcome, words: Sequence[str] = (),
+                      **kwargs: Any) -> None:
+    """`assert_same` (with `words`, which both messages must hold), and where both refuse,
+    dali_lite's message holds DALI's first line."""
+    first = [phrase_of(dali.error)] if dali.error is not None and lite.error is not None else []
+    assert_same(dali, lite, words=[w for w in [*first, *words] if w], **kwargs)
