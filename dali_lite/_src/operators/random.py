@@ -27,7 +27,6 @@ from dali_lite._src.operators.base import ArgumentValues, BuiltinOperator
 from dali_lite._src.operators.batches import InputBatch, array_module, output_batch
 from dali_lite._src.operators.conversion import convert
 from dali_lite._src.operators.random_support import (
-    check_range,
     choice_probabilities,
     dtype_of,
     float_scalar,
@@ -35,6 +34,7 @@ from dali_lite._src.operators.random_support import (
     probabilities,
     probability_argument,
     range_argument,
+    range_rows,
     seed_argument,
     shape_argument,
     type_name,
@@ -191,14 +191,12 @@ class Uniform(RandomOperator):
             return [self.output(convert(np, self._discrete(rng, values, counts, total), dtype),
                                 shapes)]
         ranges = _values(arguments, "range")
+        bounds = range_rows(ranges, self._what("range"))
         if isinstance(ranges, list):  # per sample: one (low, high) row each
-            bounds = np.stack(ranges)
             low: Any = bounds[:, 0].astype(np.float64)
             high: Any = bounds[:, 1].astype(np.float64)
-            for sample, (lo, hi) in enumerate(zip(low, high)):
-                check_range(lo, hi, f"{self._what('range')}, sample {sample}")
         else:
-            low, high = float(ranges[0]), float(ranges[1])
+            low, high = float(bounds[0, 0]), float(bounds[0, 1])
         if dtype.kind in "iu":
             # DALI casts the ends to the output type (truncating) before drawing; out of
             # the type's range it wraps them, where they saturate here (docs/compat.md).

@@ -32,8 +32,8 @@ from dali_lite._src.types.enums import DALIDataType
 
 __all__ = ["check_probability", "check_range", "choice_probabilities", "dtype_of", "float_list",
            "float_scalar", "operator_seed", "probabilities", "probability_argument",
-           "range_argument", "seed_argument", "seed_sequence", "shape_argument", "type_name",
-           "values_argument"]
+           "range_argument", "range_rows", "seed_argument", "seed_sequence", "shape_argument",
+           "type_name", "values_argument"]
 
 #: DALI's count of operator seeds made from the pipeline's seed (`MAX_SEEDS`).
 _SEEDS_PER_PIPELINE = 1024
@@ -209,7 +209,10 @@ def check_probability(p: float, what: str, sample: int | None = None) -> None:
 
 
 def range_argument(value: Any, what: str) -> np.ndarray:
-    """`range`: two floats; one stands for both ends, as in DALI (an empty range, refused)."""
+    """`range`: two floats; one stands for both ends, as in DALI (an empty range, refused). An
+    array (a sample of an argument input) keeps its shape: `range_rows` checks the batch."""
+    if isinstance(value, np.ndarray):
+        return probabilities(value, what)
     values = float_list(value, what)
     if values.size == 1:
         values = np.repeat(values, 2)
@@ -219,6 +222,24 @@ def range_argument(value: Any, what: str) -> np.ndarray:
             f"interpreted as the expected shape. ({what}: expected [low, high))")
     check_range(float(values[0]), float(values[1]), what)
     return values
+
+
+def range_rows(ranges: np.ndarray | list[np.ndarray], what: str) -> np.ndarray:
+    """Each sample's [low, high) of `range` (one row per sample, or one row for a constant),
+    with DALI's words for samples that are not all two values (a 0-d one stands for both
+    ends) and for an empty range."""
+    if isinstance(ranges, list):
+        shapes = [v.shape for v in ranges]
+        if any(v.ndim == 1 for v in ranges) and set(shapes) != {(2,)}:
+            raise RuntimeValueError(
+                f'Expected uniform shape for argument "range" but got shape '
+                f"{shape_list(shapes)} ({what}: each sample must be [low, high))")
+        rows = np.stack([np.repeat(v.reshape(1), 2) if v.ndim == 0 else v for v in ranges])
+    else:
+        rows = range_argument(ranges.reshape(-1).tolist(), what)[None]
+    for sample, (low, high) in enumerate(rows.astype(np.float64).tolist()):
+        check_range(low, high, what if len(rows) == 1 else f"{what}, sample {sample}")
+    return rows
 
 
 def values_argument(value: Any, what: str) -> np.ndarray:
