@@ -6,7 +6,8 @@ that sample's own count: a sample of its own length, an empty one (not given), a
 value for every axis); a constant of one value serves every sample, a longer constant cannot
 ("the expected shape is not uniform"). The programs are drawn by `argument_strategies` in every
 form DALI's tests and users write them, valid or not; results, error classes and DALI's first
-sentence must agree.
+sentence must agree. fn.random.uniform's per-sample `range` must be two values in every sample
+(or 0-d: both ends).
 """
 
 from __future__ import annotations
@@ -179,3 +180,43 @@ def test_any_ragged_padding_is_dalis(data: st.DataObject) -> None:
 def test_any_ragged_slice_is_dalis(data: st.DataObject) -> None:
     graph, feeds = _drawn_program(data, "slice")
     assert_same_words(*run_both(graph, feeds))
+
+
+@pytest.mark.parametrize(("ranges", "words"), [
+    ([F(0, 1), F(2, 5)], ""),
+    ([F(0), F(1)], 'Expected uniform shape for argument "range" but got shape {1,\n 1}'),
+    ([F(0, 1), F(0, 1, 2)], 'Expected uniform shape for argument "range" but got shape {2,\n 3}'),
+    ([F(0, 1, 2)] * 2, 'Expected uniform shape for argument "range" but got shape {3,\n 3}'),
+    ([F(1).reshape(()), F(2).reshape(())], "Invalid range [1, 1)."),
+], ids=["two values", "one value", "ragged", "three values", "0-d"])
+def test_per_sample_uniform_ranges_are_dalis(ranges: list[np.ndarray], words: str) -> None:
+    # The draws differ from DALI's bits: compare only when both refuse.
+    dali, lite = run_both(lambda fn, types, n: fn.random.uniform(range=n[0]), [ranges])
+    assert (dali.error is None) == (lite.error is None), (dali.describe(), lite.describe())
+    if words:
+        assert_same_words(dali, lite, words=[words])
+
+
+ONE = [np.zeros(1, np.uint8)] * 2
+
+
+@pytest.mark.parametrize(("graph", "feeds", "words"), [
+    (lambda fn, n: fn.slice(n[0], end=n[1]), [ONE, [I(0), I(0)]],
+     'Unexpected shape for argument "end". Expected {2,\n 2} or empty, but got {1,\n 1}'),
+    (lambda fn, n: fn.slice(n[0], start=n[1], end=n[2], axes=[0]),
+     [ONE, [I(0), I(1)], [I(2), I(0)]], "Slice can't be placed out of bounds with current "
+                                        "policy. Got: input_shape={1}, slice_anchor={0}"),
+    (lambda fn, n: fn.slice(n[0], start=n[1], end=n[2], axes=[0]),
+     [ONE, [I(1), I(0)], [I(0), I(2)]], "end coordinates can't be before start coordinates. "
+                                        "Got: start=1 end=0"),
+    (lambda fn, n: fn.slice(n[0], n[1], n[2], axes=[0], normalized_anchor=False,
+                            normalized_shape=False),
+     [ONE, [I(0), I(1)], [I(2), I(-1)]], "Slice can't be placed out of bounds with current "
+                                         "policy."),
+], ids=["vector before axis names", "window 0 leaves the input", "window 0 ends early",
+        "positional window 0 leaves the input"])
+def test_slice_refuses_in_dalis_order(graph: Any, feeds: list[list[np.ndarray]],
+                                      words: str) -> None:
+    # DALI reads the named vectors before it looks the axis names up (a 1-D input has no W
+    # or H), and checks each sample's window, bounds included, before the next sample's.
+    assert_same_words(*run_both(lambda fn, types, n: graph(fn, n), feeds), words=[words])

@@ -199,30 +199,43 @@ class Slice(ArgumentChecks):
                 f"inputs (start, shape). Got {len(inputs)} inputs.")
         shapes = data.shapes()
         ndim = len(shapes[0]) if shapes else 0
-        axes = self.axes_of(arguments, data.layout, shapes)
         if self.named:
-            windows = self.named_windows(arguments, shapes, axes)
+            # DALI reads the named vectors (one value per named axis) before it looks the
+            # names up in the layout: a vector of the wrong length is reported first.
+            given = {name: vector_values(arguments, name, self._axis_counts(arguments, shapes))
+                     for name in self._NAMED if name in self.given}
+            axes = self.axes_of(arguments, data.layout, shapes)
+            windows = self.named_windows(given, shapes, axes)
         else:
+            axes = self.axes_of(arguments, data.layout, shapes)
             windows = self.positional_windows(inputs[1], inputs[2], arguments, shapes, axes)
         return [cut_windows(data, windows, self.policy, arguments["fill_values"],
                             channel_axis_of(data.layout, ndim), out_dtype, data.layout)]
 
-    def named_windows(self, arguments: ArgumentValues, shapes: list[tuple[int, ...]],
-                      axes: list[list[int]]) -> list[Window]:
-        given = {name: self._vector(arguments, name, axes) for name in self._NAMED
-                 if name in self.given}
+    def named_windows(self, given: dict[str, list[np.ndarray | None]],
+                      shapes: list[tuple[int, ...]], axes: list[list[int]]) -> list[Window]:
         windows = []
         for i, (shape, sample_axes) in enumerate(zip(shapes, axes)):
             values = {name: value for name, per_sample in given.items()
                       if (value := per_sample[i]) is not None}
-            windows.append(named_window(values, shape, sample_axes))
+            windows.append(self._checked(named_window(values, shape, sample_axes), shape))
         return windows
 
-    @staticmethod
-    def _vector(arguments: ArgumentValues, name: str,
-                axes: list[list[int]]) -> list[np.ndarray | None]:
-        """Each sample's `name` values, one per sliced axis of that sample."""
-        return vector_values(arguments, name, [len(a) for a in axes])
+    def _checked(self, window: Window, shape: tuple[int, ...]) -> Window:
+        """`window`, refused here if it leaves the input under the "error" policy: DALI
+        checks each sample's window as it makes it, before the next sample's."""
+        if self.policy == "error":
+            apply_bounds("error", shape, list(window[0]), list(window[1]))
+        return window
+
+    def _axis_counts(self, arguments: ArgumentValues,
+                     shapes: list[tuple[int, ...]]) -> list[int]:
+        """How many values each sample's named vectors need: one per axis name, or per axis of
+        the sample's `axes`; every axis where none are named."""
+        ndim = len(shapes[0]) if shapes else 0
+        if "axis_names" in self.given or "axes" not in self.given:
+            return [len(arguments["axis_names"]) or ndim] * len(shapes)
+        return [len(axes) or ndim for axes in per_sample_axes(arguments)]
 
     def positional_windows(self, anchors: InputBatch, sizes: InputBatch,
                            arguments: ArgumentValues, shapes: list[tuple[int, ...]],
@@ -250,9 +263,9 @@ class Slice(ArgumentChecks):
                 raise RuntimeValueError(
                     f"Expected {len(sample_axes)} elements for slice arguments (start/shape). "
                     f"Got {anchor.size}")
-            windows.append(positional_window(anchor.reshape(-1).tolist(),
-                                             size.reshape(-1).tolist(), shape, sample_axes,
-                                             norm_anchor, norm_shape))
+            window = positional_window(anchor.reshape(-1).tolist(), size.reshape(-1).tolist(),
+                                       shape, sample_axes, norm_anchor, norm_shape)
+            windows.append(self._checked(window, shape))
         return windows
 
 
