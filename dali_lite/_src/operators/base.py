@@ -93,8 +93,9 @@ class BuiltinOperator(Operator):
                         f"be a 'DataNode' but {argument.type_name}.")
                 if value.device != "cpu":
                     raise ValueError(
-                        f"The argument `{key}` for operator `{schema.display_name}` is on the "
-                        "GPU; argument inputs must be CPU DataNodes (move it with .cpu())")
+                        f"Invalid device \"{value.device}\" for argument '{key}' of operator "
+                        f"'{schema.display_name}'. Named arguments must be on CPU. (move it "
+                        "with .cpu())")
                 self.argument_inputs[key] = len(nodes) + len(argument_nodes)
                 argument_nodes.append(value)
             else:
