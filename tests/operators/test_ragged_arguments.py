@@ -220,3 +220,54 @@ def test_slice_refuses_in_dalis_order(graph: Any, feeds: list[list[np.ndarray]],
     # DALI reads the named vectors before it looks the axis names up (a 1-D input has no W
     # or H), and checks each sample's window, bounds included, before the next sample's.
     assert_same_words(*run_both(lambda fn, types, n: graph(fn, n), feeds), words=[words])
+
+
+IMAGE = [np.arange(5 * 4 * 3, dtype=np.uint8).reshape(5, 4, 3)] * 2
+START, SIZE, EXTENT = np.array([1, 2]), np.array([3, 1]), np.array([5, 4])
+
+
+@pytest.mark.parametrize(("graph", "words"), [
+    # NumPy arrays (64-bit: DALI's Constant narrows them) as inputs and as named arguments.
+    (lambda fn, t, n: fn.slice(n[0], START, SIZE, axes=(0, 1)), ""),
+    (lambda fn, t, n: fn.slice(n[0], START / EXTENT, SIZE / EXTENT, axes=(0, 1)), ""),
+    (lambda fn, t, n: fn.slice(n[0], start=START, shape=SIZE, axes=(0, 1)), ""),
+    (lambda fn, t, n: fn.slice(n[0], start=START, end=START + SIZE, axes=(0, 1)), ""),
+    (lambda fn, t, n: fn.slice(n[0], rel_start=START / EXTENT, rel_shape=SIZE / EXTENT,
+                               axes=(0, 1)), ""),
+    (lambda fn, t, n: fn.slice(n[0], rel_start=START / EXTENT, shape=SIZE, axes=(0, 1)), ""),
+    (lambda fn, t, n: fn.slice(n[0], rel_start=np.array([0, 0]), rel_shape=[0.5, 0.5]),
+     "Calling type does not match buffer data type, requested type: float current buffer "
+     "type: int32"),
+    (lambda fn, t, n: fn.slice(n[0], START, SIZE, start=START, end=START + SIZE, shape=SIZE,
+                               axes=(0, 1)),
+     '"end", "rel_end", "shape", and "rel_shape" arguments are mutually exclusive'),
+    (lambda fn, t, n: fn.slice(n[0], 0, 3, axes=(2,)), ""),
+    (lambda fn, t, n: fn.slice(n[0], rel_start=(0, 0, 0), rel_end=(1, 1, 1), axis_names="HWC"),
+     ""),
+    (lambda fn, t, n: fn.slice(n[0], rel_start=[0.2, 0.2], rel_shape=[0.5, 0.5],
+                               axes=t.Constant(np.array([0, 1], np.int32), device="cpu")), ""),
+    (lambda fn, t, n: fn.slice(n[0], rel_start=[0.2, 0.2], rel_shape=[0.5, 0.5],
+                               axes=fn.random.uniform(range=(3, 10), shape=(2,),
+                                                      dtype=t.INT32)),
+     "out of range. Expected range is [-3, 2] for a 3D input"),
+    (lambda fn, t, n: fn.slice(n[0], rel_start=fn.random.uniform(range=[0, 0.3], shape=(2,),
+                                                                 device="gpu"),
+                               rel_shape=[0.5, 0.5], device="cpu"),
+     "Named arguments must be on CPU."),
+    # fn.pad as DALI's tests write it.
+    (lambda fn, t, n: fn.pad(n[0], align=(), shape=()), ""),
+    (lambda fn, t, n: fn.pad(n[0], axes=(), axis_names=""),
+     '"axes" and "axis_names" are mutually exclusive'),
+    (lambda fn, t, n: fn.pad(n[0], shape=(-1, -1, 4)), ""),
+    (lambda fn, t, n: fn.pad(n[0], axis_names="HW", align=(4,)), ""),
+    (lambda fn, t, n: fn.pad(n[0], axes=np.array([0, 1]), shape=np.array([6, 6])), ""),
+    (lambda fn, t, n: fn.pad(n[0], axes=fn.random.uniform(range=(-10, -4), shape=(2,),
+                                                           dtype=t.INT32)),
+     "out of range. Expected range is [-3, 2] for a 3D input"),
+], ids=["inputs np int64", "inputs np float64", "start shape np", "start end np",
+        "rel np", "rel_start np shape np", "rel_start np int", "inputs and named",
+        "inputs ints", "rel tuples", "axes Constant node", "axes out of range",
+        "argument on the GPU", "pad empty tuples", "pad axes and names", "pad shape -1",
+        "pad one align", "pad np arrays", "pad axes out of range"])
+def test_conventions_of_dalis_own_tests_are_dalis(graph: Any, words: str) -> None:
+    assert_same_words(*run_both(graph, [IMAGE], layouts=["HWC"]), words=[words] if words else [])
