@@ -12,6 +12,7 @@ sentence must agree. fn.random.uniform's per-sample `range` must be two values i
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import numpy as np
@@ -271,3 +272,22 @@ START, SIZE, EXTENT = np.array([1, 2]), np.array([3, 1]), np.array([5, 4])
         "pad one align", "pad np arrays", "pad axes out of range"])
 def test_conventions_of_dalis_own_tests_are_dalis(graph: Any, words: str) -> None:
     assert_same_words(*run_both(graph, [IMAGE], layouts=["HWC"]), words=[words] if words else [])
+
+
+def _ops(fn: Any) -> Any:
+    """The `ops` module beside a library's `fn`."""
+    return importlib.import_module(fn.__name__.rsplit(".", 1)[0] + ".ops")
+
+
+@pytest.mark.parametrize(("graph", "feeds"), [
+    (lambda ops, n: ops.Pad()(n[0], axes=n[1], shape=n[2]), [RAGGED, [I(4), I(5, 5)]]),
+    (lambda ops, n: ops.Pad(shape=[4, 5])(n[0], axes=n[1]), [RAGGED]),
+    (lambda ops, n: ops.Slice(start=[1])(n[0], axes=n[1]), [RAGGED]),
+    (lambda ops, n: ops.Slice()(n[0], axes=n[1], start=n[2], end=n[3]),
+     [RAGGED, [I(), I(1, 0)], [I(2), I(2, 1)]]),
+    (lambda ops, n: ops.random.Choice(p=np.array([0.5, 0.3, 0.2]))(n[1]),
+     [[np.array(2, np.int32)] * 2]),
+], ids=["pad", "pad constant not uniform", "slice", "slice empty sample", "choice array p"])
+def test_the_ops_form_reads_ragged_arguments_as_dalis(graph: Any,
+                                                      feeds: list[list[np.ndarray]]) -> None:
+    assert_same_words(*run_both(lambda fn, types, n: graph(_ops(fn), n), [PLANES, *feeds]))
