@@ -291,3 +291,19 @@ def _ops(fn: Any) -> Any:
 def test_the_ops_form_reads_ragged_arguments_as_dalis(graph: Any,
                                                       feeds: list[list[np.ndarray]]) -> None:
     assert_same_words(*run_both(lambda fn, types, n: graph(_ops(fn), n), [PLANES, *feeds]))
+
+
+IMAGES = [np.ones((4, 4, 3), np.uint8), np.ones((5, 5, 3), np.uint8)]
+
+
+@pytest.mark.parametrize(("crop", "words"), [
+    ([F(2, 2), F(2, 2, 2)], ""),
+    ([F(2), F(2, 3)], "`crop` argument should have 2 or 3 elements"),
+    ([F(2).reshape(()), F(3).reshape(())],
+     "Input with dimension (0) cannot be converted to dimension (1)."),
+    ([F(2, 2).reshape(1, 2)] * 2, "Input with dimension (2) cannot be converted to dimension (1)."),
+    ([np.array([2, 3], np.int32)] * 2, "requested type: float current buffer type: int32"),
+], ids=["ragged", "one extent", "0-d", "2-d", "int32"])
+def test_per_sample_crop_sizes_are_dalis(crop: list[np.ndarray], words: str) -> None:
+    assert_same_words(*run_both(lambda fn, types, n: fn.crop(n[0], crop=n[1]), [IMAGES, crop],
+                                layouts=["HWC", ""]), words=[words] if words else [])
