@@ -307,3 +307,27 @@ IMAGES = [np.ones((4, 4, 3), np.uint8), np.ones((5, 5, 3), np.uint8)]
 def test_per_sample_crop_sizes_are_dalis(crop: list[np.ndarray], words: str) -> None:
     assert_same_words(*run_both(lambda fn, types, n: fn.crop(n[0], crop=n[1]), [IMAGES, crop],
                                 layouts=["HWC", ""]), words=[words] if words else [])
+
+
+@pytest.mark.parametrize(("graph", "feeds", "words"), [
+    (lambda fn, n: fn.crop_mirror_normalize(n[0], mean=n[1]),
+     [IMAGES, [F(1, 2, 3).reshape(1, 3)] * 2],
+     "Input with dimension (2) cannot be converted to dimension (1)."),
+    (lambda fn, n: fn.crop_mirror_normalize(n[0], mean=n[1]), [IMAGES, [F(1), F(2)]], ""),
+    (lambda fn, n: fn.crop_mirror_normalize(n[0], std=n[1]), [IMAGES, [F(1), F(1, 2, 3)]],
+     'Expected uniform shape for argument "std" but got shape {1,\n 3}'),
+    (lambda fn, n: fn.reshape(n[0], rel_shape=n[1]), [IMAGES, [F(1).reshape(())] * 2],
+     "shape input must be a list of 1D tensors or a single 2D tensor"),
+    (lambda fn, n: fn.reshape(n[0], shape=n[1]), [IMAGES, [np.array(48, np.int32)] * 2],
+     "shape input must be a list of 1D tensors or a single 2D tensor"),
+    (lambda fn, n: fn.random.uniform(shape=n[1], range=[0, 1]),
+     [IMAGES, [I(2, 2).reshape(1, 2)] * 2],
+     "Shapes must be 1D tensors with extent equal to shape dimensionality (or scalar)"),
+], ids=["cmn 2-d mean", "cmn one mean", "cmn ragged std", "reshape 0-d rel_shape",
+        "reshape 0-d shape", "uniform 2-d shape"])
+def test_the_dimensions_of_per_sample_vectors_are_dalis(graph: Any,
+                                                        feeds: list[list[np.ndarray]],
+                                                        words: str) -> None:
+    dali, lite = run_both(lambda fn, types, n: graph(fn, n), feeds, layouts=["HWC", ""])
+    assert dali.error is not None or not words
+    assert_same_words(dali, lite, words=[words] if words else [])

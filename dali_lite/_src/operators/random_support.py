@@ -183,7 +183,9 @@ def shape_argument(value: Any, what: str) -> tuple[int, ...]:
     if isinstance(value, np.ndarray):
         _check_numeric_sample(value, "int32", what, kinds="iu")
         if value.ndim > 1:
-            raise _dimension_error(value, 1, what)
+            raise RuntimeValueError(
+                "Shapes must be 1D tensors with extent equal to shape dimensionality (or "
+                f"scalar) ({what}: got a sample of shape {value.shape})")
         extents = [int(v) for v in value.reshape(-1)]
     else:
         items = value if isinstance(value, (list, tuple)) else [value]
