@@ -123,7 +123,8 @@ def _axes_argument(draw: st.DrawFn, ndim: int, batch: int) -> tuple[Any, list[li
     return [np.array(a, np.int32) for a in per_sample], resolved
 
 
-def _drawn_program(data: st.DataObject, op: str) -> tuple[Any, list[list[np.ndarray]]]:
+def _drawn_program(data: st.DataObject,
+                   op: str) -> tuple[Any, list[list[np.ndarray]], list[str]]:
     ndim = data.draw(st.integers(1, 3), label="ndim")
     batch = data.draw(st.integers(1, 3), label="batch")
     shapes = data.draw(st.lists(st.tuples(*[st.integers(1, 4)] * ndim), min_size=batch,
@@ -132,6 +133,13 @@ def _drawn_program(data: st.DataObject, op: str) -> tuple[Any, list[list[np.ndar
     axes, resolved = _axes_argument(data.draw, ndim, batch)
     kwargs: dict[str, Any] = {}
     node_args: dict[str, int] = {}
+    layout = data.draw(st.sampled_from(["", "ABC"[:ndim]]), label="layout")
+    if axes is None and data.draw(st.booleans()):
+        # axis_names: letters of the layout (or one it lacks), none meaning every axis.
+        names = data.draw(st.lists(st.sampled_from("ABCX"[:ndim] + "X"), unique=True,
+                                   max_size=ndim), label="axis_names")
+        kwargs["axis_names"] = "".join(names)
+        resolved = [list(range(len(names) or ndim))] * batch
     if isinstance(axes, list) and axes and isinstance(axes[0], np.ndarray):
         node_args["axes"] = len(feeds)
         feeds.append(axes)
@@ -166,21 +174,21 @@ def _drawn_program(data: st.DataObject, op: str) -> tuple[Any, list[list[np.ndar
             given["start"] = 0  # fn.slice needs a window
         return getattr(fn, op)(n[0], **given)
 
-    return graph, feeds
+    return graph, feeds, [layout] + [""] * (len(feeds) - 1)
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_any_ragged_padding_is_dalis(data: st.DataObject) -> None:
-    graph, feeds = _drawn_program(data, "pad")
-    assert_same_words(*run_both(graph, feeds))
+    graph, feeds, layouts = _drawn_program(data, "pad")
+    assert_same_words(*run_both(graph, feeds, layouts=layouts))
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_any_ragged_slice_is_dalis(data: st.DataObject) -> None:
-    graph, feeds = _drawn_program(data, "slice")
-    assert_same_words(*run_both(graph, feeds))
+    graph, feeds, layouts = _drawn_program(data, "slice")
+    assert_same_words(*run_both(graph, feeds, layouts=layouts))
 
 
 @pytest.mark.parametrize(("ranges", "words"), [
@@ -214,12 +222,18 @@ ONE = [np.zeros(1, np.uint8)] * 2
                             normalized_shape=False),
      [ONE, [I(0), I(1)], [I(2), I(-1)]], "Slice can't be placed out of bounds with current "
                                          "policy."),
+    (lambda fn, n: fn.pad(n[0], axis_names="HW", shape=[1, 2, 3]), [ONE],
+     'Argument "shape" expected shape 2 but got 3 values'),
+    (lambda fn, n: fn.pad(n[0], axes=[5], shape=n[1]), [ONE, [I(1, 2, 3)] * 2],
+     'Unexpected shape for argument "shape". Expected {1,\n 1} or empty, but got {3,\n 3}'),
 ], ids=["vector before axis names", "window 0 leaves the input", "window 0 ends early",
-        "positional window 0 leaves the input"])
-def test_slice_refuses_in_dalis_order(graph: Any, feeds: list[list[np.ndarray]],
+        "positional window 0 leaves the input", "pad vector before axis names",
+        "pad vector before axes"])
+def test_pad_and_slice_refuse_in_dalis_order(graph: Any, feeds: list[list[np.ndarray]],
                                       words: str) -> None:
     # DALI reads the named vectors before it looks the axis names up (a 1-D input has no W
-    # or H), and checks each sample's window, bounds included, before the next sample's.
+    # or H) or checks the axes, and checks each sample's window, bounds included, before the
+    # next sample's.
     assert_same_words(*run_both(lambda fn, types, n: graph(fn, n), feeds), words=[words])
 
 

@@ -84,9 +84,11 @@ class Pad(ArgumentChecks):
             raise RuntimeTypeError("Unsupported data type: double (fn.pad takes every type "
                                    "but float64; cast it with fn.cast)")
         ndim = len(shapes[0])
+        # DALI reads the vectors (one value per named axis) before it checks the axes.
+        counts = self._axis_counts(arguments, ndim, len(shapes))
+        wanted = self._vectors(arguments, "shape", counts)
+        aligns = self._vectors(arguments, "align", counts)
         axes = self.axes_of(arguments, data.layout, ndim, len(shapes))
-        wanted = self._vectors(arguments, "shape", axes)
-        aligns = self._vectors(arguments, "align", axes)
         for align in aligns:
             if align is not None and (align <= 0).any():
                 raise RuntimeValueError("Values of `align` argument must be positive.")
@@ -112,13 +114,22 @@ class Pad(ArgumentChecks):
         return [output_batch([_padded(xp, sample, shape, fill) for sample, shape, fill in
                               zip(data.samples, out_shapes, fills)], data.layout, data.device)]
 
+    def _axis_counts(self, arguments: ArgumentValues, ndim: int, count: int) -> list[int]:
+        """How many values each sample's `shape` and `align` need: one per named axis (per
+        axis of the sample's `axes`), or one per dimension where none are named."""
+        if "axis_names" in self.given:
+            return [len(arguments["axis_names"]) or ndim] * count
+        if "axes" in self.given:
+            return [len(axes) or ndim for axes in per_sample_axes(arguments)]
+        return [ndim] * count
+
     @staticmethod
     def _vectors(arguments: ArgumentValues, name: str,
-                 axes: list[list[int]]) -> list[np.ndarray | None]:
-        """Each sample's `name` values, one per padded axis of that sample."""
+                 counts: list[int]) -> list[np.ndarray | None]:
+        """Each sample's `name` values, `counts[i]` of them (one per padded axis)."""
         if arguments.is_per_sample(name) or arguments[name] is not None:
-            return vector_values(arguments, name, [len(a) for a in axes])
-        return [None] * len(axes)
+            return vector_values(arguments, name, counts)
+        return [None] * len(counts)
 
     @staticmethod
     def _fills(arguments: ArgumentValues) -> list[float]:
