@@ -7,9 +7,10 @@ int32, DALI's argument types), so that a constant and a per-sample value look al
 
 An argument given as a DataNode ("argument input") must hold DALI's exact type (int32 for an
 int argument, float32 for a float one: DALI does not convert) and, per sample, one value for a
-scalar argument or as many as expected (or none) for a vector one; `ArgumentChecks` checks
-the types before the values are converted, and `scalar_values` / `vector_values` the shapes, each
-with DALI's words.
+scalar argument or as many as expected (or none, or a 0-d one for all) for a vector one, where
+the number expected may differ from sample to sample (per-sample axes); `ArgumentChecks`
+checks the types before the values are converted, and `scalar_values` / `vector_values` the
+shapes, each with DALI's words.
 """
 
 from __future__ import annotations
