@@ -7,9 +7,10 @@ int32, DALI's argument types), so that a constant and a per-sample value look al
 
 An argument given as a DataNode ("argument input") must hold DALI's exact type (int32 for an
 int argument, float32 for a float one: DALI does not convert) and, per sample, one value for a
-scalar argument or as many as expected (or none) for a vector one; `ArgumentChecks` checks
-the types before the values are converted, and `scalar_values` / `vector_values` the shapes, each
-with DALI's words.
+scalar argument or as many as expected (or none, or a 0-d one for all) for a vector one, where
+the number expected may differ from sample to sample (per-sample axes); `ArgumentChecks`
+checks the types before the values are converted, and `scalar_values` / `vector_values` the
+shapes, each with DALI's words.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ from dali_lite._src.graph.nodes import IterationContext
 from dali_lite._src.operators.base import ArgumentValues, BuiltinOperator
 from dali_lite._src.operators.batches import InputBatch
 
-__all__ = ["ArgumentChecks", "cpp_type_name", "float_scalar", "float_vector",
-           "int_scalar", "int_vector", "layout_string", "scalar_values", "shape_list",
-           "text", "vector_values"]
+__all__ = ["ArgumentChecks", "cpp_type_name", "float_array", "float_scalar", "float_vector",
+           "int_array", "int_scalar", "int_vector", "layout_string", "per_sample_axes",
+           "scalar_values", "shape_list", "text", "vector_values"]
 
 
 def cpp_type_name(dtype: Any) -> str:
@@ -94,38 +95,82 @@ def scalar_values(arguments: ArgumentValues, name: str) -> list[Any]:
     return [value.reshape(()).item() for value in values]
 
 
-def vector_values(arguments: ArgumentValues, name: str, length: int,
+def int_array(value: Any, what: str) -> np.ndarray:
+    """An int or list of ints as int32 like `int_vector`, but an array keeps its shape: a vector
+    argument DALI also takes as an argument input, whose samples' dimensions matter (a 0-d one
+    serves every position, a 2-d one is refused); `vector_values` reads it."""
+    if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
+        return value.astype(np.int64).astype(np.int32)
+    return int_vector(value, what)
+
+
+def float_array(value: Any, what: str) -> np.ndarray:
+    """A float or list of floats as float32, an array keeping its shape (see `int_array`)."""
+    if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
+        return value.astype(np.float32)
+    return float_vector(value, what)
+
+
+def vector_values(arguments: ArgumentValues, name: str, lengths: Sequence[int],
                   allow_empty: bool = True) -> list[np.ndarray | None]:
-    """Each sample's `length` values of a vector argument (DALI's ``ArgValue<T, 1>``); None
-    where a per-sample value is empty (the argument is then not given for that sample). A
-    constant of one value serves every position."""
+    """Each sample's values of a vector argument (DALI's ``ArgValue<T, 1>``): sample i needs
+    `lengths[i]` of them, and the lengths may differ from sample to sample (per-sample axes).
+    None where a per-sample value is empty (the argument is then not given for that sample). A
+    constant of one value, and a per-sample scalar (0-d), serve every position."""
+    if not lengths:
+        return []
     if not arguments.is_per_sample(name):
-        constant = arguments[name]
-        if constant.size == 1 and length != 1:
-            constant = np.repeat(constant, length)
-        elif constant.size != length and not (allow_empty and constant.size == 0):
+        constant = arguments[name].reshape(-1)
+        if allow_empty and constant.size == 0:
+            return [None] * len(lengths)
+        if constant.size == 1:
+            return [np.repeat(constant, n) for n in lengths]
+        if len(set(lengths)) > 1:
             raise RuntimeValueError(
-                f'Argument "{name}" expected shape {length} but got {constant.size} values, '
+                f"Can't interpret argument {name}. Provided an constant argument with "
+                f"{constant.size} elements but the expected shape is not uniform. (the samples "
+                f"have {list(lengths)} axes: give `{name}` as a single value, or per sample as a "
+                "DataNode)")
+        if constant.size != lengths[0]:
+            raise RuntimeValueError(
+                f'Argument "{name}" expected shape {lengths[0]} but got {constant.size} values, '
                 f"which can't be interpreted as the expected shape. (`{name}` needs one value "
-                f"per axis, {length} here, or a single value for all of them)")
-        return [None if constant.size == 0 else constant] * arguments.batch_size
+                f"per axis, {lengths[0]} here, or a single value for all of them)")
+        return [constant] * len(lengths)
     values = arguments.per_sample(name)
-    out: list[np.ndarray | None] = []
     for value in values:
-        if value.ndim != 1 and value.size != 0:
+        if value.ndim > 1:
             raise RuntimeValueError(
                 f"Input with dimension ({value.ndim}) cannot be converted to dimension (1). "
                 f"(each sample of the DataNode given as `{name}` must be a 1D array)")
-        if value.size == 0 and allow_empty:
+    out: list[np.ndarray | None] = []
+    for value, length in zip(values, lengths):
+        if value.ndim == 0:
+            out.append(np.repeat(value.reshape(1), length))
+        elif value.size == 0 and allow_empty:
             out.append(None)
         elif value.size != length:
             raise RuntimeValueError(
                 f'Unexpected shape for argument "{name}". Expected '
-                f"{shape_list([(length,)] * len(values))} or empty, but got "
-                f"{shape_list([v.shape for v in values])} (one value per axis, {length} here)")
+                f"{shape_list([(n,) for n in lengths])} or empty, but got "
+                f"{shape_list([v.shape for v in values])} (each sample needs one value per "
+                "axis, or one for all of them)")
         else:
             out.append(value)
     return out
+
+
+def per_sample_axes(arguments: ArgumentValues, name: str = "axes") -> list[list[int]]:
+    """Each sample's axes from an `axes` argument (a constant, or a DataNode whose samples may
+    name different numbers of axes; a 0-d sample is one axis); empty means every axis, as in
+    DALI."""
+    values = arguments.per_sample(name)
+    for value in values:
+        if value.ndim > 1:
+            raise RuntimeValueError(
+                f"Input with dimension ({value.ndim}) cannot be converted to dimension (1). "
+                f"(each sample of the DataNode given as `{name}` must be a 1D array of axes)")
+    return [[int(a) for a in value.reshape(-1).tolist()] for value in values]
 
 
 def shape_list(shapes: Sequence[tuple[int, ...]]) -> str:

@@ -2,11 +2,11 @@
 
 It does what every operator of the table shares: it reads its `OperatorSchema` (class
 attribute `schema`), checks the inputs (count, device) and arguments (unknown, missing, a
-DataNode where only a constant is allowed) with DALI's errors, turns constant inputs into
-DALI's `Constant` nodes, and makes DataNode arguments ("argument inputs") extra inputs of the
-node, so that the executor runs their producers first. Each iteration it views its input
-batches as `InputBatch`es and its arguments as `ArgumentValues`, and calls the subclass's
-`compute`.
+DataNode where only a constant is allowed) with DALI's errors, turns constant inputs (and, as
+DALI does, NumPy arrays given for arguments that take DataNodes) into DALI's `Constant` nodes,
+and makes DataNode arguments ("argument inputs") extra inputs of the node, so that the executor
+runs their producers first. Each iteration it views its input batches as `InputBatch`es and its
+arguments as `ArgumentValues`, and calls the subclass's `compute`.
 """
 
 from __future__ import annotations
@@ -81,6 +81,11 @@ class BuiltinOperator(Operator):
         self.argument_inputs: dict[str, int] = {}
         for key, value in bound.items():
             argument = schema.by_name[key]
+            if argument.tensor and isinstance(value, np.ndarray) and value.shape not in ((), (1,)):
+                # DALI makes such an array a Constant node, an argument input: its samples'
+                # shapes and type are then checked as a DataNode's (DALI's words differ).
+                array = constant_array(value)
+                value = value if array is None else constant_node(array)
             if isinstance(value, DataNode):
                 if not argument.tensor:
                     raise TypeError(
@@ -88,8 +93,9 @@ class BuiltinOperator(Operator):
                         f"be a 'DataNode' but {argument.type_name}.")
                 if value.device != "cpu":
                     raise ValueError(
-                        f"The argument `{key}` for operator `{schema.display_name}` is on the "
-                        "GPU; argument inputs must be CPU DataNodes (move it with .cpu())")
+                        f"Invalid device \"{value.device}\" for argument '{key}' of operator "
+                        f"'{schema.display_name}'. Named arguments must be on CPU. (move it "
+                        "with .cpu())")
                 self.argument_inputs[key] = len(nodes) + len(argument_nodes)
                 argument_nodes.append(value)
             else:

@@ -26,7 +26,7 @@ from dali_lite._src.graph.nodes import IterationContext
 from dali_lite._src.operators.arguments import (
     ArgumentChecks,
     cpp_type_name,
-    float_vector,
+    float_array,
     int_scalar,
     layout_string,
     scalar_values,
@@ -64,13 +64,13 @@ class CropMirrorNormalize(ArgumentChecks):
             *CROP_ARGUMENTS,
             Argument("dtype", DALIDataType.FLOAT, convert=dtype_argument,
                      type_name="a ':class:`nvidia.dali.types.DALIDataType`'"),
-            Argument("mean", [0.0], tensor=True, convert=float_vector),
+            Argument("mean", [0.0], tensor=True, convert=float_array),
             Argument("mirror", 0, tensor=True, convert=int_scalar),
             Argument("output_layout", "CHW", convert=layout_string),
             Argument("pad_output", False, convert=lambda v, w: bool(v)),
             Argument("scale", 1.0, convert=_float, type_name="a 'float'"),
             Argument("shift", 0.0, convert=_float, type_name="a 'float'"),
-            Argument("std", [1.0], tensor=True, convert=float_vector),
+            Argument("std", [1.0], tensor=True, convert=float_array),
         ),
         deprecated=DEPRECATED,
     )
@@ -134,6 +134,10 @@ class CropMirrorNormalize(ArgumentChecks):
 
 def _per_sample(arguments: ArgumentValues, name: str) -> list[np.ndarray]:
     values = arguments.per_sample(name)
+    if arguments.is_per_sample(name) and any(v.ndim > 1 for v in values):
+        raise RuntimeValueError(
+            f"Input with dimension ({max(v.ndim for v in values)}) cannot be converted to "
+            f"dimension (1). (each sample of the DataNode given as `{name}` must be a 1D array)")
     if arguments.is_per_sample(name) and len({v.shape for v in values}) > 1:
         raise RuntimeValueError(
             f'Expected uniform shape for argument "{name}" but got shape '

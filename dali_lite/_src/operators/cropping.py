@@ -21,8 +21,8 @@ from dali_lite._src.errors import RuntimeValueError
 from dali_lite._src.graph.nodes import IterationContext
 from dali_lite._src.operators.arguments import (
     ArgumentChecks,
+    float_array,
     float_scalar,
-    float_vector,
     scalar_values,
     text,
 )
@@ -47,7 +47,7 @@ __all__ = ["CROP_ARGUMENTS", "CROP_TYPES", "Crop", "CropWindows"]
 
 #: The arguments of the crop window, shared by fn.crop and fn.crop_mirror_normalize.
 CROP_ARGUMENTS = (
-    Argument("crop", None, tensor=True, convert=float_vector),
+    Argument("crop", None, tensor=True, convert=float_array),
     Argument("crop_d", 0.0, tensor=True, convert=float_scalar),
     Argument("crop_h", 0.0, tensor=True, convert=float_scalar),
     Argument("crop_pos_x", 0.5, tensor=True, convert=float_scalar),
@@ -94,6 +94,11 @@ class CropWindows:
         if self.has_crop:
             out = []
             for crop in arguments.per_sample("crop"):
+                if arguments.is_per_sample("crop") and crop.ndim != 1:
+                    raise RuntimeValueError(
+                        f"Input with dimension ({crop.ndim}) cannot be converted to dimension "
+                        "(1). (each sample of the DataNode given as `crop` must be a 1D array "
+                        "of 2 or 3 extents)")
                 values = [int(v) for v in crop.reshape(-1).tolist()]  # truncation, as DALI
                 if not 2 <= len(values) <= 3:
                     raise RuntimeValueError("`crop` argument should have 2 or 3 elements "

@@ -22,9 +22,10 @@ from dali_lite._src.graph.nodes import IterationContext
 from dali_lite._src.operators.arguments import (
     ArgumentChecks,
     float_scalar,
+    int_array,
     int_scalar,
-    int_vector,
     layout_string,
+    per_sample_axes,
     scalar_values,
     vector_values,
 )
@@ -43,11 +44,11 @@ class Pad(ArgumentChecks):
         doc="Pads all samples with the `fill_value` in the specified axes to match the biggest "
             "extent in the batch for those axes or to match the minimum shape specified.",
         arguments=(
-            Argument("align", None, tensor=True, convert=int_vector),
-            Argument("axes", None, tensor=True, convert=int_vector),
+            Argument("align", None, tensor=True, convert=int_array),
+            Argument("axes", None, tensor=True, convert=int_array),
             Argument("axis_names", None, convert=layout_string),
             Argument("fill_value", 0.0, tensor=True, convert=float_scalar),
-            Argument("shape", None, tensor=True, convert=int_vector),
+            Argument("shape", None, tensor=True, convert=int_array),
         ),
     )
     argument_types = {"align": np.int32, "axes": np.int32, "shape": np.int32,
@@ -60,13 +61,14 @@ class Pad(ArgumentChecks):
 
     def axes_of(self, arguments: ArgumentValues, layout: str, ndim: int,
                 count: int) -> list[list[int]]:
-        """Each sample's padded axes (all of them when none are named)."""
+        """Each sample's padded axes (all of them when none are named); a DataNode `axes` may
+        name a different number of axes in each sample."""
         if "axis_names" in self.given:
             names = arguments["axis_names"]
             axes = check_axes(dim_indices(layout, names), ndim) if names else []
             per_sample = [axes] * count
         elif "axes" in self.given:
-            per_sample = [check_axes(a.tolist(), ndim) for a in arguments.per_sample("axes")]
+            per_sample = [check_axes(a, ndim) for a in per_sample_axes(arguments)]
         else:
             per_sample = [[]] * count
         return [axes or list(range(ndim)) for axes in per_sample]
@@ -82,11 +84,11 @@ class Pad(ArgumentChecks):
             raise RuntimeTypeError("Unsupported data type: double (fn.pad takes every type "
                                    "but float64; cast it with fn.cast)")
         ndim = len(shapes[0])
+        # DALI reads the vectors (one value per named axis) before it checks the axes.
+        counts = self._axis_counts(arguments, ndim, len(shapes))
+        wanted = self._vectors(arguments, "shape", counts)
+        aligns = self._vectors(arguments, "align", counts)
         axes = self.axes_of(arguments, data.layout, ndim, len(shapes))
-        counts = {len(a) for a in axes}
-        count = counts.pop() if len(counts) == 1 else None
-        wanted = self._vectors(arguments, "shape", axes, count)
-        aligns = self._vectors(arguments, "align", axes, count)
         for align in aligns:
             if align is not None and (align <= 0).any():
                 raise RuntimeValueError("Values of `align` argument must be positive.")
@@ -112,14 +114,22 @@ class Pad(ArgumentChecks):
         return [output_batch([_padded(xp, sample, shape, fill) for sample, shape, fill in
                               zip(data.samples, out_shapes, fills)], data.layout, data.device)]
 
+    def _axis_counts(self, arguments: ArgumentValues, ndim: int, count: int) -> list[int]:
+        """How many values each sample's `shape` and `align` need: one per named axis (per
+        axis of the sample's `axes`), or one per dimension where none are named."""
+        if "axis_names" in self.given:
+            return [len(arguments["axis_names"]) or ndim] * count
+        if "axes" in self.given:
+            return [len(axes) or ndim for axes in per_sample_axes(arguments)]
+        return [ndim] * count
+
     @staticmethod
-    def _vectors(arguments: ArgumentValues, name: str, axes: list[list[int]],
-                 count: int | None) -> list[np.ndarray | None]:
+    def _vectors(arguments: ArgumentValues, name: str,
+                 counts: list[int]) -> list[np.ndarray | None]:
+        """Each sample's `name` values, `counts[i]` of them (one per padded axis)."""
         if arguments.is_per_sample(name) or arguments[name] is not None:
-            if count is not None:
-                return vector_values(arguments, name, count)
-            return [vector_values(arguments, name, len(a))[i] for i, a in enumerate(axes)]
-        return [None] * len(axes)
+            return vector_values(arguments, name, counts)
+        return [None] * len(counts)
 
     @staticmethod
     def _fills(arguments: ArgumentValues) -> list[float]:

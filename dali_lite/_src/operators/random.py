@@ -27,19 +27,21 @@ from dali_lite._src.operators.base import ArgumentValues, BuiltinOperator
 from dali_lite._src.operators.batches import InputBatch, array_module, output_batch
 from dali_lite._src.operators.conversion import convert
 from dali_lite._src.operators.random_support import (
-    check_range,
+    choice_probabilities,
     dtype_of,
-    float_list,
     float_scalar,
     operator_seed,
+    probabilities,
     probability_argument,
     range_argument,
+    range_rows,
     seed_argument,
     shape_argument,
     type_name,
     values_argument,
 )
 from dali_lite._src.operators.schema import Argument, OperatorSchema
+from dali_lite._src.types.enums import DALIEnum
 
 __all__ = ["Choice", "CoinFlip", "Normal", "Uniform"]
 
@@ -124,7 +126,7 @@ class RandomOperator(BuiltinOperator):
         return {**super().spec(), "seed": self.seed}
 
     def output(self, flat: np.ndarray, shapes: list[tuple[int, ...]],
-               trailing: tuple[int, ...] = ()) -> Any:
+               trailing: tuple[int, ...] = (), layout: str = "") -> Any:
         """The batch of the samples laid one after another in `flat`."""
         xp = array_module(self.device)
         if shapes and all(shape == shapes[0] for shape in shapes):
@@ -133,7 +135,7 @@ class RandomOperator(BuiltinOperator):
             ends = np.cumsum([math.prod(shape) for shape in shapes])[:-1]
             data = [xp.asarray(part.reshape((*shape, *trailing)))
                     for part, shape in zip(np.split(flat, ends), shapes)]
-        return output_batch(data, "", self.device)
+        return output_batch(data, layout, self.device)
 
 
 class _NoPipeline:
@@ -189,14 +191,12 @@ class Uniform(RandomOperator):
             return [self.output(convert(np, self._discrete(rng, values, counts, total), dtype),
                                 shapes)]
         ranges = _values(arguments, "range")
+        bounds = range_rows(ranges, self._what("range"))
         if isinstance(ranges, list):  # per sample: one (low, high) row each
-            bounds = np.stack(ranges)
             low: Any = bounds[:, 0].astype(np.float64)
             high: Any = bounds[:, 1].astype(np.float64)
-            for sample, (lo, hi) in enumerate(zip(low, high)):
-                check_range(lo, hi, f"{self._what('range')}, sample {sample}")
         else:
-            low, high = float(ranges[0]), float(ranges[1])
+            low, high = float(bounds[0, 0]), float(bounds[0, 1])
         if dtype.kind in "iu":
             # DALI casts the ends to the output type (truncating) before drawing; out of
             # the type's range it wraps them, where they saturate here (docs/compat.md).
@@ -286,22 +286,24 @@ class Choice(RandomOperator):
             "``[0, 1, ..., a-1]``; otherwise its elements along the first axis are chosen "
             f"from. The type of the output matches the type of the input. {_SHAPE_DOC}",
         arguments=(
-            Argument("p", None, tensor=True, convert=float_list,
+            Argument("p", None, tensor=True, convert=probabilities,
                      type_name="a float or a list of floats"),
             _SHAPE,
         ),
     )
 
+    def __init__(self, inputs: Sequence[Any], arguments: dict[str, Any], **common: Any) -> None:
+        # A DALI enum given as `a` is a 0-d tensor of the enum's type, which DALI refuses when
+        # it runs; here the enum would be an int32 constant, so remember which enum it was.
+        first = inputs[0] if inputs else None
+        self.enum_input = type(first).__name__ if isinstance(first, DALIEnum) else None
+        super().__init__(inputs, arguments, **common)
+
     def compute(self, ctx: IterationContext, inputs: list[InputBatch],
                 arguments: ArgumentValues) -> list[Any]:
         source = inputs[0]
         sizes = self._sizes(source)
-        p_values = _values(arguments, "p")
-        per_sample_p = isinstance(p_values, list)
-        for sample, size in enumerate(sizes):
-            if p_values is not None:
-                self._check_p(p_values[sample] if per_sample_p else p_values, size, sample,
-                              per_sample_p)
+        p_values = choice_probabilities(arguments, sizes.tolist(), self._what("p"))
         shapes = self.sample_shapes(inputs, arguments)
         counts = _counts(shapes)
         total = int(counts.sum())
@@ -309,31 +311,32 @@ class Choice(RandomOperator):
         if p_values is None:
             picks = rng.integers(0, np.repeat(sizes, counts)) if total else \
                 np.zeros(0, np.int64)
-        elif not per_sample_p:
-            picks = _pick(p_values, rng.random(total))
         else:
             draws = np.split(rng.random(total), np.cumsum(counts)[:-1])
             picks = np.concatenate([_pick(p, u) for p, u in zip(p_values, draws)])
+        layout = _choice_layout(source, shapes)
         if source.sample_ndim == 0:
-            return [self.output(picks.astype(source.dtype), shapes)]
+            return [self.output(picks.astype(source.dtype), shapes, layout=layout)]
         trailing = source.samples[0].shape[1:]
         dense = source.dense()
         if dense is not None:
             rows = np.repeat(np.arange(len(shapes)), counts)
-            return [self.output(np.asarray(dense)[rows, picks], shapes, trailing)]
+            return [self.output(np.asarray(dense)[rows, picks], shapes, trailing, layout)]
         ends = np.cumsum(counts)[:-1]
         chosen = [a[i] for a, i in zip(source.samples, np.split(picks, ends))]
         if len({a.shape[1:] for a in source.samples}) > 1:
             return [output_batch([c.reshape((*s, *c.shape[1:])) for c, s in zip(chosen, shapes)],
-                                 "", self.device)]
-        return [self.output(np.concatenate(chosen), shapes, trailing)]
+                                 layout, self.device)]
+        return [self.output(np.concatenate(chosen), shapes, trailing, layout)]
 
     def _sizes(self, source: InputBatch) -> np.ndarray:
         """How many elements each sample of `a` offers."""
         if source.sample_ndim == 0:
-            if source.dtype is not None and source.dtype.kind not in "iu":
+            if self.enum_input is not None or (source.dtype is not None
+                                               and source.dtype.kind not in "iu"):
+                name = self.enum_input or type_name(source.dtype)
                 raise RuntimeTypeError(
-                    f"Data type {type_name(source.dtype)} is not supported for 0D inputs. "
+                    f"Data type {name} is not supported for 0D inputs. "
                     "Supported types are: uint8, uint16, uint32, uint64, int8, int16, int32, "
                     f"int64. ({self.schema.display_name}: a scalar `a` is the number of values "
                     "to choose from)")
@@ -347,26 +350,14 @@ class Choice(RandomOperator):
                     f"sample: {sample}. ({self.schema.display_name})")
         return sizes
 
-    def _check_p(self, p: np.ndarray, size: int, sample: int, per_sample: bool) -> None:
-        what = self._what("p")
-        if p.size != size:
-            if per_sample:
-                raise RuntimeValueError(
-                    f'Unexpected shape for argument "p". Expected {{{size}}}, but got '
-                    f"{{{p.size}}} (sample {sample}; {what}: one probability per element)")
-            raise RuntimeValueError(
-                f'Argument "p" expected shape {size} but got {p.size} values, which can\'t be '
-                f"interpreted as the expected shape. ({what}: one probability per element)")
-        for index, value in enumerate(p):
-            if not 0.0 <= value <= 1.0:
-                raise RuntimeValueError(
-                    f"Probabilities must be in range [0, 1], but got: {value:g} for sample: "
-                    f"{sample} at index {index}. ({what})")
-        total = float(np.sum(p, dtype=np.float32))
-        if not abs(total - 1.0) < 1e-4:
-            raise RuntimeValueError(
-                f"Sum of probabilities must be 1.0, but got {total:g} for sample: {sample}. "
-                f"({what})")
+
+def _choice_layout(source: InputBatch, shapes: list[tuple[int, ...]]) -> str:
+    """DALI's layout of fn.random.choice's output: the input's for one drawn dimension, the
+    input's less its first letter (the one chosen along) for a scalar draw, else none."""
+    rank = len(shapes[0]) if shapes else 0
+    if source.sample_ndim == 0 or not source.layout or rank > 1:
+        return ""
+    return source.layout if rank == 1 else source.layout[1:]
 
 
 def _pick(p: np.ndarray, uniform: np.ndarray) -> np.ndarray:

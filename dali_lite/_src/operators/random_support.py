@@ -25,12 +25,15 @@ from typing import Any
 import numpy as np
 
 from dali_lite._src.errors import RuntimeTypeError, RuntimeValueError
+from dali_lite._src.operators.arguments import shape_list
+from dali_lite._src.operators.base import ArgumentValues
 from dali_lite._src.operators.conversion import dtype_argument
 from dali_lite._src.types.enums import DALIDataType
 
-__all__ = ["check_probability", "check_range", "dtype_of", "float_list", "float_scalar",
-           "operator_seed", "probability_argument", "range_argument", "seed_argument",
-           "seed_sequence", "shape_argument", "type_name", "values_argument"]
+__all__ = ["check_probability", "check_range", "choice_probabilities", "dtype_of", "float_list",
+           "float_scalar", "operator_seed", "probabilities", "probability_argument",
+           "range_argument", "range_rows", "seed_argument", "seed_sequence", "shape_argument",
+           "type_name", "values_argument"]
 
 #: DALI's count of operator seeds made from the pipeline's seed (`MAX_SEEDS`).
 _SEEDS_PER_PIPELINE = 1024
@@ -180,7 +183,9 @@ def shape_argument(value: Any, what: str) -> tuple[int, ...]:
     if isinstance(value, np.ndarray):
         _check_numeric_sample(value, "int32", what, kinds="iu")
         if value.ndim > 1:
-            raise _dimension_error(value, 1, what)
+            raise RuntimeValueError(
+                "Shapes must be 1D tensors with extent equal to shape dimensionality (or "
+                f"scalar) ({what}: got a sample of shape {value.shape})")
         extents = [int(v) for v in value.reshape(-1)]
     else:
         items = value if isinstance(value, (list, tuple)) else [value]
@@ -206,7 +211,10 @@ def check_probability(p: float, what: str, sample: int | None = None) -> None:
 
 
 def range_argument(value: Any, what: str) -> np.ndarray:
-    """`range`: two floats; one stands for both ends, as in DALI (an empty range, refused)."""
+    """`range`: two floats; one stands for both ends, as in DALI (an empty range, refused). An
+    array (a sample of an argument input) keeps its shape: `range_rows` checks the batch."""
+    if isinstance(value, np.ndarray):
+        return probabilities(value, what)
     values = float_list(value, what)
     if values.size == 1:
         values = np.repeat(values, 2)
@@ -216,6 +224,24 @@ def range_argument(value: Any, what: str) -> np.ndarray:
             f"interpreted as the expected shape. ({what}: expected [low, high))")
     check_range(float(values[0]), float(values[1]), what)
     return values
+
+
+def range_rows(ranges: np.ndarray | list[np.ndarray], what: str) -> np.ndarray:
+    """Each sample's [low, high) of `range` (one row per sample, or one row for a constant),
+    with DALI's words for samples that are not all two values (a 0-d one stands for both
+    ends) and for an empty range."""
+    if isinstance(ranges, list):
+        shapes = [v.shape for v in ranges]
+        if any(v.ndim == 1 for v in ranges) and set(shapes) != {(2,)}:
+            raise RuntimeValueError(
+                f'Expected uniform shape for argument "range" but got shape '
+                f"{shape_list(shapes)} ({what}: each sample must be [low, high))")
+        rows = np.stack([np.repeat(v.reshape(1), 2) if v.ndim == 0 else v for v in ranges])
+    else:
+        rows = range_argument(ranges.reshape(-1).tolist(), what)[None]
+    for sample, (low, high) in enumerate(rows.astype(np.float64).tolist()):
+        check_range(low, high, what if len(rows) == 1 else f"{what}, sample {sample}")
+    return rows
 
 
 def values_argument(value: Any, what: str) -> np.ndarray:
@@ -231,3 +257,55 @@ def probability_argument(value: Any, what: str) -> float:
     p = float_scalar(value, what)
     check_probability(p, what)
     return p
+
+
+def probabilities(value: Any, what: str) -> np.ndarray:
+    """`p` of fn.random.choice as float32: a constant number or list, or a 0-d or 1-D sample
+    (kept 0-d: a per-sample scalar serves every element, a one-element vector does not)."""
+    if isinstance(value, np.ndarray):
+        _check_numeric_sample(value, "float", what)
+        if value.ndim > 1:
+            raise _dimension_error(value, 1, what)
+        return value.astype(np.float32)
+    return float_list(value, what)
+
+
+def choice_probabilities(arguments: ArgumentValues, sizes: Sequence[int],
+                         what: str) -> list[np.ndarray] | None:
+    """Each sample's `p` (None without one), one per element of that sample's `a`, checked as
+    DALI checks them: the shapes of the whole batch first, then each sample's values."""
+    if arguments.is_per_sample("p"):
+        values = arguments.per_sample("p")
+        if any(v.ndim == 1 and v.size != n for v, n in zip(values, sizes)):
+            raise RuntimeValueError(
+                f'Unexpected shape for argument "p". Expected {shape_list([(n,) for n in sizes])}'
+                f", but got {shape_list([v.shape for v in values])} ({what}: one probability "
+                "per element of each sample)")
+        found = [np.repeat(v.reshape(1), n) if v.ndim == 0 else v for v, n in zip(values, sizes)]
+    elif arguments["p"] is None:
+        return None
+    else:
+        constant = arguments["p"].reshape(-1)
+        if constant.size != 1 and len(set(sizes)) > 1:
+            raise RuntimeValueError(
+                f"Can't interpret argument p. Provided an constant argument with {constant.size}"
+                f" elements but the expected shape is not uniform. ({what}: the samples have "
+                f"{list(sizes)} elements; give `p` per sample as a DataNode)")
+        if constant.size != 1 and sizes and constant.size != sizes[0]:
+            raise RuntimeValueError(
+                f'Argument "p" expected shape {sizes[0]} but got {constant.size} values, which '
+                f"can't be interpreted as the expected shape. ({what}: one probability per "
+                "element)")
+        found = [np.repeat(constant, n) if constant.size == 1 else constant for n in sizes]
+    for sample, p in enumerate(found):
+        for index, value in enumerate(p.tolist()):
+            if not 0.0 <= value <= 1.0:
+                raise RuntimeValueError(
+                    f"Probabilities must be in range [0, 1], but got: {value:g} for sample: "
+                    f"{sample} at index {index}. ({what})")
+        total = float(np.sum(p, dtype=np.float32))
+        if not abs(total - 1.0) < 1e-4:
+            raise RuntimeValueError(
+                f"Sum of probabilities must be 1.0, but got {total:g} for sample: {sample}. "
+                f"({what})")
+    return found

@@ -61,7 +61,7 @@ def _rel_shape_values(value: Any, what: str) -> np.ndarray:
         if value.dtype.kind not in "iuf":
             raise RuntimeTypeError(f"{what}: relative extents must be numbers; got "
                                    f"{type_name(value.dtype)}")
-        return value.astype(np.float32).reshape(-1)
+        return value.astype(np.float32)  # a sample's dimensions are checked with the batch
     return np.array(floats(value, what), np.float32)
 
 
@@ -229,6 +229,8 @@ class Reshape(BuiltinOperator):
             values = self._shape_input_rows(arguments.per_sample("shape"), len(in_shapes))
         elif relative:
             values = arguments.per_sample("rel_shape")
+            values = (self._shape_input_rows(values, len(in_shapes)) if arguments.is_per_sample(
+                "rel_shape") else [v.reshape(-1) for v in values])
         else:
             return None
         if len({len(v) for v in values}) > 1:

@@ -26,9 +26,11 @@ from dali_lite._src.graph.nodes import IterationContext
 from dali_lite._src.operators.arguments import (
     ArgumentChecks,
     cpp_type_name,
+    float_array,
     float_vector,
-    int_vector,
+    int_array,
     layout_string,
+    per_sample_axes,
     text,
     vector_values,
 )
@@ -132,19 +134,19 @@ class Slice(ArgumentChecks):
         doc="Extracts a subtensor, or slice, given by start/end/shape arguments (absolute or "
             "relative) or by anchor and shape inputs, over `axes` or `axis_names`.",
         arguments=(
-            Argument("axes", [1, 0], tensor=True, convert=int_vector),
+            Argument("axes", [1, 0], tensor=True, convert=int_array),
             Argument("axis_names", "WH", convert=layout_string),
             DTYPE,
-            Argument("end", None, tensor=True, convert=int_vector),
+            Argument("end", None, tensor=True, convert=int_array),
             FILL_VALUES,
             Argument("normalized_anchor", True, convert=lambda v, w: bool(v)),
             Argument("normalized_shape", True, convert=lambda v, w: bool(v)),
             OUT_OF_BOUNDS_POLICY,
-            Argument("rel_end", None, tensor=True, convert=float_vector),
-            Argument("rel_shape", None, tensor=True, convert=float_vector),
-            Argument("rel_start", None, tensor=True, convert=float_vector),
-            Argument("shape", None, tensor=True, convert=int_vector),
-            Argument("start", None, tensor=True, convert=int_vector),
+            Argument("rel_end", None, tensor=True, convert=float_array),
+            Argument("rel_shape", None, tensor=True, convert=float_array),
+            Argument("rel_start", None, tensor=True, convert=float_array),
+            Argument("shape", None, tensor=True, convert=int_array),
+            Argument("start", None, tensor=True, convert=int_array),
         ),
         deprecated=DEPRECATED,
     )
@@ -169,13 +171,20 @@ class Slice(ArgumentChecks):
             warnings.warn("``normalized_anchor``/`normalized_shape` is only relevant when "
                           "using positional slice arguments", stacklevel=4)
 
-    def axes_of(self, arguments: ArgumentValues, index: int, layout: str,
-                ndim: int) -> list[int]:
+    def axes_of(self, arguments: ArgumentValues, layout: str,
+                shapes: list[tuple[int, ...]]) -> list[list[int]]:
+        """Each sample's sliced axes: `axis_names` in the layout (slice's default layout for
+        the number of dimensions when there is none), or `axes`, which a DataNode may give with
+        a different number of axes per sample. None named (``axes=[]``, ``axis_names=""``, an
+        empty sample of `axes`) means every axis, as in DALI."""
+        ndim = len(shapes[0]) if shapes else 0
         if "axis_names" in self.given or "axes" not in self.given:
             names = arguments["axis_names"]
-            return check_axes(dim_indices(layout or SLICE_DEFAULT_LAYOUTS.get(ndim, ""),
-                                          names), ndim)
-        return check_axes(arguments.per_sample("axes")[index].tolist(), ndim)
+            named = check_axes(dim_indices(layout or SLICE_DEFAULT_LAYOUTS.get(ndim, ""),
+                                           names), ndim)
+            return [named or list(range(ndim))] * len(shapes)
+        return [check_axes(axes, ndim) or list(range(ndim))
+                for axes in per_sample_axes(arguments)]
 
     def compute(self, ctx: IterationContext, inputs: list[InputBatch],
                 arguments: ArgumentValues) -> list[Any]:
@@ -190,33 +199,43 @@ class Slice(ArgumentChecks):
                 f"inputs (start, shape). Got {len(inputs)} inputs.")
         shapes = data.shapes()
         ndim = len(shapes[0]) if shapes else 0
-        axes = [self.axes_of(arguments, i, data.layout, ndim) for i in range(len(shapes))]
         if self.named:
-            windows = self.named_windows(arguments, shapes, axes)
+            # DALI reads the named vectors (one value per named axis) before it looks the
+            # names up in the layout: a vector of the wrong length is reported first.
+            given = {name: vector_values(arguments, name, self._axis_counts(arguments, shapes))
+                     for name in self._NAMED if name in self.given}
+            axes = self.axes_of(arguments, data.layout, shapes)
+            windows = self.named_windows(given, shapes, axes)
         else:
+            axes = self.axes_of(arguments, data.layout, shapes)
             windows = self.positional_windows(inputs[1], inputs[2], arguments, shapes, axes)
         return [cut_windows(data, windows, self.policy, arguments["fill_values"],
                             channel_axis_of(data.layout, ndim), out_dtype, data.layout)]
 
-    def named_windows(self, arguments: ArgumentValues, shapes: list[tuple[int, ...]],
-                      axes: list[list[int]]) -> list[Window]:
-        given = {name: self._vector(arguments, name, axes) for name in self._NAMED
-                 if name in self.given}
+    def named_windows(self, given: dict[str, list[np.ndarray | None]],
+                      shapes: list[tuple[int, ...]], axes: list[list[int]]) -> list[Window]:
         windows = []
         for i, (shape, sample_axes) in enumerate(zip(shapes, axes)):
             values = {name: value for name, per_sample in given.items()
                       if (value := per_sample[i]) is not None}
-            windows.append(named_window(values, shape, sample_axes))
+            windows.append(self._checked(named_window(values, shape, sample_axes), shape))
         return windows
 
-    @staticmethod
-    def _vector(arguments: ArgumentValues, name: str,
-                axes: list[list[int]]) -> list[np.ndarray | None]:
-        lengths = {len(a) for a in axes}
-        if len(lengths) == 1:
-            return vector_values(arguments, name, lengths.pop())
-        # Per-sample axes of different counts: each sample's value is read on its own.
-        return [vector_values(arguments, name, len(a))[i] for i, a in enumerate(axes)]
+    def _checked(self, window: Window, shape: tuple[int, ...]) -> Window:
+        """`window`, refused here if it leaves the input under the "error" policy: DALI
+        checks each sample's window as it makes it, before the next sample's."""
+        if self.policy == "error":
+            apply_bounds("error", shape, list(window[0]), list(window[1]))
+        return window
+
+    def _axis_counts(self, arguments: ArgumentValues,
+                     shapes: list[tuple[int, ...]]) -> list[int]:
+        """How many values each sample's named vectors need: one per axis name, or per axis of
+        the sample's `axes`; every axis where none are named."""
+        ndim = len(shapes[0]) if shapes else 0
+        if "axis_names" in self.given or "axes" not in self.given:
+            return [len(arguments["axis_names"]) or ndim] * len(shapes)
+        return [len(axes) or ndim for axes in per_sample_axes(arguments)]
 
     def positional_windows(self, anchors: InputBatch, sizes: InputBatch,
                            arguments: ArgumentValues, shapes: list[tuple[int, ...]],
@@ -244,9 +263,9 @@ class Slice(ArgumentChecks):
                 raise RuntimeValueError(
                     f"Expected {len(sample_axes)} elements for slice arguments (start/shape). "
                     f"Got {anchor.size}")
-            windows.append(positional_window(anchor.reshape(-1).tolist(),
-                                             size.reshape(-1).tolist(), shape, sample_axes,
-                                             norm_anchor, norm_shape))
+            window = positional_window(anchor.reshape(-1).tolist(), size.reshape(-1).tolist(),
+                                       shape, sample_axes, norm_anchor, norm_shape)
+            windows.append(self._checked(window, shape))
         return windows
 
 
