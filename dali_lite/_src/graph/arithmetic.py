@@ -160,6 +160,6 @@ class DataNodeOperators:
         return _builder("subscript")(self, key)
 
     def __iter__(self) -> Any:
-        # As DALI: without this, __getitem__ would make a DataNode look iterable.
-        # DALI's words, naming the class without its module (ours is an internal one).
-        raise TypeError(f"The objects of type `{type(self).__name__}` are not iterable.")
+        # As DALI: without this, __getitem__ would make a DataNode iterable. DALI's error,
+        # arguments and all (its message is their tuple, naming the class with its module).
+        raise TypeError("The objects of type `", type(self), "` are not iterable.")
