@@ -145,12 +145,19 @@ class BuiltinOperator(Operator):
     def _input_node(self, value: Any, position: int) -> DataNode:
         if isinstance(value, DataNode):
             return value
-        array = constant_array(value)
+        # DALI's words first; then what a constant is (a value out of range, DALI's
+        # OverflowError, is the cause, as in DALI).
+        refusal = (f"when calling operator `{self.schema.display_name}`: expected inputs of "
+                   "type 'DataNode', list of 'DataNode' or convertible to constant nodes. "
+                   f"Received input `{position}` of type '{type(value).__name__}'. (A constant "
+                   "is a number, a list of numbers, a NumPy array, a PyTorch tensor or a "
+                   "types.Constant.)")
+        try:
+            array = constant_array(value)
+        except OverflowError as exc:
+            raise TypeError(refusal) from exc
         if array is None:
-            raise TypeError(
-                f"input {position} of {self.schema.display_name} must be a DataNode (an "
-                f"output of another operator) or a constant (a number, a list of numbers or a "
-                f"NumPy array); got {type(value).__name__}")
+            raise TypeError(refusal)
         return constant_node(array)
 
     def _device(self, device: str | None, nodes: list[DataNode]) -> str:
