@@ -226,7 +226,7 @@ def test_cpu_only_pipeline_refuses_gpu_operators() -> None:
         with pipe:
             pipe.set_outputs(factory())
         # DALI's class and opening words, when the pipeline is built.
-        with pytest.raises(RuntimeError, match="^The pipeline requires a CUDA-capable GPU but"
+        with pytest.raises(RuntimeError, match=r"^The pipeline requires a CUDA-capable GPU but"
                            ) as info:
             pipe.build()
         assert "device_id=None" in str(info.value)

@@ -44,6 +44,8 @@ THREADED_MIN_BYTES = 1 << 20
 def _scalar(value: Any) -> tuple[arithmetic_types.ScalarConstant, np.generic] | None:
     """A scalar constant operand's type (for the type rules) and the value DALI computes with,
     or None if `value` is not a scalar (a DataNode, or a tensor constant)."""
+    if "torch.Tensor" in str(type(value)) and value.ndim == 0:  # as DALI: a typed scalar
+        value = ScalarConstant(value.detach().cpu().numpy())
     if isinstance(value, ScalarConstant):  # types.Constant(3, dtype=types.UINT8)
         dtype = value.numpy_dtype
         return (arithmetic_types.ScalarConstant(dtype),

@@ -38,6 +38,8 @@ def constant_array(value: Any) -> np.ndarray | None:
     """The sample DALI's Constant makes of `value`, or None if it is not a constant."""
     if isinstance(value, bool):
         return np.array(value, np.bool_)
+    if isinstance(value, np.bool_):  # DALI takes NumPy's int and float scalars, not its bool
+        return None
     if isinstance(value, int):
         return np.array(value, np.int32)
     if isinstance(value, float):
