@@ -8,11 +8,12 @@ folders `workers/` and `shm/`).
 
 from __future__ import annotations
 
-from dali_lite import backend, fn, math, ops, pipeline, tensors, types
+from dali_lite import backend, data_node, fn, math, ops, pipeline, tensors, types
 from dali_lite._src.operators.subscripts import newaxis
 from dali_lite.pipeline import OperatorConcurrency, Pipeline, StreamPolicy, pipeline_def
 
 __version__ = "0.1.0"
 
-__all__ = ["OperatorConcurrency", "Pipeline", "StreamPolicy", "__version__", "backend", "fn",
-           "math", "newaxis", "ops", "pipeline", "pipeline_def", "tensors", "types"]
+__all__ = ["OperatorConcurrency", "Pipeline", "StreamPolicy", "__version__", "backend",
+           "data_node", "fn", "math", "newaxis", "ops", "pipeline", "pipeline_def", "tensors",
+           "types"]

@@ -1,11 +1,13 @@
-"""`dali_lite.pipeline`, as `nvidia.dali.pipeline`: `Pipeline`, `pipeline_def`, and
+"""`dali_lite.pipeline`, as `nvidia.dali.pipeline`: `Pipeline`, `pipeline_def`, `DataNode`
+(which DALI's pipeline module re-exports, and programs import from there), and
 `OperatorConcurrency` and `StreamPolicy` (the values of `concurrency` and `stream_policy`). A
-public face: the implementation lives in `dali_lite._src.pipeline`."""
+public face: the implementation lives in `dali_lite._src`."""
 
 from __future__ import annotations
 
+from dali_lite._src.graph.nodes import DataNode
 from dali_lite._src.pipeline.decorators import pipeline_def
 from dali_lite._src.pipeline.executor_flags import OperatorConcurrency, StreamPolicy
 from dali_lite._src.pipeline.pipeline import Pipeline
 
-__all__ = ["OperatorConcurrency", "Pipeline", "StreamPolicy", "pipeline_def"]
+__all__ = ["DataNode", "OperatorConcurrency", "Pipeline", "StreamPolicy", "pipeline_def"]

@@ -351,8 +351,9 @@ def test_no_private_name_crosses_a_module() -> None:
 
 #: The modules at NVIDIA DALI's import paths: they re-export and hold no logic.
 FACES = ("dali_lite/__init__.py", "dali_lite/pipeline.py", "dali_lite/fn.py", "dali_lite/ops.py",
-         "dali_lite/types.py", "dali_lite/backend.py", "dali_lite/tensors.py",
-         "dali_lite/python_function_plugin.py", "dali_lite/plugin/__init__.py",
+         "dali_lite/data_node.py", "dali_lite/types.py", "dali_lite/backend.py",
+         "dali_lite/tensors.py", "dali_lite/python_function_plugin.py",
+         "dali_lite/plugin/__init__.py",
          "dali_lite/plugin/numba/__init__.py", "dali_lite/plugin/numba/fn/__init__.py",
          "dali_lite/plugin/numba/fn/experimental.py", "dali_lite/plugin/numba/experimental.py",
          "dali_lite/plugin/jax/__init__.py", "dali_lite/plugin/jax/fn/__init__.py",

@@ -39,11 +39,6 @@ SECTION = "## DALI's names dali_lite does not have"
 DALI_MISSING = ("NVIDIA DALI is not installed: pip install -e '.[compat]' (the surface test "
                 "compares dali_lite's public names with it)")
 
-# Names another change adds (DataNode where DALI has it, and its methods). Tolerated while
-# missing; once dali_lite has one, the test asks for it to leave this set.
-PENDING = ("data_node", "data_node.*", "pipeline.DataNode")
-
-
 def _dali_available() -> bool:
     try:
         return importlib.util.find_spec("nvidia.dali") is not None
@@ -115,8 +110,7 @@ def test_every_dali_name_is_in_dali_lite_or_out_of_scope(
         dali_surface: dict[str, tuple[str, bool, str | None]]) -> None:
     patterns = [p for row, _ in out_of_scope_table() for p in row]
     missing = sorted(path for path, (_, present, _) in dali_surface.items()
-                     if not present and not _listed(path, patterns)
-                     and not _listed(path, list(PENDING)))
+                     if not present and not _listed(path, patterns))
     assert not missing, (
         f"{len(missing)} public names of DALI are not in dali_lite, nor listed in "
         f"docs/compat.md ({SECTION[3:]!r}): add them, or list them there with the reason:\n"
@@ -137,13 +131,6 @@ def test_the_table_lists_only_what_dali_has_and_dali_lite_lacks(
             if present:
                 stale.append(f"{pattern}: dali_lite has {present[:5]}")
     assert not stale, "docs/compat.md lists names it should not:\n" + "\n".join(stale)
-
-
-def test_pending_names_leave_the_set_once_added(
-        dali_surface: dict[str, tuple[str, bool, str | None]]) -> None:
-    done = [pattern for pattern in PENDING
-            if all(present for p, (_, present, _) in dali_surface.items() if covers(pattern, p))]
-    assert not done, f"dali_lite now has every name of {done}: remove them from PENDING"
 
 
 def test_what_dali_lite_has_holds_dalis_values(

@@ -6,7 +6,9 @@ library's `fn` and `types` and the external_source nodes that feed it the batche
 an `Outcome`: the output batches as (samples, dtype name, layout), or the error raised while
 defining, building or running. `assert_same(dali, lite)` compares them as a user would: values
 (exactly, or within `rtol` for floats), dtypes, layouts, and for errors the class (dali_lite's
-may derive from more classes) and, with `words`, the phrases DALI's message must share.
+may derive from more classes), the stage that raised it (defining the graph, `build()` or
+`run()`: a program catches it around one of them) and, with `words`, the phrases DALI's
+message must share.
 
 NVIDIA DALI is a reference here, imported only by the tests; a test that needs it takes the
 `require_dali` fixture (skips without it, fails in CI).
@@ -49,6 +51,8 @@ class Outcome:
 
     outputs: list[tuple[list[np.ndarray], str, str]] | None = None
     error: BaseException | None = None
+    #: Where the error was raised: "define", "build" or "run".
+    stage: str | None = None
 
     def describe(self) -> str:
         if self.error is not None:
@@ -76,6 +80,7 @@ def run_graph(library: str, graph: Callable[..., Any], feeds: Sequence[Sequence[
     root, fn, types = _library(library)
     if batch_size is None:
         batch_size = len(feeds[0]) if feeds else 2
+    stage = "define"
     try:
         pipe = root.Pipeline(batch_size=batch_size, num_threads=2, device_id=None, seed=1234,
                              prefetch_queue_depth=1)
@@ -87,7 +92,9 @@ def run_graph(library: str, graph: Callable[..., Any], feeds: Sequence[Sequence[
             if not isinstance(outputs, (list, tuple)):
                 outputs = [outputs]
             pipe.set_outputs(*outputs)
+        stage = "build"
         pipe.build()
+        stage = "run"
         for _ in range(iterations):
             batches = pipe.run()
         result = []
@@ -97,7 +104,7 @@ def run_graph(library: str, graph: Callable[..., Any], feeds: Sequence[Sequence[
             result.append((samples, dtype, batch.layout()))
         return Outcome(outputs=result)
     except Exception as exc:  # the outcome is what is compared
-        return Outcome(error=exc)
+        return Outcome(error=exc, stage=stage)
 
 
 def run_both(graph: Callable[..., Any], feeds: Sequence[Sequence[np.ndarray]],
@@ -115,6 +122,9 @@ def assert_same(dali: Outcome, lite: Outcome, rtol: float = 0.0, atol: float = 0
         assert isinstance(lite.error, type(dali.error)), (
             f"DALI raised {type(dali.error).__name__}: {dali.error}\n"
             f"dali_lite raised {type(lite.error).__name__}: {lite.error}")
+        assert lite.stage == dali.stage, (
+            f"DALI raised {type(dali.error).__name__} at {dali.stage}: {dali.error}\n"
+            f"dali_lite raised {type(lite.error).__name__} at {lite.stage}: {lite.error}")
         for word in words:
             assert word in str(dali.error), f"{word!r} not in DALI's message: {dali.error}"
             assert word in str(lite.error), f"{word!r} not in dali_lite's message: {lite.error}"

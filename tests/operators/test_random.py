@@ -305,9 +305,9 @@ def test_integer_ranges_beyond_the_type_saturate() -> None:
 
 
 def test_a_gpu_operator_in_a_cpu_pipeline_is_refused_at_build() -> None:
-    """DALI's RuntimeError says CUDA is missing; dali_lite names the operator and the fix, as
-    its other GPU operators do."""
-    with pytest.raises(ValueError, match=r"fn\.random\.uniform \(device='gpu'\).*device_id"):
+    """DALI's RuntimeError says CUDA is missing; dali_lite's names the operator and the fix
+    too, as its other GPU operators do."""
+    with pytest.raises(RuntimeError, match=r"fn\.random\.uniform \(device='gpu'\).*device_id"):
         lite_runs(lambda: fn.random.uniform(device="gpu"))
 
 

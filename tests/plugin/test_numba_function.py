@@ -396,7 +396,7 @@ def test_gpu_operator_in_cpu_only_pipeline() -> None:
         out = numba_function(DataNode("x", "gpu", x.source), run_fn=add_one, blocks=[1, 1, 1],
                              threads_per_block=[1, 1, 1], **FLOAT_ARGS)
         pipe.set_outputs(out)
-    with closing(pipe), pytest.raises(ValueError, match="CPU-only pipeline"):
+    with closing(pipe), pytest.raises(RuntimeError, match="requires a CUDA-capable GPU"):
         pipe.build()
 
 

@@ -103,11 +103,25 @@ def staging_slots(prefetch_queue_depth: int | dict[str, int], exec_pipelined: bo
     return gpu_queue_depth(prefetch_queue_depth, exec_pipelined) + 1
 
 
-def require_device(pipeline: PipelineView, what: str) -> None:
-    """Refuse GPU operators in a CPU-only pipeline (device_id=None); no CUDA is touched."""
-    if pipeline.device_id is None:
-        raise ValueError(
-            f"{what} runs on the GPU, but the pipeline was created with device_id=None (a "
-            "CPU-only pipeline); pass device_id=0 (or another GPU) to the pipeline"
-        )
+def _cuda_driver_installed() -> bool:
+    """Whether the CUDA driver library loads (loading it initialises nothing)."""
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
 
+
+def require_device(pipeline: PipelineView, what: str) -> None:
+    """Refuse GPU operators in a CPU-only pipeline (device_id=None) when it is built, as DALI:
+    a RuntimeError opening with DALI's words; no CUDA is initialised."""
+    if pipeline.device_id is None:
+        if not _cuda_driver_installed():  # DALI's sentence for a machine without a driver
+            raise RuntimeError(
+                "The pipeline requires a CUDA-capable GPU but the CUDA driver is not installed "
+                f"or its version is insufficient. ({what} runs on the GPU; the pipeline was "
+                "created with device_id=None, a CPU-only pipeline)")
+        raise RuntimeError(
+            "The pipeline requires a CUDA-capable GPU but it was created with device_id=None "
+            f"(a CPU-only pipeline): {what} runs on the GPU; pass device_id=0 (or another GPU) "
+            "to the pipeline")

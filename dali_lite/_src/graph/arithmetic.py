@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 __all__ = ["DataNodeOperators", "register_expression_builders"]
 
 #: Builds the node of an arithmetic expression: (DALI's operation name, operands) -> DataNode.
@@ -43,6 +45,13 @@ def _expression(name: str, *operands: object) -> Any:
     return _builder("expression")(name, *operands)
 
 
+def _reflected(other: object) -> object:
+    """The left operand of a reflected operator (`np.int64(2) * node`) as DALI sees it:
+    NumPy computes such an expression elementwise over Python objects, so DALI's DataNode
+    meets a NumPy scalar as its Python value (`int`, `float`, `bool`)."""
+    return other.item() if isinstance(other, np.generic) else other
+
+
 class DataNodeOperators:
     """The operators DALI overloads on its DataNode; see the module docstring."""
 
@@ -57,73 +66,73 @@ class DataNodeOperators:
         return _expression("add", self, other)
 
     def __radd__(self, other: object) -> Any:
-        return _expression("add", other, self)
+        return _expression("add", _reflected(other), self)
 
     def __sub__(self, other: object) -> Any:
         return _expression("sub", self, other)
 
     def __rsub__(self, other: object) -> Any:
-        return _expression("sub", other, self)
+        return _expression("sub", _reflected(other), self)
 
     def __mul__(self, other: object) -> Any:
         return _expression("mul", self, other)
 
     def __rmul__(self, other: object) -> Any:
-        return _expression("mul", other, self)
+        return _expression("mul", _reflected(other), self)
 
     def __pow__(self, other: object) -> Any:
         return _expression("pow", self, other)
 
     def __rpow__(self, other: object) -> Any:
-        return _expression("pow", other, self)
+        return _expression("pow", _reflected(other), self)
 
     def __truediv__(self, other: object) -> Any:
         return _expression("fdiv", self, other)
 
     def __rtruediv__(self, other: object) -> Any:
-        return _expression("fdiv", other, self)
+        return _expression("fdiv", _reflected(other), self)
 
     def __floordiv__(self, other: object) -> Any:
         return _expression("div", self, other)
 
     def __rfloordiv__(self, other: object) -> Any:
-        return _expression("div", other, self)
+        return _expression("div", _reflected(other), self)
 
     def __mod__(self, other: object) -> Any:
         return _expression("mod", self, other)
 
     def __rmod__(self, other: object) -> Any:
-        return _expression("mod", other, self)
+        return _expression("mod", _reflected(other), self)
 
     def __and__(self, other: object) -> Any:
         return _expression("bitand", self, other)
 
     def __rand__(self, other: object) -> Any:
-        return _expression("bitand", other, self)
+        return _expression("bitand", _reflected(other), self)
 
     def __or__(self, other: object) -> Any:
         return _expression("bitor", self, other)
 
     def __ror__(self, other: object) -> Any:
-        return _expression("bitor", other, self)
+        return _expression("bitor", _reflected(other), self)
 
     def __xor__(self, other: object) -> Any:
         return _expression("bitxor", self, other)
 
     def __rxor__(self, other: object) -> Any:
-        return _expression("bitxor", other, self)
+        return _expression("bitxor", _reflected(other), self)
 
     def __lshift__(self, other: object) -> Any:
         return _expression("lshift", self, other)
 
     def __rlshift__(self, other: object) -> Any:
-        return _expression("lshift", other, self)
+        return _expression("lshift", _reflected(other), self)
 
     def __rshift__(self, other: object) -> Any:
         return _expression("rshift", self, other)
 
     def __rrshift__(self, other: object) -> Any:
-        return _expression("rshift", other, self)
+        return _expression("rshift", _reflected(other), self)
 
     # Comparisons: DALI's give a DataNode of booleans, so `==` is no identity test either.
     def __eq__(self, other: object) -> Any:
@@ -160,6 +169,6 @@ class DataNodeOperators:
         return _builder("subscript")(self, key)
 
     def __iter__(self) -> Any:
-        # As DALI: without this, __getitem__ would make a DataNode look iterable.
-        # DALI's words, naming the class without its module (ours is an internal one).
-        raise TypeError(f"The objects of type `{type(self).__name__}` are not iterable.")
+        # As DALI: without this, __getitem__ would make a DataNode iterable. DALI's error,
+        # arguments and all (its message is their tuple, naming the class with its module).
+        raise TypeError("The objects of type `", type(self), "` are not iterable.")

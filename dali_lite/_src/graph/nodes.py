@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from dali_lite._src.graph.arithmetic import DataNodeOperators
+from dali_lite._src.graph.not_iterable import mark_not_iterable
 from dali_lite._src.graph.scope import PipelineScope
 
 if TYPE_CHECKING:  # annotations only: the pipeline stands above the graph
@@ -46,6 +47,36 @@ def _transfer(device: str) -> Callable[[DataNode], DataNode]:
             "loads the transfer operators) before defining a graph") from None
 
 
+#: The operators `DataNode.shape()` ("shape": node, dtype, device) and `.property()`
+#: ("property": node, key, device) build, registered by the operator room as the transfers are.
+_METADATA: dict[str, Callable[..., DataNode]] = {}
+
+
+def register_metadata(kind: str, build: Callable[..., DataNode]) -> None:
+    """Make `DataNode.shape()` (kind "shape") or `.property()` (kind "property") call `build`."""
+    _METADATA[kind] = build
+
+
+def _metadata(kind: str) -> Callable[..., DataNode]:
+    try:
+        return _METADATA[kind]
+    except KeyError:
+        raise RuntimeError(
+            f"no {kind} operator is registered: import dali_lite.fn (which loads the "
+            "operators) before defining a graph") from None
+
+
+#: DALI's words when a DataNode is truth-tested, to the letter (DALI's own tests match all
+#: of it, the decorator's name included).
+_BOOL_MESSAGE = (
+    '"DataNode" was used in conditional context - it might have been used in truth evaluation '
+    "for `if` statement, logical expression or cast to a boolean. To use conditional execution "
+    "via `if` statements you need to specify `enable_conditionals=True` in "
+    "`@nvidia.dali.pipeline_def` decorator. You can read more about conditional execution in "
+    "specific section of the Pipeline documentation. Bool conversion can be achieved with the "
+    "`cast` operator.")
+
+
 def _never_cancelled() -> bool:
     return False
 
@@ -68,16 +99,27 @@ class DataNode(DataNodeOperators):
     """One output of an operator: what `fn.*` functions take and return while a graph is defined.
 
     DataNodes are symbolic: they hold no data. `device` is "cpu" or "gpu". Python's operators
-    on them (`node / 255`) are `graph.arithmetic`'s.
+    on them (`node / 255`) are `graph.arithmetic`'s. As DALI's, the constructor takes a bare
+    name (`DataNode("x")`: a CPU node of no operator) and optional `ndim`, `dtype` and
+    `layout` a program may know; and a DataNode is no `collections.abc` instance (not
+    Iterable: see `graph.not_iterable`).
     """
 
-    __slots__ = ("device", "index", "name", "source")
+    __slots__ = ("device", "dtype", "index", "layout", "name", "ndim", "source")
+    # Where programs import it from (and where reprs, errors and pickles name it), as DALI's
+    # is `nvidia.dali.pipeline.DataNode`.
+    __module__ = "dali_lite.pipeline"
 
-    def __init__(self, name: str, device: str, source: Operator | None, index: int = 0) -> None:
+    def __init__(self, name: str, device: str = "cpu", source: Operator | None = None,
+                 index: int = 0, ndim: int | None = None, dtype: Any = None,
+                 layout: str | None = None) -> None:
         self.name = name
         self.device = device
         self.source = source
         self.index = index
+        self.ndim = ndim
+        self.dtype = dtype
+        self.layout = layout
 
     def gpu(self) -> DataNode:
         """This batch copied to the GPU of the pipeline (see `dali_lite._src.gpu.transfer`)."""
@@ -89,31 +131,48 @@ class DataNode(DataNodeOperators):
             return self
         return _transfer("cpu")(self)
 
+    def shape(self, *, dtype: Any = None, device: str = "cpu") -> DataNode:
+        """Each sample's shape, as a 1-D tensor per sample (INT64 unless `dtype`), on
+        `device`: a new DataNode, as DALI's `DataNode.shape()` (what `fn.shapes` was)."""
+        return _metadata("shape")(self, dtype, device)
+
+    def property(self, key: str, *, device: str = "cpu") -> DataNode:
+        """A metadata item of each sample ("layout" or "source_info") as a uint8 tensor of
+        the string's bytes, as `fn.get_property` gives it."""
+        return _metadata("property")(self, key, device)
+
+    def source_info(self, *, device: str = "cpu") -> DataNode:
+        """The "source_info" property (`self.property("source_info")`)."""
+        return self.property("source_info", device=device)
+
     def __repr__(self) -> str:
         # DALI's text, byte for byte but the package name (programs print DataNodes while
         # they debug a graph); the source is shown as DALI shows its operator instance.
         source = ("None" if self.source is None
                   else f"<dali_lite.ops._OperatorInstance object at 0x{id(self.source):x}>")
-        return (f'DataNode(name="{self.name}", device="{self.device}", source="{source}", '
-                f'index="{self.index}")')
+        text = (f'DataNode(name="{self.name}", device="{self.device}", source="{source}", '
+                f'index="{self.index}"')
+        if self.ndim is not None:
+            text += f", ndim={self.ndim}"
+        if self.dtype is not None:
+            text += f", dtype={self.dtype}"
+        if self.layout is not None:
+            text += f", layout={self.layout!r}"
+        return text + ")"
 
     def __bool__(self) -> bool:
         # DALI refuses truth-testing a symbolic node; a silent True would hide user bugs.
-        # DALI's words first (its class and essential words are what programs may match).
-        message = (
-            '"DataNode" was used in conditional context - it might have been used in truth '
-            "evaluation for `if` statement, logical expression or cast to a boolean. "
-            f"DataNode {self.name!r} stands for a batch that exists only when the pipeline runs"
-        )
         current = PipelineScope.current()
         if current is not None and current._conditionals_enabled:
-            message += ("; dali_lite does not support conditional execution "
-                        "(enable_conditionals=True): branch in an fn.python_function instead")
-        else:
-            message += ("; to use conditional execution via `if` statements DALI needs "
-                        "`enable_conditionals=True` in `@pipeline_def`, which dali_lite does "
-                        "not support")
-        raise TypeError(message)
+            # DALI would branch here; dali_lite cannot, and says so after DALI's words.
+            raise TypeError(_BOOL_MESSAGE + " (dali_lite does not support conditional "
+                            "execution (enable_conditionals=True): branch in an "
+                            "fn.python_function instead)")
+        raise TypeError(_BOOL_MESSAGE)
+
+
+# As DALI: a DataNode answers False to `isinstance(node, collections.abc.Iterable)`.
+mark_not_iterable(DataNode)
 
 
 class Operator:

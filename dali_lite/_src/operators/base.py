@@ -24,7 +24,7 @@ from dali_lite._src.operators.schema import OperatorSchema
 from dali_lite._src.options import resolved_num_threads
 from dali_lite._src.sources.constant import constant_array, constant_node
 
-__all__ = ["ArgumentValues", "BuiltinOperator"]
+__all__ = ["ArgumentValues", "BuiltinOperator", "at_run"]
 
 
 class ArgumentValues:
@@ -55,6 +55,13 @@ class ArgumentValues:
         return [self._constants[name]] * self.batch_size
 
 
+def at_run(exc: RuntimeError) -> RuntimeError:
+    """Mark an argument error that DALI's operator raises when it first runs, not at build
+    (`raise at_run(RuntimeValueError(...))` in `check_arguments`)."""
+    exc.dali_stage = "run"  # type: ignore[attr-defined]
+    return exc
+
+
 class BuiltinOperator(Operator):
     """A built-in operator: `schema` describes it, `compute` implements it."""
 
@@ -74,8 +81,19 @@ class BuiltinOperator(Operator):
         schema = self.schema
         schema.check_input_count(len(inputs))
         nodes = [self._input_node(value, position) for position, value in enumerate(inputs)]
-        bound = schema.bind(arguments)
+        # DALI checks an operator's arguments together when its C++ operator is made, at
+        # build, and some only when it first runs (a RuntimeError either way); only its
+        # Python layer refuses while the graph is defined (names, types: TypeError, KeyError,
+        # ValueError). A program catching the error around build() or run() must still catch
+        # it there, and a graph never built must not raise it: such errors wait (`_defer`).
+        self.argument_error: RuntimeError | None = None
+        self.argument_error_stage = "build"
         device = self._device(device, nodes)
+        try:
+            bound = schema.bind(arguments)
+        except RuntimeError as exc:  # a required argument missing
+            self._defer(exc, "build")
+            bound = {}
         constants: dict[str, Any] = {}
         argument_nodes: list[DataNode] = []
         self.argument_inputs: dict[str, int] = {}
@@ -99,15 +117,40 @@ class BuiltinOperator(Operator):
                 self.argument_inputs[key] = len(nodes) + len(argument_nodes)
                 argument_nodes.append(value)
             else:
-                constants[key] = (None if value is None
-                                  else argument.convert(value, self._what(key)))
+                try:
+                    constants[key] = (None if value is None
+                                      else argument.convert(value, self._what(key)))
+                except RuntimeError as exc:
+                    self._defer(exc)
         self.constant_arguments = constants
         self.input_count = len(nodes)
         self.seed = -1 if seed is None else seed
         self.bytes_per_sample_hint = bytes_per_sample_hint
-        self.check_arguments(constants)
-        super().__init__([*nodes, *argument_nodes], self.count_outputs(constants), device,
+        if self.argument_error is None:
+            try:
+                self.check_arguments(constants)
+            except RuntimeError as exc:
+                self._defer(exc)
+        try:
+            count = self.count_outputs(constants)
+        except KeyError:  # an argument that failed to convert: the error waits
+            count = 1
+        super().__init__([*nodes, *argument_nodes], count, device,
                          name=name, preserve=preserve)
+
+    #: Whether DALI's operator checks its constant arguments when it first runs (in its setup
+    #: for a batch) rather than when it is built.
+    argument_errors_at_run: ClassVar[bool] = False
+
+    def _defer(self, exc: RuntimeError, stage: str | None = None) -> None:
+        """Keep the first argument error for the stage DALI raises it at (`stage`, else
+        `at_run(exc)`'s mark or the operator's `argument_errors_at_run`, else build)."""
+        if self.argument_error is not None:
+            return
+        if stage is None:
+            stage = ("run" if self.argument_errors_at_run or getattr(exc, "dali_stage", None)
+                     == "run" else "build")
+        self.argument_error, self.argument_error_stage = exc, stage
 
     # ------------------------------------------------------------ what subclasses provide
     def count_outputs(self, arguments: dict[str, Any]) -> int:
@@ -115,7 +158,9 @@ class BuiltinOperator(Operator):
         return 1
 
     def check_arguments(self, arguments: dict[str, Any]) -> None:
-        """Check the constant arguments together, when the graph is defined."""
+        """Check the constant arguments together. Raised when the graph is defined, but a
+        RuntimeError (DALI's class for the checks of its C++ operators) when it is built (or
+        run: see `at_run`)."""
 
     def compute(self, ctx: IterationContext, inputs: list[InputBatch],
                 arguments: ArgumentValues) -> list[Any]:
@@ -123,9 +168,11 @@ class BuiltinOperator(Operator):
         raise NotImplementedError
 
     def setup(self, pipeline: Any) -> None:
-        super().setup(pipeline)
-        if self.device == "gpu":
+        if self.device == "gpu":  # DALI asks for the GPU before it makes the operators
             require_device(pipeline, f"{self.schema.display_name} (device='gpu')")
+        if self.argument_error is not None and self.argument_error_stage == "build":
+            raise self.argument_error
+        super().setup(pipeline)
         self.num_threads = resolved_num_threads(pipeline.num_threads)
 
     def sample_threads(self) -> SampleThreads | None:
@@ -151,12 +198,19 @@ class BuiltinOperator(Operator):
     def _input_node(self, value: Any, position: int) -> DataNode:
         if isinstance(value, DataNode):
             return value
-        array = constant_array(value)
+        # DALI's words first; then what a constant is (a value out of range, DALI's
+        # OverflowError, is the cause, as in DALI).
+        refusal = (f"when calling operator `{self.schema.display_name}`: expected inputs of "
+                   "type 'DataNode', list of 'DataNode' or convertible to constant nodes. "
+                   f"Received input `{position}` of type '{type(value).__name__}'. (A constant "
+                   "is a number, a list of numbers, a NumPy array, a PyTorch tensor or a "
+                   "types.Constant.)")
+        try:
+            array = constant_array(value)
+        except OverflowError as exc:
+            raise TypeError(refusal) from exc
         if array is None:
-            raise TypeError(
-                f"input {position} of {self.schema.display_name} must be a DataNode (an "
-                f"output of another operator) or a constant (a number, a list of numbers or a "
-                f"NumPy array); got {type(value).__name__}")
+            raise TypeError(refusal)
         return constant_node(array)
 
     def _device(self, device: str | None, nodes: list[DataNode]) -> str:
@@ -165,10 +219,11 @@ class BuiltinOperator(Operator):
             device = "gpu" if any(n.device == "gpu" for n in nodes) else "cpu"
         if device not in ("cpu", "gpu"):
             raise ValueError(f'Unsupported device type: "{device}". Expected "cpu" or "gpu".')
-        if device not in schema.devices:
-            raise RuntimeError(
+        if device not in schema.devices:  # DALI finds no such operator when it builds
+            self._defer(RuntimeError(
                 f"{schema.display_name} has no {device.upper()} implementation (it runs on "
-                f"{' and '.join(schema.devices)})")
+                f"{' and '.join(schema.devices)})"), "build")
+            return device
         for position, node in enumerate(nodes):
             if node.device != device:
                 raise RuntimeError(
@@ -178,6 +233,8 @@ class BuiltinOperator(Operator):
         return device
 
     def run(self, ctx: IterationContext, inputs: list[Any]) -> list[Any]:
+        if self.argument_error is not None:
+            raise self.argument_error
         batches = [InputBatch.of(batch) for batch in inputs[:self.input_count]]
         if batches:
             batch_size = len(batches[0])

@@ -16,7 +16,7 @@ import numpy as np
 from dali_lite._src.errors import RuntimeTypeError, RuntimeValueError
 from dali_lite._src.graph.nodes import IterationContext
 from dali_lite._src.operators.arguments import float_vector, int_vector, layout_string
-from dali_lite._src.operators.base import ArgumentValues, BuiltinOperator
+from dali_lite._src.operators.base import ArgumentValues, BuiltinOperator, at_run
 from dali_lite._src.operators.batches import InputBatch, array_module, output_batch
 from dali_lite._src.operators.conversion import convert, dtype_argument
 from dali_lite._src.operators.schema import Argument, OperatorSchema
@@ -57,10 +57,10 @@ class Constant(BuiltinOperator):
             raise RuntimeValueError("Constant node: either `fdata` or `idata` must be present.")
         shape = arguments.get("shape")
         shape = (values.size,) if shape is None else tuple(int(s) for s in shape)
-        if any(s < 0 for s in shape):
-            raise RuntimeValueError(
+        if any(s < 0 for s in shape):  # DALI finds this when it first runs
+            raise at_run(RuntimeValueError(
                 f"Input size less than zero not supported. (`shape` {list(shape)} has a "
-                "negative extent)")
+                "negative extent)"))
         volume = int(np.prod(shape))
         if values.size != volume and values.size != 1:
             raise RuntimeValueError(

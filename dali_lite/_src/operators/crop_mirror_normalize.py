@@ -32,7 +32,7 @@ from dali_lite._src.operators.arguments import (
     scalar_values,
     shape_list,
 )
-from dali_lite._src.operators.base import ArgumentValues
+from dali_lite._src.operators.base import ArgumentValues, at_run
 from dali_lite._src.operators.batches import ArrayModule, InputBatch, output_batch
 from dali_lite._src.operators.conversion import convert, dtype_argument
 from dali_lite._src.operators.cropping import CROP_ARGUMENTS, CROP_TYPES, CropWindows
@@ -82,13 +82,17 @@ class CropMirrorNormalize(ArgumentChecks):
         self.crop = CropWindows(self.given, arguments)
         self.policy = parse_policy(arguments["out_of_bounds_policy"],
                                    "fn.crop_mirror_normalize", borders=("constant",))
+        # DALI checks the type and the normalization when the operator first runs.
         dtype = arguments["dtype"]
         if dtype not in _OUTPUTS:
-            raise RuntimeTypeError(
+            raise at_run(RuntimeTypeError(
                 f"Not supported output type:{cpp_type_name(dtype)} (`dtype` may be FLOAT, "
-                "FLOAT16, UINT8 or INT8)")
+                "FLOAT16, UINT8 or INT8)"))
         if "mean" in arguments and "std" in arguments:
-            norm_factors(arguments["mean"], arguments["std"], 1.0, 0.0)
+            try:
+                norm_factors(arguments["mean"], arguments["std"], 1.0, 0.0)
+            except RuntimeError as exc:
+                raise at_run(exc) from None
 
     def compute(self, ctx: IterationContext, inputs: list[InputBatch],
                 arguments: ArgumentValues) -> list[Any]:

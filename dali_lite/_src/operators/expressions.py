@@ -29,6 +29,7 @@ from dali_lite._src.graph.nodes import DataNode, IterationContext
 from dali_lite._src.operators import arithmetic_kernels, arithmetic_types
 from dali_lite._src.operators.base import ArgumentValues, BuiltinOperator
 from dali_lite._src.operators.batches import ArrayModule, InputBatch, output_batch
+from dali_lite._src.operators.broadcasting import check_broadcast
 from dali_lite._src.operators.schema import OperatorSchema
 from dali_lite._src.sources.constant import constant_array, constant_node
 from dali_lite._src.types.scalar_constant import ScalarConstant
@@ -43,6 +44,8 @@ THREADED_MIN_BYTES = 1 << 20
 def _scalar(value: Any) -> tuple[arithmetic_types.ScalarConstant, np.generic] | None:
     """A scalar constant operand's type (for the type rules) and the value DALI computes with,
     or None if `value` is not a scalar (a DataNode, or a tensor constant)."""
+    if "torch.Tensor" in str(type(value)) and value.ndim == 0:  # as DALI: a typed scalar
+        value = ScalarConstant(value.detach().cpu().numpy())
     if isinstance(value, ScalarConstant):  # types.Constant(3, dtype=types.UINT8)
         dtype = value.numpy_dtype
         return (arithmetic_types.ScalarConstant(dtype),
@@ -129,6 +132,8 @@ class ArithmeticExpression(BuiltinOperator):
         out_dtype = arithmetic_types.result_type(self.operation, kinds,
                                                  device="gpu" if self.device == "gpu" else "cpu")
         layout = self._layout(inputs)
+        check_broadcast(self._where(), [[tuple(s) for s in inputs[c].shapes()]
+                                        for kind, c in self.plan if kind == "node"])
         ndim = max((b.sample_ndim or 0) for b in inputs)
         if all(b.dense() is not None for b in inputs):
             operands = [self._dense_operand(xp, inputs[c], ndim) if kind == "node" else c[1]

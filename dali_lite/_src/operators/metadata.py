@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from dali_lite._src.graph.nodes import IterationContext
+from dali_lite._src.graph.nodes import DataNode, IterationContext, register_metadata
 from dali_lite._src.operators.base import ArgumentValues, BuiltinOperator
 from dali_lite._src.operators.batches import InputBatch, output_batch
 from dali_lite._src.operators.conversion import dtype_argument
@@ -28,7 +28,7 @@ from dali_lite._src.operators.shape_arguments import (
 )
 from dali_lite._src.types.enums import DALIDataType
 
-__all__ = ["GetProperty", "HiddenShapes", "Shapes"]
+__all__ = ["GetProperty", "HiddenShapes", "NodeShape", "Shapes", "node_property", "node_shape"]
 
 _SHAPE_TYPES = ("int32", "uint32", "int64", "uint64", "float32", "float64")
 _PROPERTIES = ("layout", "source_info")
@@ -93,6 +93,25 @@ class HiddenShapes(Shapes):
     )
 
 
+class NodeShape(Shapes):
+    """What `DataNode.shape()` builds (DALI's `_Shape`): `Shapes` without its deprecation."""
+
+    schema = _ShapesSchema(name="_Shape", fn_name="_shape", module="hidden",
+                           doc=Shapes.schema.doc, arguments=Shapes.schema.arguments)
+
+    def __init__(self, inputs: Any, arguments: dict[str, Any], **common: Any) -> None:
+        BuiltinOperator.__init__(self, inputs, arguments, **common)
+
+
+def _on(node: DataNode, device: str) -> DataNode:
+    return node.gpu() if device == "gpu" else node.cpu()
+
+
+def node_shape(node: DataNode, dtype: Any, device: str) -> DataNode:
+    """`node.shape(dtype=..., device=...)`."""
+    arguments = {} if dtype is None else {"dtype": dtype}
+    return _on(NodeShape([node], arguments).outputs[0], device)
+
 
 class GetProperty(BuiltinOperator):
     schema = OperatorSchema(
@@ -120,3 +139,13 @@ class GetProperty(BuiltinOperator):
 
 
 FAMILY: tuple[type[BuiltinOperator], ...] = (Shapes, HiddenShapes, GetProperty)
+
+
+def node_property(node: DataNode, key: str, device: str) -> DataNode:
+    """`node.property(key, device=...)`."""
+    return _on(GetProperty([node], {"key": key}).outputs[0], device)
+
+
+# DataNode.shape() and .property() build these (graph.nodes.register_metadata).
+register_metadata("shape", node_shape)
+register_metadata("property", node_property)

@@ -68,6 +68,9 @@ def _repeat(values: Any, counts: np.ndarray) -> Any:
 class RandomOperator(BuiltinOperator):
     """A random operator: its seed, its output shapes, and the batch it assembles."""
 
+    # DALI's random operators check their arguments when they first run.
+    argument_errors_at_run: ClassVar[bool] = True
+
     _runtime_attributes: ClassVar[tuple[str, ...]] = (*BuiltinOperator._runtime_attributes,
                                                       "stream_seed")
 
@@ -79,9 +82,9 @@ class RandomOperator(BuiltinOperator):
         has_shape = ("shape" in self.argument_inputs
                      or self.constant_arguments.get("shape") is not None)
         if self.shape_like and has_shape:
-            raise RuntimeValueError(
+            self._defer(RuntimeValueError(
                 'Providing argument "shape" is incompatible with providing a shape-like input '
-                f"({self.schema.display_name}: give one of them)")
+                f"({self.schema.display_name}: give one of them)"))
 
     def _init_runtime(self) -> None:
         super()._init_runtime()

@@ -58,6 +58,19 @@ def _weakly(method: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
+
+def _refuse_shared_names(operators: list[Operator]) -> None:
+    """DALI's refusal, when it builds, of two operators of the graph named alike by the
+    program (`name=`)."""
+    by_name: dict[str, list[Operator]] = {}
+    for op in operators:
+        if op.named_by_user:
+            by_name.setdefault(op.name, []).append(op)
+    shared = {name: ops for name, ops in by_name.items() if len(ops) > 1}
+    if shared:
+        raise RuntimeError("The pipeline is invalid because it contains operators with "
+                           f"non-unique names: {shared}")
+
 class Pipeline(RunProtocol, Persistence):
     """Pipeline class encapsulates all data required to define and run a dali_lite pipeline.
 
@@ -259,6 +272,7 @@ class Pipeline(RunProtocol, Persistence):
         self._check_open()
         self._options.check_buildable()
         self._define()
+        _refuse_shared_names(self._operators)
         for op in self._operators:
             op.setup(self)
         self._resources.operators = list(self._operators)
