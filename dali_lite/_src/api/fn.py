@@ -99,6 +99,12 @@ def external_source(
     pipeline's `py_timeout` for this source's tasks: one that runs longer fails its batch
     with a `TimeoutError` showing the stuck worker's stack, and the worker is replaced.
     """
+    for key, value in (("device", device), ("repeat_last", repeat_last)):
+        if value is None:
+            # DALI hands these two to the operator's spec as given, where None is no value;
+            # its other arguments read None as not given.
+            raise RuntimeError(f"Unsupported argument type with name {key} (external_source "
+                               f"got {key}=None; leave it out for its default)")
     if device not in ("cpu", "gpu"):
         raise ValueError(f"device must be 'cpu' or 'gpu'; got {device!r}")
     _check_extra_arguments(kwargs)
@@ -131,19 +137,28 @@ def _function_op(
     op_class: type[PythonFunction],
     inputs: tuple[DataNode, ...],
     function: Callable[..., Any] | None,
-    batch_processing: bool,
-    num_outputs: int,
+    batch_processing: bool | None,
+    num_outputs: int | None,
     output_layouts: Any,
     device: str | None,
-    synchronize_stream: bool,
-    preserve: bool,
-    seed: int,
+    synchronize_stream: bool | None,
+    preserve: bool | None,
+    seed: int | None,
     bytes_per_sample_hint: Any,
     name: str | None,
 ) -> DataNode | list[DataNode] | None:
     if function is None:
         raise TypeError(f"{op_class.schema_name}: missing 1 required argument: 'function' (the "
                         "Python function to run)")
+    # None stands for "not given", as for every DALI operator argument.
+    if batch_processing is None:
+        batch_processing = op_class is DLTensorPythonFunction
+    num_outputs = 1 if num_outputs is None else num_outputs
+    synchronize_stream = True if synchronize_stream is None else synchronize_stream
+    preserve = bool(preserve)
+    seed = -1 if seed is None else seed
+    if bytes_per_sample_hint is None:
+        bytes_per_sample_hint = (0,)
     if device is None:
         device = "gpu" if any(getattr(i, "device", "cpu") == "gpu" for i in inputs) else "cpu"
     if device not in ("cpu", "gpu"):
