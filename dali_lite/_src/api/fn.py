@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +19,7 @@ from dali_lite._src.functions.python_function import DLTensorPythonFunction, Pyt
 # Registers the operators behind DataNode.gpu() and .cpu() (see graph.nodes.register_transfer).
 from dali_lite._src.gpu import transfer as _transfer  # noqa: F401
 from dali_lite._src.graph.nodes import DataNode, Operator
+from dali_lite._src.operators.arguments import spec_int
 from dali_lite._src.sources.external_source import ExternalSource
 
 __all__ = ["dl_tensor_python_function", "external_source", "python_function"]
@@ -108,6 +110,13 @@ def external_source(
     if device not in ("cpu", "gpu"):
         raise ValueError(f"device must be 'cpu' or 'gpu'; got {device!r}")
     _check_extra_arguments(kwargs)
+    # Numbers as DALI reads them: it counts outputs with range(num_outputs) (a numpy integer
+    # serves, a float is Python's TypeError) and hands ndim to the operator as an int
+    # argument (a numpy scalar or a float is converted).
+    if num_outputs is not None:
+        num_outputs = operator.index(num_outputs)
+    if ndim is not None:
+        ndim = spec_int(ndim)
     arguments = dict(
         cycle=cycle, name=name, layout=layout, dtype=dtype, ndim=ndim, blocking=blocking,
         batch=batch, repeat_last=repeat_last, parallel=parallel, no_copy=no_copy,
