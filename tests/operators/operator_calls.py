@@ -77,6 +77,35 @@ CALLS: dict[str, Call] = {
 }
 CALLS["hidden.constant"] = CALLS["constant"]
 
+#: Values of optional arguments that work with each call (besides its `arguments`), for tests
+#: that give them in different spellings.
+VARIANTS: dict[str, dict[str, Any]] = {
+    "cast": {},
+    "reshape": {"layout": "AB"},
+    "reinterpret": {"layout": "AB"},
+    "squeeze": {},
+    "transpose": {"transpose_layout": False},
+    "stack": {"axis_name": "X"},
+    "cat": {},
+    "shapes": {"dtype": "INT32"},
+    "random.uniform": {"range": [2.0, 3.0], "dtype": "FLOAT64"},
+    "random.normal": {"mean": 2.0, "stddev": 0.5},
+    "random.coin_flip": {"probability": 0.25, "dtype": "UINT8"},
+    "random.choice": {"p": [0.5, 0.25, 0.125, 0.0, 0.125]},
+    "slice": {"axes": [0, 1], "fill_values": [7.0], "out_of_bounds_policy": "pad",
+              "normalized_anchor": False, "normalized_shape": False, "dtype": "FLOAT16"},
+    "crop": {"crop_pos_x": 0.25, "crop_pos_y": 1.0, "fill_values": [2.0],
+             "out_of_bounds_policy": "trim_to_shape", "dtype": "UINT8"},
+    "crop_mirror_normalize": {"mirror": 1, "std": [2.0, 1.0, 0.5], "scale": 2.0,
+                              "shift": 1.0, "pad_output": True, "output_layout": "HWC",
+                              "crop_pos_x": 0.0},
+    "pad": {"axes": [0], "align": [4], "shape": [4], "fill_value": -1.5},
+    "flip": {"horizontal": 0, "vertical": 1},
+    "normalize": {"axes": [0, 1], "stddev": 2.0, "scale": 2.0, "shift": 0.5,
+                  "epsilon": 0.5, "ddof": 1, "batch": True, "dtype": "FLOAT"},
+    "constant": {"layout": "X"},
+}
+
 #: Arguments whose value is a DALI type name (resolved against each library's `types`).
 _TYPE_VALUED = ("dtype",)
 

@@ -13,6 +13,8 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from dali_lite._src.errors import UnknownArgumentError
 from dali_lite._src.functions.python_function import DLTensorPythonFunction, PythonFunction
 
@@ -20,6 +22,7 @@ from dali_lite._src.functions.python_function import DLTensorPythonFunction, Pyt
 from dali_lite._src.gpu import transfer as _transfer  # noqa: F401
 from dali_lite._src.graph.nodes import DataNode, Operator
 from dali_lite._src.operators.arguments import spec_int
+from dali_lite._src.sources.constant import constant_array, constant_node
 from dali_lite._src.sources.external_source import ExternalSource
 
 __all__ = ["dl_tensor_python_function", "external_source", "python_function"]
@@ -142,6 +145,14 @@ def external_source(
     return _outputs(op, num_outputs is None)
 
 
+def _promoted(value: Any) -> Any:
+    if isinstance(value, (np.ndarray, list, tuple)):
+        array = constant_array(value)
+        if array is not None:
+            return constant_node(array)
+    return value
+
+
 def _function_op(
     op_class: type[PythonFunction],
     inputs: tuple[DataNode, ...],
@@ -168,6 +179,8 @@ def _function_op(
     seed = -1 if seed is None else seed
     if bytes_per_sample_hint is None:
         bytes_per_sample_hint = (0,)
+    # A NumPy array or a list given as an input is a Constant node, as DALI promotes it.
+    inputs = tuple(_promoted(value) for value in inputs)
     if device is None:
         device = "gpu" if any(getattr(i, "device", "cpu") == "gpu" for i in inputs) else "cpu"
     if device not in ("cpu", "gpu"):

@@ -6,9 +6,9 @@ DataNode where only a constant is allowed) with DALI's errors, turns constant in
 DALI's `Constant` nodes, and makes DataNode arguments ("argument inputs") extra inputs of the
 node, so that the executor runs their producers first. As in DALI, an array argument of more
 than one element (NumPy, or a torch tensor) is an argument input too: a Constant node (64-bit
-types narrowed to 32), refused where the argument takes only a constant. Each iteration it views its input
-batches as `InputBatch`es and its arguments as `ArgumentValues`, and calls the subclass's
-`compute`.
+types narrowed to 32), refused where the argument takes only a constant. Each iteration it
+views its input batches as `InputBatch`es and its arguments as `ArgumentValues`, and calls
+the subclass's `compute`.
 """
 
 from __future__ import annotations
