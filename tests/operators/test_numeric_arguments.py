@@ -84,6 +84,9 @@ def test_a_numpy_batch_size_is_the_batch_size() -> None:
     with pipe:
         pipe.set_outputs(dali_lite.fn.random.uniform(shape=[1]))
     assert len(pipe.run()[0]) == 3
+    # docs/compat.md#pipeline-numbers-as-ints: converted once, where the arguments come in.
+    assert (pipe.max_batch_size, pipe.num_threads) == (3, 1)
+    assert type(pipe.max_batch_size) is int
 
 
 def test_pipeline_prefetch_queue_depths_as_numpy_in_a_dict() -> None:
