@@ -18,11 +18,15 @@ from spellings import argument_sets, forms
 
 pytestmark = pytest.mark.usefixtures("require_dali")
 
+#: Arguments every operator takes, with values that work for all of them.
+COMMON: dict[str, Any] = {"preserve": True, "bytes_per_sample_hint": [64], "seed": 7}
+
 
 @st.composite
 def programs(draw: st.DrawFn) -> tuple[str, str, dict[str, Any], dict[str, Any]]:
     fn_path = draw(st.sampled_from(sorted(CALLS)))
-    arguments = draw(argument_sets(CALLS[fn_path].arguments, VARIANTS.get(fn_path, {})))
+    optional = {**VARIANTS.get(fn_path, {}), **COMMON}
+    arguments = draw(argument_sets(CALLS[fn_path].arguments, optional))
     form, init, call = draw(forms(arguments))
     return fn_path, form, init, call
 
@@ -62,3 +66,15 @@ def test_arrays_and_lists_given_as_inputs_are_constants() -> None:
     dali, lite = run_both(graph, FEED, layouts=LAYOUTS)
     assert dali.error is None, dali.describe()
     assert_same(dali, lite)
+
+
+@pytest.mark.parametrize("argument", ["seed", "preserve", "bytes_per_sample_hint"])
+def test_an_array_for_an_argument_every_operator_has_is_refused(argument: str) -> None:
+    def graph(fn: Any, types: Any, nodes: list[Any]) -> Any:
+        return fn.random.uniform(nodes[0], **{argument: np.array([5, 6])})
+
+    dali, lite = run_both(graph, FEED, layouts=LAYOUTS)
+    assert dali.error is not None
+    # The random operators read their seed themselves (Python's words, the same TypeError).
+    words = [] if argument == "seed" else ["should not be a 'DataNode'"]
+    assert_same(dali, lite, words=words)

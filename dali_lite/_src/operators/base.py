@@ -81,6 +81,13 @@ class BuiltinOperator(Operator):
                  preserve: bool = False, seed: int | None = None,
                  bytes_per_sample_hint: Any = None) -> None:
         schema = self.schema
+        # An array here is an argument input, which these never take. (A random operator
+        # reads its `seed` itself; DALI ignores the seed of an operator that draws nothing.)
+        for key, value in (("preserve", preserve),
+                           ("bytes_per_sample_hint", bytes_per_sample_hint)):
+            if _is_array_argument(value):
+                raise TypeError(f"The argument `{key}` for operator `{schema.display_name}` "
+                                "should not be a 'DataNode' but a constant.")
         schema.check_input_count(len(inputs))
         nodes = [self._input_node(value, position) for position, value in enumerate(inputs)]
         bound = schema.bind(arguments)
