@@ -153,7 +153,7 @@ class PipelineOptions:
     exec_async: bool
     bytes_per_sample: int
     set_affinity: bool
-    enable_memory_stats: bool
+    enable_memory_stats: Any  # as given: a string is refused by build()
     enable_checkpointing: bool
     checkpoint: Any
     py_num_workers: Any
@@ -197,6 +197,11 @@ class PipelineOptions:
         if method not in _START_METHODS:
             raise ValueError(f"py_start_method must be 'fork', 'spawn' or 'ray'; got {method!r}")
         _check_prefetch_queue_depth(arguments["prefetch_queue_depth"], arguments["exec_async"])
+        for key in ("exec_pipelined", "exec_async", "exec_dynamic"):
+            if isinstance(arguments[key], (str, bytes)):
+                # DALI picks its executor with them at once (pybind11 takes no string as bool).
+                raise TypeError(f"_MakeExecutorType(): incompatible function arguments: {key} "
+                                f"must be a bool; got {arguments[key]!r}")
         for key in _NATIVE_INTS:
             arguments[key] = native_int(arguments[key])
         if type(arguments["prefetch_queue_depth"]) is dict:
@@ -236,6 +241,9 @@ class PipelineOptions:
                 raise TypeError(f"__init__(): incompatible constructor arguments: {key} must be "
                                 f"an int from {low} to {high - 1}; got {type(value).__name__} "
                                 f"{value!r}")
+        if isinstance(self.enable_memory_stats, (str, bytes)):
+            raise TypeError("__init__(): incompatible constructor arguments: "
+                            f"enable_memory_stats must be a bool; got {self.enable_memory_stats!r}")
         for depth in self.queue_sizes:
             if depth < 1:
                 raise ValueError(f"The prefetch queue depth must be greater than 0; got "

@@ -89,6 +89,15 @@ def test_a_numpy_batch_size_is_the_batch_size() -> None:
     assert type(pipe.max_batch_size) is int
 
 
+@pytest.mark.parametrize("argument", ["exec_pipelined", "exec_dynamic", "enable_memory_stats",
+                                      "enable_checkpointing"])
+def test_pipeline_bool_arguments(argument: str) -> None:
+    # A string for enable_checkpointing: DALI refuses it at build, dali_lite at once.
+    strings = ["yes"] if argument != "enable_checkpointing" else []
+    for value in (np.True_, 1, np.int64(1), 1.0, np.array(True), None, *strings):
+        _assert_same({argument: value}, {}, what=f"{argument}={value!r}")
+
+
 def test_pipeline_prefetch_queue_depths_as_numpy_in_a_dict() -> None:
     depth = {"cpu_size": np.int64(2), "gpu_size": np.int32(1)}
     _assert_same({"prefetch_queue_depth": depth, "exec_async": True}, {})
