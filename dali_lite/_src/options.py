@@ -8,6 +8,11 @@ one thread, an empty prefetch queue). `PipelineOptions.from_arguments` does the 
 `PipelineOptions.check_buildable` the second, each with DALI's exception class and words, plus
 the argument's name, what was given and what is expected.
 
+Numbers are taken as DALI's C++ layer takes them (`native_int`): a numpy integer, a bool, a
+0-d array or a numpy float32 scalar serves for an int (truncated), a Python float or a string
+does not; `from_arguments` converts the int arguments once, and `check_buildable` refuses at
+`build()` what could not be converted, as DALI does.
+
 `PipelineView` is what the rooms below the pipeline (operators, the GPU context, the staging
 ring) may read of the pipeline that set them up: DALI's public, read-only `Pipeline` properties,
 declared here so that those rooms never name the `Pipeline` class standing above them.
@@ -15,6 +20,7 @@ declared here so that those rooms never name the `Pipeline` class standing above
 
 from __future__ import annotations
 
+import operator
 import os
 import warnings
 from dataclasses import dataclass
@@ -37,6 +43,30 @@ def check_timeout(value: Any, argument: str) -> float | None:
         raise ValueError(f"{argument} must be a positive number of seconds or None; "
                          f"got {value!r}")
     return value
+
+
+#: The constructor's arguments DALI's C++ pipeline takes as ints (at build), each with the
+#: range of its C++ type.
+_NATIVE_INTS = {"batch_size": (-2**31, 2**31), "num_threads": (-2**31, 2**31),
+                "device_id": (-2**31, 2**31), "seed": (-2**63, 2**63),
+                "bytes_per_sample": (0, 2**64)}
+
+
+def native_int(value: Any) -> Any:
+    """`value` as a Python int where DALI's C++ layer (pybind11) takes it for an int, else
+    `value` unchanged. pybind11 refuses a Python float (np.float64 is one) and anything
+    that is not a number, and takes what has `__index__` (numpy integers, bools, integer 0-d
+    arrays) or converts with `int()` (numpy float32 / float16 scalars, float 0-d arrays)."""
+    if value is None or isinstance(value, (float, str, bytes)):
+        return value
+    try:
+        return operator.index(value)
+    except TypeError:
+        pass
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return value
 
 
 def _is_int(value: Any) -> TypeGuard[int]:
@@ -123,7 +153,7 @@ class PipelineOptions:
     exec_async: bool
     bytes_per_sample: int
     set_affinity: bool
-    enable_memory_stats: bool
+    enable_memory_stats: Any  # as given: a string is refused by build()
     enable_checkpointing: bool
     checkpoint: Any
     py_num_workers: Any
@@ -167,6 +197,16 @@ class PipelineOptions:
         if method not in _START_METHODS:
             raise ValueError(f"py_start_method must be 'fork', 'spawn' or 'ray'; got {method!r}")
         _check_prefetch_queue_depth(arguments["prefetch_queue_depth"], arguments["exec_async"])
+        for key in ("exec_pipelined", "exec_async", "exec_dynamic"):
+            if isinstance(arguments[key], (str, bytes)):
+                # DALI picks its executor with them at once (pybind11 takes no string as bool).
+                raise TypeError(f"_MakeExecutorType(): incompatible function arguments: {key} "
+                                f"must be a bool; got {arguments[key]!r}")
+        for key in _NATIVE_INTS:
+            arguments[key] = native_int(arguments[key])
+        if type(arguments["prefetch_queue_depth"]) is dict:
+            arguments["prefetch_queue_depth"] = {
+                key: native_int(value) for key, value in arguments["prefetch_queue_depth"].items()}
         check_timeout(arguments["py_timeout"], "py_timeout")
         _check_ray_options(arguments["py_ray_options"], method)
         if (arguments["exec_dynamic"] is None and arguments["exec_pipelined"]
@@ -194,6 +234,16 @@ class PipelineOptions:
                                    f"{type(size).__name__} {size!r}")
         if size < 1:
             raise ValueError(f"Invalid batch size: {size}. Please set a positive integer.")
+        for key, (low, high) in _NATIVE_INTS.items():
+            value = getattr(self, key)
+            if value is not None and not (_is_int(value) and low <= value < high):
+                # DALI's C++ constructor refuses it (pybind11's TypeError) at build.
+                raise TypeError(f"__init__(): incompatible constructor arguments: {key} must be "
+                                f"an int from {low} to {high - 1}; got {type(value).__name__} "
+                                f"{value!r}")
+        if isinstance(self.enable_memory_stats, (str, bytes)):
+            raise TypeError("__init__(): incompatible constructor arguments: "
+                            f"enable_memory_stats must be a bool; got {self.enable_memory_stats!r}")
         for depth in self.queue_sizes:
             if depth < 1:
                 raise ValueError(f"The prefetch queue depth must be greater than 0; got "

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import operator
 from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 from dali_lite._src.errors import UnknownArgumentError
 from dali_lite._src.functions.python_function import DLTensorPythonFunction, PythonFunction
@@ -18,6 +21,8 @@ from dali_lite._src.functions.python_function import DLTensorPythonFunction, Pyt
 # Registers the operators behind DataNode.gpu() and .cpu() (see graph.nodes.register_transfer).
 from dali_lite._src.gpu import transfer as _transfer  # noqa: F401
 from dali_lite._src.graph.nodes import DataNode, Operator
+from dali_lite._src.operators.arguments import spec_int
+from dali_lite._src.sources.constant import constant_array, constant_node
 from dali_lite._src.sources.external_source import ExternalSource
 
 __all__ = ["dl_tensor_python_function", "external_source", "python_function"]
@@ -99,9 +104,22 @@ def external_source(
     pipeline's `py_timeout` for this source's tasks: one that runs longer fails its batch
     with a `TimeoutError` showing the stuck worker's stack, and the worker is replaced.
     """
+    for key, value in (("device", device), ("repeat_last", repeat_last)):
+        if value is None:
+            # DALI hands these two to the operator's spec as given, where None is no value;
+            # its other arguments read None as not given.
+            raise RuntimeError(f"Unsupported argument type with name {key} (external_source "
+                               f"got {key}=None; leave it out for its default)")
     if device not in ("cpu", "gpu"):
         raise ValueError(f"device must be 'cpu' or 'gpu'; got {device!r}")
     _check_extra_arguments(kwargs)
+    # Numbers as DALI reads them: it counts outputs with range(num_outputs) (a numpy integer
+    # serves, a float is Python's TypeError) and hands ndim to the operator as an int
+    # argument (a numpy scalar or a float is converted).
+    if num_outputs is not None:
+        num_outputs = operator.index(num_outputs)
+    if ndim is not None:
+        ndim = spec_int(ndim)
     arguments = dict(
         cycle=cycle, name=name, layout=layout, dtype=dtype, ndim=ndim, blocking=blocking,
         batch=batch, repeat_last=repeat_last, parallel=parallel, no_copy=no_copy,
@@ -127,23 +145,42 @@ def external_source(
     return _outputs(op, num_outputs is None)
 
 
+def _promoted(value: Any) -> Any:
+    if isinstance(value, (np.ndarray, list, tuple)):
+        array = constant_array(value)
+        if array is not None:
+            return constant_node(array)
+    return value
+
+
 def _function_op(
     op_class: type[PythonFunction],
     inputs: tuple[DataNode, ...],
     function: Callable[..., Any] | None,
-    batch_processing: bool,
-    num_outputs: int,
+    batch_processing: bool | None,
+    num_outputs: int | None,
     output_layouts: Any,
     device: str | None,
-    synchronize_stream: bool,
-    preserve: bool,
-    seed: int,
+    synchronize_stream: bool | None,
+    preserve: bool | None,
+    seed: int | None,
     bytes_per_sample_hint: Any,
     name: str | None,
 ) -> DataNode | list[DataNode] | None:
     if function is None:
         raise TypeError(f"{op_class.schema_name}: missing 1 required argument: 'function' (the "
                         "Python function to run)")
+    # None stands for "not given", as for every DALI operator argument.
+    if batch_processing is None:
+        batch_processing = op_class is DLTensorPythonFunction
+    num_outputs = 1 if num_outputs is None else num_outputs
+    synchronize_stream = True if synchronize_stream is None else synchronize_stream
+    preserve = bool(preserve)
+    seed = -1 if seed is None else seed
+    if bytes_per_sample_hint is None:
+        bytes_per_sample_hint = (0,)
+    # A NumPy array or a list given as an input is a Constant node, as DALI promotes it.
+    inputs = tuple(_promoted(value) for value in inputs)
     if device is None:
         device = "gpu" if any(getattr(i, "device", "cpu") == "gpu" for i in inputs) else "cpu"
     if device not in ("cpu", "gpu"):

@@ -16,7 +16,7 @@ from typing import Any
 
 from dali_lite._src.graph.nodes import DataNode
 from dali_lite._src.operators.base import BuiltinOperator
-from dali_lite._src.operators.schema import REQUIRED, OperatorSchema
+from dali_lite._src.operators.schema import REQUIRED, OperatorSchema, given_arguments
 
 __all__ = ["make_function", "signature_of"]
 
@@ -49,7 +49,9 @@ def signature_of(schema: OperatorSchema) -> inspect.Signature:
 
 def create(op_class: type[BuiltinOperator], inputs: tuple[Any, ...],
            kwargs: dict[str, Any]) -> DataNode | list[DataNode]:
-    """Create the operator with `inputs` and keyword arguments `kwargs`; its output(s)."""
+    """Create the operator with `inputs` and keyword arguments `kwargs` (one given as None is
+    not given, as in DALI); its output(s)."""
+    kwargs = given_arguments(kwargs)
     common = {key: kwargs.pop(key) for key in
               ("device", "name", "preserve", "seed", "bytes_per_sample_hint") if key in kwargs}
     op = op_class(inputs, kwargs, **common)

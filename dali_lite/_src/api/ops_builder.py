@@ -4,6 +4,11 @@ An instance keeps the arguments given to its constructor; calling it inside a gr
 definition (`define_graph`, `with pipe:`) creates the operator with its inputs and any further
 arguments, as `fn` would, and returns its output(s). An argument given to both raises DALI's
 ValueError. Unknown arguments are refused when the instance is made, as DALI does.
+
+None stands for "not given" in both places, as in DALI: a class made from the operator table
+keeps no argument given as None, and a None given to the call neither counts as given twice
+nor replaces what the constructor was given. `device=None` is the exception: DALI's classes
+take it as a value and refuse it (RuntimeError).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import Any
 
 from dali_lite._src.api.fn_builder import create, signature_of
 from dali_lite._src.operators.base import BuiltinOperator
+from dali_lite._src.operators.schema import given_arguments
 
 __all__ = ["OperatorClass", "make_class", "make_wrapper_class"]
 
@@ -27,9 +33,16 @@ class OperatorClass:
     _check: Callable[[dict[str, Any]], None] = staticmethod(lambda arguments: None)
     _create: Callable[[tuple[Any, ...], dict[str, Any]], Any] = staticmethod(
         lambda inputs, arguments: None)
+    #: The constructor keeps no argument given as None (the operator table's classes; the
+    #: wrapper classes pass None on to their function, which reads it as DALI's class does).
+    _drops_none: bool = False
 
     def __init__(self, **kwargs: Any) -> None:
-        self._init_args = dict(kwargs)
+        if "device" in kwargs and kwargs["device"] is None:
+            # DALI's classes add `device` to the operator's spec as given; None is no value.
+            raise RuntimeError("Unsupported argument type with name device (device=None given "
+                               f"to ops.{type(self).__qualname__}; leave it out for 'cpu')")
+        self._init_args = given_arguments(kwargs) if self._drops_none else dict(kwargs)
         self._check(dict(kwargs))
 
     @property
@@ -41,8 +54,9 @@ class OperatorClass:
         return bool(self._init_args.get("preserve", False))
 
     def __call__(self, *inputs: Any, **kwargs: Any) -> Any:
+        kwargs = given_arguments(kwargs)
         for key in kwargs:
-            if key in self._init_args:
+            if self._init_args.get(key) is not None:
                 raise ValueError(f"The argument `{key}` was already specified in __init__.")
         return type(self)._create(inputs, {**self._init_args, **kwargs})
 
@@ -78,6 +92,7 @@ def make_class(op_class: type[BuiltinOperator]) -> type[OperatorClass]:
         "schema_name": schema.schema_name,
         "_check": staticmethod(schema.check_names),
         "_create": staticmethod(make),
+        "_drops_none": True,
         "__init__": __init__,
         "__doc__": schema.doc,
         "__module__": "dali_lite.ops" + (f".{schema.module}" if schema.module else ""),

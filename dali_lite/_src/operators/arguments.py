@@ -27,13 +27,22 @@ from dali_lite._src.operators.batches import InputBatch
 
 __all__ = ["ArgumentChecks", "cpp_type_name", "float_array", "float_scalar", "float_vector",
            "int_array", "int_scalar", "int_vector", "layout_string", "per_sample_axes",
-           "scalar_values", "shape_list", "text", "vector_values"]
+           "scalar_values", "shape_list", "spec_int", "text", "vector_values"]
 
 
 def cpp_type_name(dtype: Any) -> str:
     """How DALI 2.4's messages name an element type (``float`` for float32, ``double``)."""
     name: str = np.dtype(dtype).name
     return {"float32": "float", "float64": "double"}.get(name, name)
+
+
+def spec_int(value: Any) -> Any:
+    """An int argument as DALI's Python layer converts it: a numpy scalar or 0-d array by its
+    `.item()`, then ``int()`` (``int(1.7)`` is 1, ``int("2")`` is 2, ``int("x")`` Python's
+    ValueError); any other value unchanged, for the caller's check to refuse."""
+    if isinstance(value, (np.generic, np.ndarray)) and value.size == 1:
+        value = value.item()
+    return int(value) if isinstance(value, (int, float, str)) else value
 
 
 def _values(value: Any) -> list[Any]:

@@ -2,11 +2,13 @@
 
 It does what every operator of the table shares: it reads its `OperatorSchema` (class
 attribute `schema`), checks the inputs (count, device) and arguments (unknown, missing, a
-DataNode where only a constant is allowed) with DALI's errors, turns constant inputs (and, as
-DALI does, NumPy arrays given for arguments that take DataNodes) into DALI's `Constant` nodes,
-and makes DataNode arguments ("argument inputs") extra inputs of the node, so that the executor
-runs their producers first. Each iteration it views its input batches as `InputBatch`es and its
-arguments as `ArgumentValues`, and calls the subclass's `compute`.
+DataNode where only a constant is allowed) with DALI's errors, turns constant inputs into
+DALI's `Constant` nodes, and makes DataNode arguments ("argument inputs") extra inputs of the
+node, so that the executor runs their producers first. As in DALI, an array argument of more
+than one element (NumPy, or a torch tensor) is an argument input too: a Constant node (64-bit
+types narrowed to 32), refused where the argument takes only a constant. Each iteration it
+views its input batches as `InputBatch`es and its arguments as `ArgumentValues`, and calls
+the subclass's `compute`.
 """
 
 from __future__ import annotations
@@ -25,6 +27,13 @@ from dali_lite._src.options import resolved_num_threads
 from dali_lite._src.sources.constant import constant_array, constant_node
 
 __all__ = ["ArgumentValues", "BuiltinOperator", "at_run"]
+
+
+def _is_array_argument(value: Any) -> bool:
+    """An argument DALI passes as an argument input though it is no DataNode: a NumPy array
+    (or a torch tensor) whose shape is not a scalar's (``()``, ``(1,)``)."""
+    is_array = isinstance(value, np.ndarray) or "torch.Tensor" in str(type(value))
+    return is_array and tuple(getattr(value, "shape", ())) not in ((), (1,))
 
 
 class ArgumentValues:
@@ -79,6 +88,13 @@ class BuiltinOperator(Operator):
                  preserve: bool = False, seed: int | None = None,
                  bytes_per_sample_hint: Any = None) -> None:
         schema = self.schema
+        # An array here is an argument input, which these never take. (A random operator
+        # reads its `seed` itself; DALI ignores the seed of an operator that draws nothing.)
+        for key, value in (("preserve", preserve),
+                           ("bytes_per_sample_hint", bytes_per_sample_hint)):
+            if _is_array_argument(value):
+                raise TypeError(f"The argument `{key}` for operator `{schema.display_name}` "
+                                "should not be a 'DataNode' but a constant.")
         schema.check_input_count(len(inputs))
         nodes = [self._input_node(value, position) for position, value in enumerate(inputs)]
         # DALI checks an operator's arguments together when its C++ operator is made, at
@@ -99,16 +115,12 @@ class BuiltinOperator(Operator):
         self.argument_inputs: dict[str, int] = {}
         for key, value in bound.items():
             argument = schema.by_name[key]
-            if argument.tensor and isinstance(value, np.ndarray) and value.shape not in ((), (1,)):
-                # DALI makes such an array a Constant node, an argument input: its samples'
-                # shapes and type are then checked as a DataNode's (DALI's words differ).
-                array = constant_array(value)
+            if _is_array_argument(value):
+                self._check_tensor_argument(key)
+                array = constant_array(np.asarray(value))
                 value = value if array is None else constant_node(array)
             if isinstance(value, DataNode):
-                if not argument.tensor:
-                    raise TypeError(
-                        f"The argument `{key}` for operator `{schema.display_name}` should not "
-                        f"be a 'DataNode' but {argument.type_name}.")
+                self._check_tensor_argument(key)
                 if value.device != "cpu":
                     raise ValueError(
                         f"Invalid device \"{value.device}\" for argument '{key}' of operator "
@@ -194,6 +206,14 @@ class BuiltinOperator(Operator):
     # ------------------------------------------------------------------------ machinery
     def _what(self, argument: str) -> str:
         return f"argument `{argument}` of {self.schema.display_name}"
+
+    def _check_tensor_argument(self, key: str) -> None:
+        """DALI's TypeError for a DataNode (or an array) given where only a constant goes."""
+        argument = self.schema.by_name[key]
+        if not argument.tensor:
+            raise TypeError(
+                f"The argument `{key}` for operator `{self.schema.display_name}` should not "
+                f"be a 'DataNode' but {argument.type_name}.")
 
     def _input_node(self, value: Any, position: int) -> DataNode:
         if isinstance(value, DataNode):

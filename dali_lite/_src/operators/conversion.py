@@ -7,8 +7,8 @@ integers saturate; to bool, a float is rounded first (0.25 is False, 0.5 True, N
 nonzero integer is True; float16 overflows to inf, and a value halfway between two float16
 numbers rounds away from zero (NumPy rounds it to even). `convert` does the same over the array
 module, vectorised, for every operator that takes a `dtype` (cast, normalize,
-crop_mirror_normalize, ...). `dtype_argument` reads a `dtype` argument: DALI's
-`types.DALIDataType` (and, as an extension, a NumPy dtype).
+crop_mirror_normalize, ...). `dtype_argument` reads a `dtype` argument as DALI does: a
+`types.DALIDataType` (or its number).
 """
 
 from __future__ import annotations
@@ -17,12 +17,13 @@ from typing import Any
 
 import numpy as np
 
+from dali_lite._src.errors import RuntimeTypeError
 from dali_lite._src.graph.nodes import IterationContext
 from dali_lite._src.operators.base import ArgumentValues, BuiltinOperator
 from dali_lite._src.operators.batches import ArrayModule, InputBatch, output_batch
 from dali_lite._src.operators.sample_threads import SampleThreads
 from dali_lite._src.operators.schema import Argument, OperatorSchema
-from dali_lite._src.types.dtypes import to_dali_type, to_numpy_dtype
+from dali_lite._src.types.dtypes import to_numpy_dtype
 from dali_lite._src.types.enums import DALIDataType
 
 __all__ = ["Cast", "CastLike", "Copy", "convert", "dtype_argument", "to_float16"]
@@ -33,19 +34,27 @@ _NAN_AS = {np.dtype(np.int32): np.iinfo(np.int32).min, np.dtype(np.int64): np.ii
 
 
 def dtype_argument(value: Any, what: str) -> np.dtype[Any]:
-    """A `dtype` argument as a NumPy dtype DALI's tensors can hold."""
-    if isinstance(value, (DALIDataType, int)) and not isinstance(value, bool):
-        try:
-            return to_numpy_dtype(value)
-        except (KeyError, TypeError, ValueError):
-            pass
-    else:
-        try:
-            return to_numpy_dtype(to_dali_type(np.dtype(value)))
-        except (KeyError, TypeError, ValueError):
-            pass
-    raise TypeError(f"{what}: expected a numeric types.DALIDataType (e.g. types.FLOAT, "
-                    f"types.UINT8); got {value!r}")
+    """A `dtype` argument as a NumPy dtype DALI's tensors can hold.
+
+    Read as DALI reads it: ``DALIDataType(int(value.item()))`` for a numpy scalar, else
+    ``DALIDataType(int(value))``, so a types.DALIDataType or its number serves, while a NumPy
+    type or dtype (Python's TypeError) or a type's name (Python's ValueError) is refused.
+    """
+    given = value
+    try:
+        item = getattr(value, "item", None)
+        if item is not None:
+            value = item()  # as DALI: np.float32 (a class) fails here with Python's TypeError
+        code = int(value)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"{exc} ({what}: expected a types.DALIDataType such as types.FLOAT or "
+                        f"types.UINT8; got {given!r})") from exc
+    try:
+        return to_numpy_dtype(DALIDataType(code))
+    except (KeyError, TypeError, ValueError):
+        pass
+    raise RuntimeTypeError(f"{what}: expected a numeric types.DALIDataType (e.g. types.FLOAT, "
+                           f"types.UINT8); got {given!r}")
 
 
 def to_float16(xp: ArrayModule, array: Any) -> Any:

@@ -5,6 +5,10 @@ generated from it (`api/fn_builder.py`, `api/ops_builder.py`), its implementatio
 carries it, and the operator table (`table`) lists them all. Argument checks that depend only
 on the description (unknown names, missing required ones, a DataNode where DALI takes only
 constants) live here, with DALI's words.
+
+A keyword argument given as None is not given at all, as in DALI (its default applies, an
+unknown name with None is no error, a required one is still missing): `given_arguments` is
+where both APIs drop them, before anything else reads the arguments.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Any
 
 from dali_lite._src.errors import UnknownArgumentError
 
-__all__ = ["REQUIRED", "Argument", "OperatorSchema"]
+__all__ = ["REQUIRED", "Argument", "OperatorSchema", "given_arguments"]
 
 
 class _Required:
@@ -32,6 +36,11 @@ REQUIRED: Any = _Required()
 
 def _keep(value: Any, what: str) -> Any:
     return value
+
+
+def given_arguments(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The keyword arguments a caller gave: DALI treats one passed as None as not passed."""
+    return {key: value for key, value in kwargs.items() if value is not None}
 
 
 @dataclass(frozen=True)
@@ -138,8 +147,8 @@ class OperatorSchema:
                 f"Operator {self.display_name} expects {shown} inputs, but received {count}.")
 
     def check_names(self, given: Mapping[str, Any]) -> None:
-        """DALI's KeyError for an argument the operator does not have."""
-        for key in given:
+        """DALI's KeyError for an argument the operator does not have (None: not given)."""
+        for key in given_arguments(given):
             if (key in COMMON_ARGUMENTS or key in HIDDEN_ARGUMENTS or key in self.by_name
                     or key in self.deprecated):
                 continue
@@ -150,7 +159,8 @@ class OperatorSchema:
 
     def bind(self, given: Mapping[str, Any]) -> dict[str, Any]:
         """The operator's own arguments from `given` (common ones excluded), defaults filled
-        in; DALI's errors for an unknown or a missing one."""
+        in; DALI's errors for an unknown or a missing one. None stands for not given."""
+        given = given_arguments(given)
         self.check_names(given)
         bound = {key: value for key, value in given.items() if key in self.by_name}
         for old, new in self.deprecated.items():

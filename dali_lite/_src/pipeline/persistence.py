@@ -24,8 +24,6 @@ import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import numpy as np
-
 from dali_lite._src.execution.checkpoint import (
     Checkpoint,
     CheckpointError,
@@ -55,8 +53,9 @@ class CheckpointState:
     """A pipeline's checkpointing settings and, once built, its tracker."""
 
     def __init__(self, enabled: Any, checkpoint: Any) -> None:
-        # As DALI's: None means False, and ints are taken as truth values.
-        if enabled is not None and not isinstance(enabled, (bool, int, np.bool_, np.integer)):
+        # As DALI's: None means False, and numbers (numpy's too) are taken as truth values;
+        # a string, which DALI refuses at build, is refused here.
+        if isinstance(enabled, (str, bytes)):
             raise TypeError(f"enable_checkpointing must be True or False; got {enabled!r}")
         self.enabled = bool(enabled)
         self.given = checkpoint

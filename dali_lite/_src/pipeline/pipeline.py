@@ -407,7 +407,7 @@ class Pipeline(RunProtocol, Persistence):
     @property
     def enable_memory_stats(self) -> bool:
         """If True, memory usage statistics are gathered."""
-        return self._options.enable_memory_stats
+        return cast("bool", self._options.enable_memory_stats)
 
     @property
     def py_num_workers(self) -> int:
