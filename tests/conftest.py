@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import background
+import extras
 import isolation
 import psutil
 import pytest
@@ -198,7 +199,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def ray_cluster() -> Iterator[str]:
     """A one-node Ray cluster on 127.0.0.1 (2 CPUs) that this process is connected to, shared
     by the session and removed whole at its end (see tests/ray_cluster.py)."""
-    ray = pytest.importorskip("ray")
+    ray = extras.require("ray")
     from ray_cluster import LocalRayCluster
 
     cluster = LocalRayCluster(num_cpus=2)

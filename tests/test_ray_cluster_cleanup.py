@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import extras
 import pytest
 from ray_cluster import processes_naming, wait_gone
 
@@ -29,7 +30,7 @@ time.sleep(600)
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 def test_the_cluster_dies_with_the_session(how: signal.Signals) -> None:
-    pytest.importorskip("ray")
+    extras.require("ray")
     session = subprocess.Popen([sys.executable, "-c", _SESSION], stdout=subprocess.PIPE,
                                text=True)
     try:

@@ -37,12 +37,17 @@ def rows(tl: Any) -> list[tuple[int, int]]:
     return [(int(tl.at(i)[0]), int(tl.at(i)[1])) for i in range(len(tl))]
 
 
-@pytest.mark.parametrize(("workers", "batch_size"), [(2, 8), (3, 7), (4, 2), (2, 1)])
+@pytest.mark.parametrize(("workers", "batch_size", "depth", "tasks"),
+                         [(2, 8, 1, 2), (3, 7, 1, 3), (4, 2, 1, 4), (2, 1, 1, 2),
+                          # ceil(3 / 2) = 2 tasks wanted; 3 is the smallest divisor of the 3
+                          # mini-batches that gives them, so every worker gets a slice
+                          (3, 6, 2, 3), (4, 8, 2, 2), (4, 8, 4, 1)])
 def test_a_per_sample_batch_is_split_into_contiguous_slices_over_the_workers(
-    workers: int, batch_size: int
+    workers: int, batch_size: int, depth: int, tasks: int
 ) -> None:
-    pipe = pipeline(lambda: fn.external_source(WhoSample(), parallel=True, batch=False), batch_size,
-                    py_num_workers=workers)
+    pipe = pipeline(lambda: fn.external_source(WhoSample(), parallel=True, batch=False,
+                                               prefetch_queue_depth=depth),
+                    batch_size, py_num_workers=workers)
     try:
         with deadline(30):
             batches = [rows(pipe.run()[0]) for _ in range(3)]
@@ -56,7 +61,7 @@ def test_a_per_sample_batch_is_split_into_contiguous_slices_over_the_workers(
         runs = [pid for pid, _ in itertools.groupby(pids)]
         assert set(pids) <= pool
         assert len(runs) == len(set(runs)), f"the slices are not contiguous: {pids}"
-        assert len(runs) == min(workers, batch_size), f"not spread over the workers: {pids}"
+        assert len(runs) == min(tasks, batch_size), f"not split in {tasks} tasks: {pids}"
 
 
 @pytest.mark.parametrize("start_method", START_METHODS)

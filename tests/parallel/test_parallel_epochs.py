@@ -6,6 +6,7 @@ seen by the callback in the worker, so each test checks exactly which samples a 
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -223,24 +224,50 @@ def test_reset_while_the_executor_thread_is_preempted_restarts_cleanly(
 def test_no_callback_of_the_discarded_epoch_runs_after_reset_returns(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # reset() must wait for, or prevent, the iteration the executor thread already took.
-    preempt_executor(monkeypatch)
+    # The iteration past the end that the executor thread already took when reset() discards
+    # it must not call a source once reset() returned, nor take the new epoch's first batch.
+    # The race is lined up with events: reset() discards only once the executor has taken
+    # that iteration, which then starts only when reset() returned (had it not waited) or
+    # after a second (it waits). That the executor waits for a discarded iteration being
+    # computed is pinned without a pipeline in tests/pipeline/test_reset_discards.py.
+    taken, finished, reset_returned = threading.Event(), threading.Event(), threading.Event()
+    run_ticket, discard_from = Executor._run_ticket, Executor.discard_from
+
+    def held(self: Executor, ticket: Any) -> None:
+        if ticket.iteration != 2:
+            run_ticket(self, ticket)
+            return
+        taken.set()
+        reset_returned.wait(1)  # only the fix makes this wait last the whole second
+        run_ticket(self, ticket)
+        finished.set()
+
+    def discard_once_taken(self: Executor, first: Any) -> None:
+        assert taken.wait(30), "the executor never took the iteration past the end"
+        discard_from(self, first)
+
+    monkeypatch.setattr(Executor, "_run_ticket", held)
+    monkeypatch.setattr(Executor, "discard_from", discard_once_taken)
     log = CallLog()
     pipe = pipeline(lambda: [fn.external_source(log, batch=False),
                              fn.external_source(PerSampleSource(TINY, length=2), parallel=True,
                                                 batch=False)],
-                    2, py_num_workers=1)
+                    2, py_num_workers=1, prefetch_queue_depth=3)
     try:
         with deadline(30):
             pipe.build()
-            for epoch in range(1, 6):
-                pipe.schedule_run()  # iteration 0, and iteration 1 meets the end
-                time.sleep(0.005)  # the executor thread takes iteration 0 meanwhile
-                pipe.reset()
-                pipe.share_outputs()
-                returned = len(log.calls)
-                time.sleep(0.05)
-                late = [call for call in log.calls[returned:] if call[0] < epoch]
-                assert not late, f"the callback ran for epoch {late[0][0]} after reset()"
+            # iteration 0 is the epoch's batch, 1 meets the end, 2 is past it
+            pipe.schedule_run()
+            pipe.reset()
+            calls_at_return = list(log.calls)
+            reset_returned.set()
+            assert finished.wait(30)
+            assert log.calls == calls_at_return, "a source was called after reset() returned"
+            # the old epoch's batch, computed before the end, then the new epoch's first
+            assert meta_rows(pipe.share_outputs()[0]) == expected_meta(2, 0, 0)
+            pipe.release_outputs()
+            pipe.schedule_run()
+            assert meta_rows(pipe.share_outputs()[0]) == expected_meta(2, 0, 1)
+            assert log.calls[len(calls_at_return)] == (1, 0)
     finally:
         pipe.close()

@@ -18,6 +18,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import extras
 import numpy as np
 import psutil
 import pytest
@@ -37,10 +38,10 @@ from parallel_sources import (
 import dali_lite as dali
 from dali_lite import fn
 
-pytest.importorskip("ray")
-from ray_cluster import RAY_ENV, processes_naming, wait_gone
+extras.require("ray")
+from ray_cluster import RAY_ENV, processes_naming, wait_gone  # noqa: E402
 
-from dali_lite_workers.ray_pool import RayPlacementError, RayWorkerLostError
+from dali_lite_workers.ray_pool import RayPlacementError, RayWorkerLostError  # noqa: E402
 
 # Starting the session's Ray cluster (in the first test's setup) takes up to a minute on a
 # loaded 2-core machine; every wait inside is bounded more tightly.

@@ -13,9 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import extras
 import pytest
 
-pytest.importorskip("ray")
+extras.require("ray")
 
 SCRIPT = Path(__file__).resolve().parents[1] / "support" / "ray_two_nodes.py"
 ROOT = Path(__file__).resolve().parents[2]

@@ -26,8 +26,10 @@ pytestmark = pytest.mark.timeout(300)
 
 @pytest.fixture
 def stream_everything(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Every sample streamed, however small (workers fork after this)."""
+    """Every sample streamed, however small (workers fork after this); checked first, so
+    that a test using it cannot pass with nothing streamed."""
     monkeypatch.setattr(dali_lite_shm.writer, "STREAM_MIN_SAMPLE_BYTES", 0)
+    check_small_samples_stream()
     yield
 
 
@@ -143,8 +145,10 @@ class Reused:
         return self.buffer
 
 
-def test_the_fixture_streams_small_samples(stream_everything: None) -> None:
-    """What makes the tests above stream: the lowered size reaches the forked workers."""
+def check_small_samples_stream() -> None:
+    """That the lowered size reaches the forked workers: a callback that overwrites one
+    buffer for every sample gives each sample its own value only if each was streamed (a
+    task's samples held until the task ends would all read the last value)."""
     pipe = pipeline(lambda: fn.external_source(Reused(), parallel=True, batch=False,
                                                prefetch_queue_depth=1),
                     4, py_num_workers=2, py_start_method="fork")

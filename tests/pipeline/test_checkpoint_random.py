@@ -131,3 +131,38 @@ def test_a_version_2_checkpoint_restores_with_the_pipelines_own_seeds() -> None:
     body["sha256"] = _digest(body)
     with closing(random_pipeline(json.dumps(body).encode(), seed=11)) as restored:
         assert step(restored, "run") == expected
+
+
+def epochs_of_draws(pipe: Any, epochs: int, extra_stops: list[int]) -> list[list[Any]]:
+    """Each epoch's draws, run to its StopIteration (asked again `extra_stops[e]` times
+    more) and reset."""
+    seen: list[list[Any]] = []
+    for epoch in range(epochs):
+        draws = []
+        while (batch := step(pipe, "run")) != "StopIteration":
+            draws.append(batch[1:])
+        for _ in range(extra_stops[epoch]):
+            assert step(pipe, "run") == "StopIteration"
+        pipe.reset()
+        seen.append(draws)
+    return seen
+
+
+@settings(max_examples=15, deadline=None)
+@given(depths=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+       extra_stops=st.lists(st.integers(0, 2), min_size=3, max_size=3),
+       kind=st.sampled_from(["sample", "batch"]), seed=st.integers(0, 2**31 - 1))
+def test_each_epoch_draws_anew_what_any_pipeline_draws_in_that_epoch(
+        depths: tuple[int, int], extra_stops: list[int], kind: str, seed: int) -> None:
+    """Without a checkpoint: the draws of an epoch depend on the seed, the epoch and the
+    iteration only (not on the prefetch depth, nor on calls past the end), and reset() starts
+    an epoch of new draws."""
+    first_depth, second_depth = depths
+    with closing(random_pipeline(seed=seed, kind=kind, prefetch_queue_depth=first_depth)) as a:
+        first = epochs_of_draws(a, 3, extra_stops)
+    with closing(random_pipeline(seed=seed, kind=kind,
+                                 prefetch_queue_depth=second_depth)) as b:
+        second = epochs_of_draws(b, 3, [0, 0, 0])
+    assert first == second
+    assert all(len(epoch) == 3 for epoch in first)
+    assert first[0] != first[1] and first[1] != first[2] and first[0] != first[2]

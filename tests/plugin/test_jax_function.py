@@ -7,10 +7,11 @@ from collections.abc import Callable
 from contextlib import closing
 from typing import Any
 
+import extras
 import numpy as np
 import pytest
 
-jax = pytest.importorskip("jax", reason="jax_function needs JAX: pip install jax")
+jax = extras.require("jax", reason="jax_function needs JAX: pip install jax")
 
 #: JAX's backend starts threads: these tests run in a process of their own (isolation.py).
 pytestmark = pytest.mark.isolated

@@ -10,10 +10,11 @@ from __future__ import annotations
 import gc
 from contextlib import ExitStack
 
+import extras
 import numpy as np
 import pytest
 
-jax = pytest.importorskip("jax")
+jax = extras.require("jax")
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402

@@ -11,11 +11,12 @@ from collections.abc import Callable
 from contextlib import closing
 from typing import Any
 
+import extras
 import numpy as np
 import pytest
 from leaks import run_in_session
 
-numba = pytest.importorskip(
+numba = extras.require(
     "numba", reason="numba_function needs Numba: pip install numba")
 
 #: numba.cuda creates a CUDA context on a GPU machine: these tests run in a process of their

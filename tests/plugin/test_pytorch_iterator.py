@@ -16,10 +16,11 @@ import sys
 from contextlib import ExitStack
 from pathlib import Path
 
+import extras
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+torch = extras.require("torch")
 
 from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402

@@ -403,3 +403,37 @@ def test_leased_mapping_names_the_mapping_of_a_leased_view_and_its_end() -> None
     del view
     gc.collect()
     assert reference() is None and gone
+
+
+def test_a_forked_child_counts_only_what_it_grows_itself() -> None:
+    # The budget is per process: a child forked after its parent grew segments holds none of
+    # them, so under a cap that the parent's segments already exceed the child still grows.
+    script = textwrap.dedent(f"""
+        import os
+        from dali_lite_shm import SharedSegment, shm_bytes_in_use
+        parent = SharedSegment.create(8 << 20)
+        os.environ[{SHM_LIMIT_ENV!r}] = str(4 << 20)
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(read)
+            before = shm_bytes_in_use()
+            try:
+                child = SharedSegment.create(1 << 20)
+                child.grow(2 << 20)
+                report = f"{{before}} {{shm_bytes_in_use()}}"
+            except Exception as error:
+                report = f"{{before}} {{type(error).__name__}}: {{error}}"
+            os.write(write, report.encode())
+            os._exit(0)
+        os.close(write)
+        report = os.read(read, 4096).decode()
+        os.waitpid(pid, 0)
+        print(shm_bytes_in_use(), report)
+    """)
+    done = run_in_session([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=True, timeout=60)
+    parent_count, child_before, child_after = done.stdout.split(maxsplit=2)
+    assert int(parent_count) == 8 << 20
+    assert int(child_before) == 0
+    assert child_after.strip() == str(2 << 20), child_after

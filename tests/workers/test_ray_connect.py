@@ -20,11 +20,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import extras
 import psutil
 import pytest
 
-pytest.importorskip("ray")
-from ray_cluster import RAY_ENV, processes_naming, wait_gone
+extras.require("ray")
+from ray_cluster import RAY_ENV, processes_naming, wait_gone  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(300)

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import extras
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -23,10 +24,10 @@ from pool_helpers import arange_sample, collect_all, fail, read_reply, wait_unti
 from dali_lite_shm import SharedSegment
 from dali_lite_workers import TaskDone, TaskFailed, TaskTimeoutError
 
-pytest.importorskip("ray")
-from ray_cluster import wait_gone
+extras.require("ray")
+from ray_cluster import wait_gone  # noqa: E402
 
-from dali_lite_workers.ray_pool import RayPlacementError, RayWorkerLostError, RayWorkerPool
+from dali_lite_workers.ray_pool import RayPlacementError, RayWorkerLostError, RayWorkerPool  # noqa: E402
 
 # Starting the session's Ray cluster (in the first test's setup) takes up to a minute on a
 # loaded 2-core machine; every wait inside is bounded more tightly.
