@@ -10,12 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from dali_lite._src.api.numba_plugin import numba_function
+from dali_lite._src.api.user_code_operator import UserCodeOperator
 from dali_lite._src.graph.nodes import DataNode
 
 __all__ = ["NumbaFunction"]
 
 
-class NumbaFunction:
+class NumbaFunction(UserCodeOperator):
     """Invokes a njit compiled Numba function (see `fn.experimental.numba_function`)."""
 
     #: DALI's schema name of the operator.
@@ -31,15 +32,6 @@ class NumbaFunction:
             batch_processing=batch_processing, blocks=blocks,
             threads_per_block=threads_per_block, **kwargs,
         )
-
-    @property
-    def device(self) -> str:
-        return str(self._arguments["device"])
-
-    @property
-    def preserve(self) -> bool:
-        # As DALI's: an operator running the user's code is never pruned, whatever was given.
-        return True
 
     def __call__(self, *inputs: DataNode, **kwargs: Any) -> DataNode | list[DataNode]:
         return numba_function(*inputs, **{**self._arguments, **kwargs})

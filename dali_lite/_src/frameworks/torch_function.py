@@ -15,6 +15,7 @@ from typing import Any
 import torch.utils.dlpack as torch_dlpack
 
 from dali_lite._src.api import fn as _dali_fn
+from dali_lite._src.api.user_code_operator import UserCodeOperator
 from dali_lite._src.frameworks.torch_required import torch
 
 __all__ = ["TorchPythonFunction", "torch_python_function"]
@@ -89,7 +90,7 @@ def torch_python_function(
         bytes_per_sample_hint=bytes_per_sample_hint, name=name)
 
 
-class TorchPythonFunction:
+class TorchPythonFunction(UserCodeOperator):
     """The operator-object spelling: ``TorchPythonFunction(function=f)(inputs...)``."""
 
     #: DALI's schema name of the operator.
@@ -99,15 +100,6 @@ class TorchPythonFunction:
                  batch_processing: bool = False, **kwargs: Any) -> None:
         self._arguments = dict(kwargs, function=function, num_outputs=num_outputs,
                                device=device, batch_processing=batch_processing)
-
-    @property
-    def device(self) -> str:
-        return str(self._arguments["device"])
-
-    @property
-    def preserve(self) -> bool:
-        # As DALI's: an operator running the user's code is never pruned, whatever was given.
-        return True
 
     def __call__(self, *inputs: Any, **kwargs: Any) -> Any:
         return torch_python_function(*inputs, **{**self._arguments, **kwargs})
