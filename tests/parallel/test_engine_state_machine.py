@@ -315,3 +315,44 @@ EngineMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 TestEngine = EngineMachine.TestCase
 TestEngine = pytest.mark.timeout(900)(TestEngine)
+
+
+#: Runs of the machine that found engine bugs (docs/testing.md, "Search budgets"), kept so
+#: that the suite's small budget replays them every time: the arguments of `start`, then the
+#: rules in order.
+FOUND_RUNS: dict[str, tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]] = {
+    # An iterator that did not end the epoch keeps what it prefetched past it, renumbered for
+    # the next epoch: one too high, and the next epoch's first fetch asked for an iteration
+    # the source believed consumed.
+    "an iterator's batches kept over a reset": (
+        {"specs": [SourceSpec("sample", 0, True, 1), SourceSpec("iterable", 1, True, 1)],
+         "batch_size": 1, "workers": 1, "keep_alive": 1, "seed": 0},
+        [("run_iteration", {"hold": False}), ("reset", {}), ("run_iteration", {"hold": False})]),
+    # The same with a worker dead after the reset: the iterator's next iteration to schedule
+    # one too high made the next fetch ask for one it believed consumed, not see the death.
+    "an iterator's batches kept over a reset, then a worker dies": (
+        {"specs": [SourceSpec("iterable", 1, True, 1), SourceSpec("sample", 0, True, 1)],
+         "batch_size": 1, "workers": 1, "keep_alive": 1, "seed": 0},
+        [("run_iteration", {"hold": False}), ("reset", {}), ("a_worker_dies", {"worker": 0}),
+         ("run_iteration", {"hold": False}), ("a_broken_pool_stays_broken", {})]),
+}
+
+
+def _check_invariants(machine: EngineMachine) -> None:
+    machine.garbage_is_collected()
+    machine.held_outputs_never_change()
+    machine.no_segment_is_given_while_a_task_may_write_it()
+    machine.a_freed_slot_lets_the_waiting_prefetch_go()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name", FOUND_RUNS)
+def test_a_run_that_found_an_engine_bug(name: str) -> None:
+    arguments, steps = FOUND_RUNS[name]
+    machine = EngineMachine()
+    machine.start(**arguments)
+    _check_invariants(machine)
+    for rule_name, rule_arguments in steps:
+        getattr(machine, rule_name)(**rule_arguments)
+        _check_invariants(machine)
+    machine.teardown()
