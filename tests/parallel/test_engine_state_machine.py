@@ -335,6 +335,20 @@ FOUND_RUNS: dict[str, tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]] =
          "batch_size": 1, "workers": 1, "keep_alive": 1, "seed": 0},
         [("run_iteration", {"hold": False}), ("reset", {}), ("a_worker_dies", {"worker": 0}),
          ("run_iteration", {"hold": False}), ("a_broken_pool_stays_broken", {})]),
+    # reset() must abandon the batches a callable prefetched past the end: cleared without
+    # it, their slots stayed given to tasks that were never read (a slot leased with nothing
+    # held, or the engine waiting for a reply no queued task would send).
+    "batches prefetched past the end, then two resets": (
+        {"specs": [SourceSpec("sample", 0, True, 1), SourceSpec("sample", 4, True, 4)],
+         "batch_size": 1, "workers": 1, "keep_alive": 1, "seed": 0},
+        [("run_iteration", {"hold": False}), ("reset", {}), ("run_iteration", {"hold": False}),
+         ("reset", {}), ("run_iteration", {"hold": False})]),
+    "batches prefetched past the end by two sources, then two resets": (
+        {"specs": [SourceSpec("sample", 0, True, 1), SourceSpec("sample", 1, True, 1),
+                   SourceSpec("sample", 3, True, 3)],
+         "batch_size": 1, "workers": 1, "keep_alive": 1, "seed": 0},
+        [("run_iteration", {"hold": False}), ("reset", {}), ("run_iteration", {"hold": False}),
+         ("reset", {}), ("run_iteration", {"hold": False})]),
 }
 
 
