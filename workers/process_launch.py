@@ -4,9 +4,8 @@ This module owns how a worker process comes to be, and how a killed one is clear
 that a fresh one can take its index: the worker's two pipes (tasks and replies; its stack
 dumps), its :class:`~dali_lite_workers.worker.WorkerSetup`, the process itself, and the places in
 :class:`~dali_lite_workers.resources.PoolResources` where the pool finds them; and the gates of a
-staged
-start (:func:`start_gates`, see :mod:`dali_lite_workers.startup`). When to start or replace a worker
-is :mod:`dali_lite_workers.pool`'s decision; shutting the whole pool down is
+staged start (:func:`start_gates`, see :mod:`dali_lite_workers.startup`). When to start or
+replace a worker is :mod:`dali_lite_workers.pool`'s decision; shutting the whole pool down is
 :mod:`dali_lite_workers.resources`'s job.
 """
 
