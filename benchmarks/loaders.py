@@ -17,7 +17,7 @@ Settings, kept equal wherever the loaders have an equivalent knob:
   documentation advises for data already in memory; its default of 16 reader threads and 500
   samples read ahead per worker would hold 1 GB of large samples per worker).
 
-The ``chain`` workload (issue 22) measures operators, not workers: DALI and dali_lite alone,
+The ``chain`` workload measures operators, not workers: DALI and dali_lite alone,
 each with a serial batch source and the same ``num_threads=2``, ``device_id=None`` and
 pipeline ``prefetch_queue_depth=2`` (:class:`_ChainLoader`).
 

@@ -21,7 +21,7 @@ The functions are built so that the loader, not the callback, is what is measure
 * ``varying``: an ``(h, w, 3)`` uint8 view of a prepared buffer with ``h, w`` in [19, 591]
   (1 KiB to 1 MiB), a pseudo-random function of the index;
 * ``start``: the large workload, measuring build() to the first batch and peak memory;
-* ``chain``: DALI's operators after the source rather than the source itself (issue 22): a
+* ``chain``: DALI's operators after the source rather than the source itself: a
   serial batch source handing out 32 prepared 256x256x3 uint8 images (a fresh list per call,
   the arrays reused, so the source costs nothing), then ``fn.cast`` to float, ``* (1 / 255)``
   and ``fn.crop_mirror_normalize`` (224x224, ImageNet mean and std, mirrored by

@@ -5,7 +5,7 @@ statistics.
 anonymous, growable shared-memory file; a :class:`SlotWriter` writes one task's result
 (outputs x samples of numpy arrays) into one, streamed sample by sample or placed where a
 :class:`Placement` says, and :func:`read` (:func:`read_runs`, :func:`read_placed_runs`)
-reads it back as zero-copy views; :mod:`shm.stats` keeps the numbers that explain how much
+reads it back as zero-copy views; :mod:`dali_lite_shm.stats` keeps the numbers that explain how much
 memory is used and why.
 """
 

@@ -2,8 +2,8 @@
 
 This module owns the process-wide count behind ``DALI_LITE_SHM_LIMIT_BYTES`` and the check a
 growth passes before it touches a file: the bytes asked for must fit in the free system
-memory and under that optional cap. :class:`~shm.segment.SharedSegment` reserves here before
-it grows and gives its bytes back when it closes (or is garbage-collected).
+memory and under that optional cap. :class:`~dali_lite_shm.segment.SharedSegment` reserves here
+before it grows and gives its bytes back when it closes (or is garbage-collected).
 
 What a segment counts in this process is a :class:`SegmentClaim`: the byte ranges this process
 grew the file by. Pages given back to the system (``SharedSegment.release_pages``) leave the
@@ -50,7 +50,7 @@ def available_memory_bytes() -> int:
 
     Read from ``/proc/meminfo`` directly because importing psutil costs 15-30 ms, paid by every
     program at its first parallel source's build (before its first batch) and by every spawned
-    worker, for this one number (benchmarks/RESULTS.md, "First batch"). psutil, imported only
+    worker, for this one number (measured in `python -m benchmarks`). psutil, imported only
     then, answers where the file or the field is missing (kernels before 3.14, other systems).
     """
     try:

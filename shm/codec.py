@@ -1,10 +1,10 @@
 """The slot codec: a result (outputs x samples of arrays) as runs of equal samples, the
 metadata records that describe them, and the copy of a run's bytes into a slot.
 
-Functions of their inputs only: the codec knows the slot format (:mod:`shm.slot_format`,
-where the byte layout is described and :func:`~shm.slot_format.plan_slot` says where each
+Functions of their inputs only: the codec knows the slot format (:mod:`dali_lite_shm.slot_format`,
+where the byte layout is described and :func:`~dali_lite_shm.slot_format.plan_slot` says where each
 run goes) and numpy arrays, not segments, streams or placements, which are the writer's
-(:mod:`shm.writer`). The reader's side of the format is :mod:`shm.slot_reader`.
+(:mod:`dali_lite_shm.writer`). The reader's side of the format is :mod:`dali_lite_shm.slot_reader`.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ _DTYPE_OF = operator.attrgetter("dtype")
 #: joining their buffers (``bytes.join``, one C loop) and copying the result: ~130 ns a 1 KiB
 #: sample against ~260 ns for ``np.concatenate``, whose cost per array dominates small
 #: samples. From ~8 KiB on, the second pass over the bytes costs more than that saves
-#: (benchmarks/RESULTS.md, "Tiny samples").
+#: (the `tiny` workload of `python -m benchmarks`).
 JOIN_MAX_SAMPLE_NBYTES = 4096
 #: Samples are joined this many bytes at a time, so that the joined bytes are still in the
 #: caches when they are copied into the slot.
@@ -165,7 +165,7 @@ def runs_of(outputs: Sequence[Sequence[Any]]) -> list[list[Run]]:
 
 def encode(outputs: Sequence[Sequence[Any]], base: int = 0) -> EncodedResult:
     """``outputs`` (outputs x samples of arrays) as runs placed from ``base`` on, as
-    :func:`~shm.slot_format.plan_slot` lays them out, and their metadata (errors: see
+    :func:`~dali_lite_shm.slot_format.plan_slot` lays them out, and their metadata (errors: see
     :func:`runs_of`)."""
     runs = runs_of(outputs)
     plan = plan_slot([[(run.dtype, run.shape, len(run.arrays)) for run in out_runs]

@@ -1,6 +1,6 @@
 """The operating-system layer under a segment: an anonymous file, its ``mmap``, its pages.
 
-This module owns the system calls a :class:`~shm.segment.SharedSegment` is made of:
+This module owns the system calls a :class:`~dali_lite_shm.segment.SharedSegment` is made of:
 
 * :func:`create_fd` makes the anonymous, user-private file (``memfd_create``; where memfd is
   missing, a ``mkstemp`` file unlinked at once), so that a crash of any process can never
@@ -74,7 +74,7 @@ class SegmentMapping:
 
 # madvise(MADV_POPULATE_WRITE) (Linux 5.14+) maps a range writable in one call: on a fresh
 # 32 MiB slot 10-12 ms instead of the 15-22 ms that faulting it in page by page costs as the
-# worker copies a batch in (benchmarks/RESULTS.md, "start").
+# worker copies a batch in (the `start` workload of `python -m benchmarks`).
 _MADV_POPULATE_WRITE = 23
 _populate_supported = sys.platform.startswith("linux")
 # fallocate(2)'s mode bits (linux/falloc.h): deallocate the range, keep the file's size.

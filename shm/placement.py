@@ -7,8 +7,8 @@ task's own segment, joined with a copy when the program asks for the batch as on
 Once the main process knows a source's *dense layout* (every output one dtype and one sample
 shape: it learns it from a batch it read) it gives each task of the next batches a
 :class:`Placement` (`dali_lite`'s ``parallel/placement.py`` plans them, from
-:func:`shm.slot_format.plan_slot`'s layout of the whole batch). A task whose samples match
-writes them there (:meth:`shm.writer.SlotWriter.write` then returns a layout with
+:func:`dali_lite_shm.slot_format.plan_slot`'s layout of the whole batch). A task whose samples match
+writes them there (:meth:`dali_lite_shm.writer.SlotWriter.write` then returns a layout with
 ``placed``); one whose samples do not match (another shape or dtype: the layout changed)
 writes its usual layout into its own segment, from ``fallback_base``, and the batch is
 joined with a copy.

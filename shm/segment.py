@@ -2,8 +2,8 @@
 
 This module owns the lifetime of shared memory: creating it, growing it safely, mapping it
 into the current process, and telling the owner when no numpy array points into it any more.
-The system calls underneath are in :mod:`shm.mapping`, the process's byte budget in
-:mod:`shm.budget`, and the objects behind leased arrays in :mod:`shm.lease`.
+The system calls underneath are in :mod:`dali_lite_shm.mapping`, the process's byte budget in
+:mod:`dali_lite_shm.budget`, and the objects behind leased arrays in :mod:`dali_lite_shm.lease`.
 
 Why it is shaped so:
 
@@ -28,7 +28,7 @@ Why it is shaped so:
   process learns of it before it writes (:meth:`recheck_reserved`), so that it reserves
   those pages again rather than fault them in unreserved. What a segment holds is its
   allocated pages (:attr:`held_nbytes`), and the process's budget counts what this process
-  grew less what it gave back (:class:`shm.budget.SegmentClaim`).
+  grew less what it gave back (:class:`dali_lite_shm.budget.SegmentClaim`).
 """
 
 from __future__ import annotations
@@ -114,8 +114,8 @@ class SharedSegment:
         """A new anonymous segment of ``capacity`` bytes (0 allowed: nothing mapped yet).
 
         ``reserve=False`` leaves reserving the pages to the writer (:meth:`prepare_write`,
-        which :class:`shm.writer.SlotWriter` calls): the worker pool's slots are created so,
-        which keeps the main process from spending ~5 ms per 32 MiB slot before it can hand the
+        which :class:`dali_lite_shm.writer.SlotWriter` calls): the worker pool's slots are created
+        so, which keeps the main process from spending ~5 ms per 32 MiB slot before it can hand the
         slot to a worker, and has the worker reserve the pages in the same pass that maps
         them.
         """
@@ -253,8 +253,8 @@ class SharedSegment:
         ``reserve=False``: a full tmpfs or exhausted memory then becomes a
         :class:`ShmAllocationError` here instead of a SIGBUS in the copy. Mapping the range
         with ``MADV_POPULATE_WRITE`` in one call also costs less than the page faults the copy
-        would take one page at a time (see :func:`shm.mapping.populate_write`). Once done for
-        a range, later calls for it are free.
+        would take one page at a time (see :func:`dali_lite_shm.mapping.populate_write`). Once done
+        for a range, later calls for it are free.
         """
         with self._lock:
             self._check_open()

@@ -3,9 +3,9 @@
 This module owns the byte layout of a slot: its constants, its record formats, and
 :func:`plan_slot`, the one place where the rules below are applied to say where each run and
 the metadata of a result go (for the codec's writes, for a streamed task's first sample, and
-for the main process's placements of a split batch). The writer (:mod:`shm.codec` and
-:mod:`shm.writer`, in a worker) and the reader (:mod:`shm.slot_reader`, in the main process)
-share nothing else. Layout::
+for the main process's placements of a split batch). The writer (:mod:`dali_lite_shm.codec` and
+:mod:`dali_lite_shm.writer`, in a worker) and the reader (:mod:`dali_lite_shm.slot_reader`, in the
+main process) share nothing else. Layout::
 
     [output 0: sample 0, sample 1, ...][output 1: ...] ... [metadata]
 
@@ -25,12 +25,12 @@ share nothing else. Layout::
   they lie back to back, sample ``i`` of the run at ``offset + i * nbytes``. Describing runs
   rather than samples keeps the metadata, and the reader's work, independent of the number
   of samples in the common case (a batch of equal samples is one run), and lets
-  :func:`~shm.slot_reader.read_runs` hand out each run as one ``(count, *shape)`` array. (An
-  empty sample is always a run of its own, so that every run's count is bounded by the bytes
+  :func:`~dali_lite_shm.slot_reader.read_runs` hand out each run as one ``(count, *shape)`` array.
+  (An empty sample is always a run of its own, so that every run's count is bounded by the bytes
   it covers.) Run counts are stored per output, so outputs with different numbers of samples
   round-trip too; policy on what is acceptable belongs to the caller.
 
-:func:`shm.slot_reader.read` validates every field against the buffer before it builds a
+:func:`dali_lite_shm.slot_reader.read` validates every field against the buffer before it builds a
 single view, and raises :class:`CorruptSlotError` on anything inconsistent: a torn or hostile
 slot can never yield an out-of-bounds array.
 """

@@ -1,6 +1,6 @@
 """Reading a slot back: its metadata checked, its data handed out as zero-copy views.
 
-This module owns the reader's side of the slot format (:mod:`shm.slot_format`): a bounds-
+This module owns the reader's side of the slot format (:mod:`dali_lite_shm.slot_format`): a bounds-
 checked walk over the metadata records that validates every field against itself and against
 the data it describes, and only then the views (:func:`read_runs`, :func:`read`, and
 :func:`read_placed_runs` for a result whose data a placement put in another segment).

@@ -5,7 +5,7 @@ it holds (its allocated pages, which a segment whose pages were given back holds
 its size), how much of it the last result used, the most any result used, and how often it had
 to grow. They are kept
 per segment by whoever writes or reads it (a :class:`SegmentUsage` fed with the
-:class:`~shm.writer.SlotLayout` of every result) and reported as an immutable
+:class:`~dali_lite_shm.writer.SlotLayout` of every result) and reported as an immutable
 :class:`SegmentStats` snapshot, so a statistics call never races with the writer.
 """
 

@@ -2,9 +2,10 @@
 task's result through, and :class:`SlotLayout`, where the result then lies.
 
 A writer is made per task, with the task's own segment, its number of samples and, for a
-task of a placed batch, its :class:`~shm.placement.Placement` and the batch's data segment.
-Where things go is :func:`shm.slot_format.plan_slot`'s, or the placement's; the runs, their
-metadata records and the copies are :mod:`shm.codec`'s. The write has two parts:
+task of a placed batch, its :class:`~dali_lite_shm.placement.Placement` and the batch's data
+segment. Where things go is :func:`dali_lite_shm.slot_format.plan_slot`'s, or the placement's; the
+runs, their metadata records and the copies are :mod:`dali_lite_shm.codec`'s. The write has two
+parts:
 
 **Streaming** (:meth:`SlotWriter.put`). A worker that calls a task's callback for every
 sample, holding all the fresh arrays (16 fresh 2 MiB images are 33 MB), and only then copies
@@ -12,7 +13,7 @@ them into the slot reads every image back from memory after the others pushed it
 caches, and makes every new image in memory the caches have not seen since the last task.
 Measured on a 16-core machine (fresh 2 MiB images, 14 processes at once) that costs 1.09 ms
 per sample against 0.65 ms when each sample is copied as soon as it is made and then let go
-(benchmarks/RESULTS.md, "Streamed writes"). So the caller offers each sample (one array per
+(measured in `python -m benchmarks`). So the caller offers each sample (one array per
 output) as it comes and gets back views of where it now lies in the slot, which it keeps
 instead of the array, so the array is freed at once and the next one reuses its warm memory.
 Where a sample goes is known from the first one: its dtypes and shapes and the task's sample
@@ -220,8 +221,8 @@ class SlotWriter:
         in the task's own segment, grown if needed.
 
         Raises ``TypeError`` for a dtype that cannot live in shared memory, ``ValueError``
-        for too many dimensions, and :class:`~shm.errors.ShmAllocationError` if the segment
-        cannot grow or its pages cannot be reserved (saying what the memory was for).
+        for too many dimensions, and :class:`~dali_lite_shm.errors.ShmAllocationError` if the
+        segment cannot grow or its pages cannot be reserved (saying what the memory was for).
         """
         placement = self._placement
         try:

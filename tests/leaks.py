@@ -27,8 +27,8 @@ import psutil
 _SEGMENT_MARKS = ("/memfd:", "memfd:", "/dev/shm/")
 _DEV_SHM = "/dev/shm"
 #: The names dali_lite's segments get in /dev/shm where memfd_create is missing
-#: (``shm.mapping.create_fd``: ``dali_lite-XXXXXXXX``, unlinked at once; only a kill between
-#: creating and unlinking one can leave it). dali_lite names nothing else there.
+#: (``dali_lite_shm.mapping.create_fd``: ``dali_lite-XXXXXXXX``, unlinked at once; only a kill
+#: between creating and unlinking one can leave it). dali_lite names nothing else there.
 OUR_DEV_SHM_PREFIXES = ("dali_lite",)
 #: Processes the suite keeps between tests on purpose (the compat suite's zygotes,
 #: tests/compat/compat_zygote.py): the leak check leaves them be, though not their children.

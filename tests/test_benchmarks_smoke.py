@@ -181,7 +181,7 @@ def test_a_failed_attempt_is_rerun_once_and_listed(
 
 def test_the_chain_runs_beside_dali_and_the_dataloader_column_says_why_not(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """The chain workload (issue 22): DALI's operators after a serial source, for dali_lite
+    """The chain workload: DALI's operators after a serial source, for dali_lite
     and DALI only; the DataLoader, which has no such operators, gets a column that says so."""
     from benchmarks import loaders, run
 

@@ -1,5 +1,5 @@
 """What CI installs decides which tests run there: pin it, so no group of tests silently
-turns into skips (issue 12: the torch tests skipped in CI while torch was only in `bench`)."""
+turns into skips (as the torch tests once did in CI while torch was only in `bench`)."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def _installed_by_ci() -> set[str]:
 
 
 def test_ci_runs_the_readme_commands_as_written() -> None:
-    # Issue 21, item 13: the README's command failed where .ci/run passed. CI now runs the
+    # The README's command once failed where .ci/run passed. CI now runs the
     # README's lines themselves; `|| exit 1` only makes a failure before `&&` stop the script.
     commands = _readme_commands()
     assert len(commands) == 2 and "python -m pytest" in commands[1], commands
@@ -58,7 +58,7 @@ def test_ci_runs_the_readme_commands_as_written() -> None:
 
 
 def test_ci_runs_ruff_and_mypy_before_the_long_suite() -> None:
-    # Issue 23: no type checker and no linter ran, which is how typing.Self and enum.EnumType
+    # Once no type checker and no linter ran, which is how typing.Self and enum.EnumType
     # broke Python 3.10 unseen. Both run, from pinned versions of the test extra, before the
     # whole suite (so a lint or type error fails CI in seconds, not after the suite).
     lines = _ci_lines()

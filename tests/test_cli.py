@@ -1,4 +1,4 @@
-"""`python -m dali_lite`: `--version` and `doctor` (issue 21, item 9).
+"""`python -m dali_lite`: `--version` and `doctor`.
 
 The doctor is what a user runs when something goes wrong: it must print every fact it
 promises, in a bounded time, import no optional library into the process, and kill every

@@ -1,4 +1,4 @@
-"""The main example, examples/parallel_loading.py, says what is true (issue 21, item 8).
+"""The main example, examples/parallel_loading.py, says what is true.
 
 Users read its output to learn what shared memory a parallel source holds, so every figure it
 prints must be the one `Pipeline.external_source_shm_statistics()` gives for the same pipeline,

@@ -1,5 +1,5 @@
-"""Every install command the project prints or documents must work as written (issue 21,
-item 3): dali_lite is not on PyPI, so no message may say `pip install 'dali-lite[ray]'`.
+"""Every install command the project prints or documents must work as written:
+dali_lite is not on PyPI, so no message may say `pip install 'dali-lite[ray]'`.
 
 A hint names either a package that exists on PyPI on its own (`pip install ray`: a
 requirement that pyproject.toml itself declares, or one of a few tools) or an extra of this

@@ -1,4 +1,4 @@
-"""The distribution as a user gets it (issue 21): `python -m build` makes an sdist and a wheel
+"""The distribution as a user gets it: `python -m build` makes an sdist and a wheel
 from it; the wheel installs into a fresh virtual environment outside the repository and runs
 the main example there.
 

@@ -3,7 +3,7 @@
 ``workers`` knows nothing of pipelines: a :class:`WorkerPool` starts processes (fork or
 spawn) that hold a list of callbacks; a task names a callback, its arguments and a shared
 memory segment; the worker writes the callback's arrays into the segment with a
-:class:`shm.SlotWriter` and replies with a small message. Errors keep their type and the
+:class:`dali_lite_shm.SlotWriter` and replies with a small message. Errors keep their type and the
 worker's traceback; a dead worker is reported at once.
 """
 

@@ -1,10 +1,10 @@
 """What a worker pool runs: the callback type, and the protocol of a callback that takes a
 whole task at once.
 
-Both pools (:class:`workers.WorkerPool`, ``workers.ray_pool.RayWorkerPool``) are given a list
-of callbacks, and the worker side (:mod:`workers.task_calls`) calls them; this module says what
-such a callback is, so that the pools, the workers and the callers (dali_lite's sources) share
-one definition.
+Both pools (:class:`dali_lite_workers.WorkerPool`, ``dali_lite_workers.ray_pool.RayWorkerPool``) are
+given a list of callbacks, and the worker side (:mod:`dali_lite_workers.task_calls`) calls them;
+this module says what such a callback is, so that the pools, the workers and the callers
+(dali_lite's sources) share one definition.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class BatchedCallback(Protocol):
 class SampleSink(Protocol):
     """What a batched callback that sets ``call_many_streams = True`` is given with a task's
     arguments, ``call_many(args, stream)``: the task's slot, taking each sample as the
-    callback makes it (a forked or spawned worker's ``shm.SlotWriter``).
+    callback makes it (a forked or spawned worker's ``dali_lite_shm.SlotWriter``).
 
     ``put`` copies sample ``index`` (one array per output) into place and returns the views
     of it there, to be returned in place of the arrays; None when it was not taken, and the

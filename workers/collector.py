@@ -5,7 +5,7 @@ with that program until one of them is written. Python's cyclic garbage collecto
 each object it walks (the reference counts it computes live in the objects' headers), so the
 worker's first full collection copies every page of the program's heap into the worker and
 takes as long as a full collection of the whole program: for a script that imported torch,
-142 ms and 40 MiB per worker (benchmarks/RESULTS.md, "A worker's collector"). Those objects
+142 ms and 40 MiB per worker (`memory-cached` in `python -m benchmarks`). Those objects
 are the program's: the worker never frees them. Freezing them (``gc.freeze``, the recipe
 Python's documentation gives for programs that fork workers) moves them out of the
 collector's sight; what the worker allocates afterwards is collected as usual.

@@ -17,7 +17,7 @@ This module owns the failure vocabulary of ``workers``:
 * The Ray pool's own: :class:`RayConnectError` (Ray could not be reached or started within
   the start timeout), :class:`RayPlacementError` (the cluster cannot place its actors) and
   :class:`RayWorkerLostError` (an actor died with work that cannot run again). Users meet them
-  at ``workers.ray_pool``, which re-exports them and which their ``__module__`` names.
+  at ``dali_lite_workers.ray_pool``, which re-exports them and which their ``__module__`` names.
 """
 
 from __future__ import annotations

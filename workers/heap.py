@@ -6,7 +6,7 @@ larger ones are streamed into it as they come, `shm/writer.py`). With glibc's de
 such array of more than a few hundred KiB is a fresh ``mmap`` (or heap that was trimmed back
 to the OS after the previous task), so each of its pages is faulted in again on first touch:
 for 16 fresh 2 MiB images that is 34 ms of CPU per task, against 10 ms when the freed memory
-is reused (benchmarks/RESULTS.md, "Fresh arrays"). Raising glibc's mmap and trim thresholds
+is reused (`large-fresh` in `python -m benchmarks`). Raising glibc's mmap and trim thresholds
 in the worker keeps freed arrays in the heap for the next task; the cost is that a worker
 keeps the peak of what its tasks held at once (up to ``TRIM_THRESHOLD_BYTES`` more than it
 uses), as long-running C programs that allocate in bursts usually choose.

@@ -3,8 +3,8 @@
 This module owns the pool's wire protocol. Every message is a small frozen, slotted
 dataclass with named fields (never a bare tuple), so both ends can dispatch on its type and
 a protocol change is a visible diff. Array bytes never travel here: they go through shared
-memory (see :mod:`shm.writer`); a reply carries only the :class:`~shm.writer.SlotLayout`
-that says where they lie.
+memory (see :mod:`dali_lite_shm.writer`); a reply carries only the
+:class:`~dali_lite_shm.writer.SlotLayout` that says where they lie.
 
 Main process -> worker: :class:`AttachSegment` (immediately followed on the same socket by
 the segment's fd, sent with ``multiprocessing.reduction.send_handle``), :class:`DetachSegment`,
@@ -12,7 +12,7 @@ the segment's fd, sent with ``multiprocessing.reduction.send_handle``), :class:`
 
 Worker -> main process: :class:`TaskStarted` (only for a task submitted with a timeout),
 :class:`TaskDone`, :class:`TaskFailed`; and :class:`StartupFailed`, from a spawned worker that
-failed before its loop began (:mod:`workers.startup`).
+failed before its loop began (:mod:`dali_lite_workers.startup`).
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class RunTask(_Message):
     segment_id: int
     #: Send :class:`TaskStarted` before the first call (the task has a deadline).
     report_start: bool = False
-    #: Where to write the samples if they match a batch's dense layout (`shm.placement`).
+    #: Where to write the samples if they match a batch's dense layout (`dali_lite_shm.placement`).
     placement: Placement | None = None
 
 

@@ -3,8 +3,8 @@
 This module owns the worker processes' lifetime and the conversation with them: when to
 start them (and replace one), sending tasks (and, once per worker and segment, the segment's
 fd), collecting replies and noticing deaths. How a process is started or cleared away is
-:mod:`workers.process_launch`'s job, releasing it all :mod:`workers.resources`'s, and what a
-callback is :mod:`workers.callbacks`'s.
+:mod:`dali_lite_workers.process_launch`'s job, releasing it all
+:mod:`dali_lite_workers.resources`'s, and what a callback is :mod:`dali_lite_workers.callbacks`'s.
 
 Why it is shaped so:
 
@@ -12,10 +12,10 @@ Why it is shaped so:
   pipes *and* the process sentinels together (as CPython's ``concurrent.futures.process``
   does), so a dead worker is reported as soon as the kernel reaps it, not after a timeout.
 * All workers are started (forked) before anything else happens in ``start``; under fork
-  each worker then drops its copies of the main-side pipe ends (see :mod:`workers.worker`).
+  each worker then drops its copies of the main-side pipe ends (see workers/worker.py).
 * More spawned workers than ``start_at_once`` (default: one per CPU) start staged
-  (:mod:`workers.startup`): all processes exist when ``start`` returns, but each imports the
-  main module only once the one ``start_at_once`` before it is ready, so that the first
+  (:mod:`dali_lite_workers.startup`): all processes exist when ``start`` returns, but each imports
+  the main module only once the one ``start_at_once`` before it is ready, so that the first
   workers (the first batch's) are ready early.
 * ``close`` may come from another thread than submit/collect: it raises a flag, wakes a
   blocked ``collect`` through a self-pipe, then takes the lock. Shutdown is one idempotent
@@ -26,7 +26,7 @@ Why it is shaped so:
 * A task that overruns its ``timeout_s`` does not: ``collect`` captures the worker's Python
   stack, kills it, starts a fresh worker under the same index (same start method and
   callbacks; segments are sent to it again on next use) and raises
-  :class:`TaskTimeoutError` naming every task lost with it (see :mod:`workers.deadlines`).
+  :class:`TaskTimeoutError` naming every task lost with it (see :mod:`dali_lite_workers.deadlines`).
 """
 
 from __future__ import annotations
@@ -88,9 +88,9 @@ class WorkerPool(PoolBase):
     A callback, given one argument, returns outputs x samples of numpy arrays. A task names
     a worker, a callback, a list of arguments and a segment; the worker calls the callback
     once per argument (or its ``call_many`` once, see
-    :class:`~workers.callbacks.BatchedCallback`), concatenates the samples per output,
+    :class:`~dali_lite_workers.callbacks.BatchedCallback`), concatenates the samples per output,
     writes them into the segment (growing it if needed) and replies
-    :class:`~workers.messages.TaskDone` or :class:`~workers.messages.TaskFailed`.
+    ``TaskDone`` or ``TaskFailed`` (workers/messages.py).
     """
 
     def __init__(
@@ -98,7 +98,7 @@ class WorkerPool(PoolBase):
         callbacks: Sequence[Callback],
         num_workers: int,
         start_method: str = "fork",
-        pickler: Any | None = None,  # see workers.pickling.resolve_pickler
+        pickler: Any | None = None,  # see dali_lite_workers.pickling.resolve_pickler
         name: str = "dali_lite",
         start_at_once: int | None = None,
     ) -> None:
@@ -136,7 +136,7 @@ class WorkerPool(PoolBase):
         """Start all worker processes. Idempotent.
 
         Raises ``ValueError`` for a pickler with ``fork``, and
-        :class:`~workers.errors.CallbackPicklingError` for a callback ``spawn`` cannot send.
+        :class:`~dali_lite_workers.errors.CallbackPicklingError` for a callback spawn cannot send.
         """
         with self._lock:
             if self._closing:
@@ -208,11 +208,11 @@ class WorkerPool(PoolBase):
 
         With ``timeout_s``, a task that runs longer than that many seconds -- counted from
         when the worker *starts* it, not from this call -- makes ``collect`` raise
-        :class:`~workers.errors.TaskTimeoutError` with the worker's Python stack; the pool
+        :class:`~dali_lite_workers.errors.TaskTimeoutError` with the worker's Python stack; the pool
         replaces the worker and stays usable.
 
         With ``placement`` (and ``data_segment``, the segment it names), the worker writes
-        samples that match it into ``data_segment`` where it says (`shm.Placement`); the
+        samples that match it into ``data_segment`` where it says (`dali_lite_shm.Placement`); the
         data segment is sent to the worker as ``segment`` is.
         """
         check_timeout(timeout_s)

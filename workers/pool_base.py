@@ -1,8 +1,9 @@
 """What every worker pool shares: its callbacks and size, their checks, and its lifecycle.
 
-`workers.WorkerPool` (forked or spawned processes) and `workers.ray_pool.RayWorkerPool` (Ray
-actors) run the same tasks behind the same interface; this base holds the parts that do not
-depend on where the workers live, so that the two cannot drift apart.
+`dali_lite_workers.WorkerPool` (forked or spawned processes) and
+`dali_lite_workers.ray_pool.RayWorkerPool` (Ray actors) run the same tasks behind the same
+interface; this base holds the parts that do not depend on where the workers live, so that the two
+cannot drift apart.
 """
 
 from __future__ import annotations

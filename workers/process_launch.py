@@ -2,10 +2,11 @@
 
 This module owns how a worker process comes to be, and how a killed one is cleared away so
 that a fresh one can take its index: the worker's two pipes (tasks and replies; its stack
-dumps), its :class:`~workers.worker.WorkerSetup`, the process itself, and the places in
-:class:`~workers.resources.PoolResources` where the pool finds them; and the gates of a staged
-start (:func:`start_gates`, see :mod:`workers.startup`). When to start or replace a worker is
-:mod:`workers.pool`'s decision; shutting the whole pool down is :mod:`workers.resources`'s job.
+dumps), its :class:`~dali_lite_workers.worker.WorkerSetup`, the process itself, and the places in
+:class:`~dali_lite_workers.resources.PoolResources` where the pool finds them; and the gates of a
+staged start (:func:`start_gates`, see :mod:`dali_lite_workers.startup`). When to start or
+replace a worker is :mod:`dali_lite_workers.pool`'s decision; shutting the whole pool down is
+:mod:`dali_lite_workers.resources`'s job.
 """
 
 from __future__ import annotations
@@ -87,8 +88,9 @@ def usable_cpus() -> int:
 
 def start_gates(launch: WorkerLaunch, num_workers: int, at_once: int) -> list[StartGate]:
     """The gates of a staged start: worker ``i`` waits for worker ``i - at_once`` (see
-    :mod:`workers.startup`). No gates (all None) for fork, whose workers import nothing, for
-    at most ``at_once`` workers, and for callbacks too large to stage (_STAGED_PAYLOAD_LIMIT)."""
+    :mod:`dali_lite_workers.startup`). No gates (all None) for fork, whose workers import nothing,
+    for at most ``at_once`` workers, and for callbacks too large to stage
+    (_STAGED_PAYLOAD_LIMIT)."""
     payloads = launch.payloads or ()
     if (launch.start_method != "spawn" or num_workers <= at_once
             or sum(len(payload) for payload in payloads) > _STAGED_PAYLOAD_LIMIT):

@@ -7,8 +7,8 @@ imports Ray itself: the pool turns :class:`RayWorker` into an actor class with
 A task's result travels back through Ray's object store: the outputs' numpy arrays are stored
 as out-of-band buffers (no pickling of array bytes) and arrive in the main process as
 read-only views of the object store on the same node. An exception raised by a callback is
-returned, not raised, as a :class:`~workers.errors.RemoteError` (type, message, traceback),
-so that the main process re-raises the callback's own type, as with the local pool, and
+returned, not raised, as a :class:`~dali_lite_workers.errors.RemoteError` (type, message,
+traceback), so that the main process re-raises the callback's own type, as with the local pool, and
 never Ray's wrapper.
 """
 
@@ -67,7 +67,7 @@ class RayWorker:
 
     def run(self, callback: int, args: Sequence[Any]) -> list[list[Any]] | RayTaskFailure:
         """Outputs x samples of arrays, or the failure (``args`` and the samples are
-        untyped, as `workers.task_calls.run_calls` has them)."""
+        untyped, as `dali_lite_workers.task_calls.run_calls` has them)."""
         if not 0 <= callback < len(self.callbacks):
             error = IndexError(f"callback index {callback} out of range; the pool has "
                                f"{len(self.callbacks)} callbacks")

@@ -20,7 +20,7 @@ interrupts it. So:
   follows the thread), so that thread must live as long as the program. It is a daemon
   thread, which does not keep the program from exiting.
 
-The pool calls it (:mod:`workers.ray_launch`) when the program has not connected to Ray
+The pool calls it (:mod:`dali_lite_workers.ray_launch`) when the program has not connected to Ray
 itself; programs may call it instead of ``ray.init`` for the same bound
 (``examples/parallel_loading.py`` does).
 """

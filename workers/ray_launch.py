@@ -1,14 +1,15 @@
 """The lives of the Ray pool's actors: connecting to Ray, starting the actors, waiting until
 the cluster has placed them, restarting or replacing one, and killing them.
 
-This module owns what ``workers.ray_pool.RayWorkerPool`` does with its actors, not with its
-tasks: how Ray is found (an ImportError saying what to install when it is missing), the
+This module owns what ``dali_lite_workers.ray_pool.RayWorkerPool`` does with its actors, not with
+its tasks: how Ray is found (an ImportError saying what to install when it is missing), the
 options every actor is created with, the start timeout (``start_timeout_s``, or the
 ``DALI_LITE_RAY_START_TIMEOUT_S`` environment variable; connecting to Ray within it is
-:mod:`workers.ray_connect`'s), the :class:`RayPlacementError` that
+:mod:`dali_lite_workers.ray_connect`'s), the :class:`RayPlacementError` that
 ends a wait for actors the cluster cannot place, instead of a hang, and the retries of a
 replacement that dies before it is ready. What runs inside an actor is
-:mod:`workers.ray_actor`'s; which tasks an actor holds, and when to replace it, the pool's.
+:mod:`dali_lite_workers.ray_actor`'s; which tasks an actor holds, and when to replace it, the
+pool's.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class RemoteMethod(Protocol):
 
 
 class ActorHandle(Protocol):
-    """A handle of a `workers.ray_actor.RayWorker` actor: its methods, called remotely."""
+    """A handle of a `dali_lite_workers.ray_actor.RayWorker` actor: its methods, called remotely."""
 
     @property
     def ready(self) -> RemoteMethod: ...
@@ -127,7 +128,7 @@ class RayLauncher:
     def connect(self, callbacks: Sequence[Callback], pickler: Any | None) -> None:
         """Pickle the callbacks for the actors (as for ``spawn``) and connect to Ray (the
         cluster ``RAY_ADDRESS`` names) or start a local instance, within ``start_timeout_s``
-        (:func:`workers.ray_connect.init_ray`), unless this process already is connected.
+        (:func:`dali_lite_workers.ray_connect.init_ray`), unless this process already is connected.
         Raises ImportError without Ray, :class:`RayConnectError` when Ray does not answer."""
         ray = require_ray()
         payloads, spec = prepare_callbacks(callbacks, "spawn", pickler)

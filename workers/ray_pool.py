@@ -1,21 +1,22 @@
-"""A worker pool whose workers are Ray actors, behind the interface of `workers.WorkerPool`.
+"""A worker pool whose workers are Ray actors, behind the interface of
+`dali_lite_workers.WorkerPool`.
 
 ``py_start_method="ray"`` runs a pipeline's callbacks on the Ray cluster the process is
 connected to (``ray.init(address=...)``), on the one ``RAY_ADDRESS`` names, or else on a
 local Ray instance of the process's own, started on first use; never longer than the start
-timeout, and never on a cluster some other program left behind (:mod:`workers.ray_connect`,
-whose :func:`init_ray` is re-exported here). The pipeline talks to this pool exactly as to
-the fork/spawn pool: ``submit`` a task (a callback, its arguments, the shared-memory segment
-of the main process that must receive the result), ``collect`` replies (``TaskDone`` with
-the segment's layout, or ``TaskFailed`` with the callback's own exception), and learn of a
-dead worker.
+timeout, and never on a cluster some other program left behind
+(:mod:`dali_lite_workers.ray_connect`, whose :func:`init_ray` is re-exported here). The pipeline
+talks to this pool exactly as to the fork/spawn pool: ``submit`` a task (a callback, its arguments,
+the shared-memory segment of the main process that must receive the result), ``collect`` replies
+(``TaskDone`` with the segment's layout, or ``TaskFailed`` with the callback's own exception), and
+learn of a dead worker.
 
 Why it is shaped so:
 
 * Results travel through Ray's object store, whose serializer stores numpy arrays as
   out-of-band buffers (no pickling of array bytes; a read-only view of the store on the same
-  node). The pool then writes them into the task's segment with `shm.SlotWriter`, the one copy
-  this pool adds, so that everything downstream (leases, zero-copy ``as_array()`` of a dense
+  node). The pool then writes them into the task's segment with `dali_lite_shm.SlotWriter`, the one
+  copy this pool adds, so that everything downstream (leases, zero-copy ``as_array()`` of a dense
   batch, statistics) is the local pool's.
 * Callbacks travel pickled with the pipeline's pickler (cloudpickle by default), as under
   spawn; a callback's exception comes back as a `RemoteError` and is re-raised with its own
@@ -30,9 +31,9 @@ Why it is shaped so:
   is reached from the pipeline's shutdown, a ``weakref.finalize`` and interpreter exit.
 
 Starting, restarting and killing actors (and waiting until the cluster has placed them) is
-:mod:`workers.ray_launch`'s job; this module owns the tasks: which actor holds which, their
-replies, their replay after an actor's loss, and their deadlines. The pool's errors live in
-:mod:`workers.errors` and are re-exported here, where users meet them.
+:mod:`dali_lite_workers.ray_launch`'s job; this module owns the tasks: which actor holds which,
+their replies, their replay after an actor's loss, and their deadlines. The pool's errors live in
+:mod:`dali_lite_workers.errors` and are re-exported here, where users meet them.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ class _Task:
 
 
 class RayWorkerPool(PoolBase):
-    """`workers.WorkerPool`'s interface over Ray actors (see the module docstring)."""
+    """`dali_lite_workers.WorkerPool`'s interface over Ray actors (see the module docstring)."""
 
     start_method = "ray"
 

@@ -5,7 +5,7 @@ This module owns how the main process learns that a worker has answered or died.
 fd and closes it again on each call, and ``Connection.poll(0)`` does the same for one pipe.
 The pool waits at least once per task and checks for a second reply after each one, which in
 the tiny-sample benchmark made these waits about a quarter of the main process's work per
-batch (benchmarks/RESULTS.md). :class:`ReadySet` keeps one ``select.poll`` object for as long
+batch (`python -m benchmarks`). :class:`ReadySet` keeps one ``select.poll`` object for as long
 as the set of fds it watches stays the same (it changes only when a worker is replaced).
 """
 

@@ -39,7 +39,7 @@ class PoolResources:
     processes: list[BaseProcess] = field(default_factory=list)
     pids: list[int] = field(default_factory=list)
     conns: list[Connection] = field(default_factory=list)
-    #: Read ends of the workers' stack-dump pipes (see :mod:`workers.deadlines`).
+    #: Read ends of the workers' stack-dump pipes (see :mod:`dali_lite_workers.deadlines`).
     dumps: list[Connection] = field(default_factory=list)
     segments: list[dict[int, SharedSegment]] = field(default_factory=list)
     #: Segments that a replaced worker had been sent; the pool still closes them.

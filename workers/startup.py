@@ -2,8 +2,8 @@
 
 Under ``spawn``, multiprocessing's child first imports the program's main module again (as
 ``__mp_main__``, running its top level) and unpickles the worker's setup; only then does it
-call :func:`workers.worker.worker_main`. Left to multiprocessing, an exception there (the main
-module's top level calling ``pipe.build()`` without ``if __name__ == "__main__":``, or raising
+call :func:`dali_lite_workers.worker.worker_main`. Left to multiprocessing, an exception there (the
+main module's top level calling ``pipe.build()`` without ``if __name__ == "__main__":``, or raising
 in the child) ends the worker with its traceback printed far above a ``WorkerDiedError`` that
 blames a crash or the OOM killer. This module brings it to the pool instead:
 
@@ -12,10 +12,10 @@ blames a crash or the OOM killer. This module brings it to the pool instead:
   main module, and unpickling it calls :func:`install`, which keeps the worker's end of the
   pipe and hooks ``sys.excepthook``.
 * An exception that ends the child before the worker loop reaches the hook, which sends a
-  :class:`~workers.messages.StartupFailed` (the exception, where it was raised, whether in the
-  main module) over the pipe, then prints the traceback as Python would.
+  :class:`~dali_lite_workers.messages.StartupFailed` (the exception, where it was raised, whether in
+  the main module) over the pipe, then prints the traceback as Python would.
 * :func:`started`, the worker's first call, unhooks it and closes that end of the pipe.
-* The pool turns the message into :class:`~workers.errors.WorkerStartupError`, worded by
+* The pool turns the message into :class:`~dali_lite_workers.errors.WorkerStartupError`, worded by
   :func:`describe`.
 
 Should a Python version stop pickling the name there, nothing is reported, and such a death is
@@ -23,8 +23,8 @@ a plain ``WorkerDiedError``.
 
 The same hook stages a pool's start when it spawns more workers than it starts at once (one
 per CPU, and at least those the first batch's tasks go to; see
-:func:`workers.process_launch.start_gates`). Each such interpreter imports the main module (a
-training script's torch, a second or more of CPU) before it can run a task; started all at
+:func:`dali_lite_workers.process_launch.start_gates`). Each such interpreter imports the main module
+(a training script's torch, a second or more of CPU) before it can run a task; started all at
 once on fewer CPUs they share them and all finish together, at the end. Staged, worker ``i``
 waits in :func:`install`, before that import, until worker ``i - at_once`` has loaded its
 callbacks (:func:`ready`) or died: the first workers are ready after their own imports'
@@ -205,7 +205,7 @@ def _first_sentence(message: str) -> str:
 
 
 def describe(failure: StartupFailed) -> str:
-    """The words of a :class:`~workers.errors.WorkerStartupError`: what was raised, where,
+    """The words of a :class:`~dali_lite_workers.errors.WorkerStartupError`: what was raised, where,
     and how to fix it."""
     raised = f"{failure.type_name}: {_first_sentence(failure.message)}"
     where = ""

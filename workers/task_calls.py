@@ -2,8 +2,8 @@
 
 A task is a callback and a sequence of arguments; the result is outputs x samples of arrays.
 This module owns how the calls' results are checked and merged, so that a forked or spawned
-worker (`workers.worker`) and a Ray actor (`workers.ray_actor`) run a task in exactly the
-same way, with the same errors.
+worker (`dali_lite_workers.worker`) and a Ray actor (`dali_lite_workers.ray_actor`) run a task in
+exactly the same way, with the same errors.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ __all__ = ["TaskOutcome", "run_calls"]
 
 #: (outputs, None) on success; (None, (call_index, error)) for the first call that failed,
 #: with call_index -1 when the failure is not tied to one call. The samples are untyped:
-#: whatever the callback returned, checked where they are written (`shm.SlotWriter`).
+#: whatever the callback returned, checked where they are written (`dali_lite_shm.SlotWriter`).
 TaskOutcome = tuple[list[list[Any]] | None, tuple[int, BaseException] | None]
 
 
@@ -55,12 +55,13 @@ def run_calls(callback: Callback, args: Sequence[Any],
               sink: SampleSink | None = None) -> TaskOutcome:
     """Call `callback` on every item of `args` (or its `call_many` once); never raises.
 
-    `sink` (the task's `shm.SlotWriter`) goes to a `call_many` that takes one
+    `sink` (the task's `dali_lite_shm.SlotWriter`) goes to a `call_many` that takes one
     (``call_many_streams``), which offers it each sample as it is made. ``args`` is untyped,
-    as the pool's caller submitted it (see `workers.callbacks.Callback`)."""
+    as the pool's caller submitted it (see `dali_lite_workers.callbacks.Callback`)."""
     call_many = getattr(callback, "call_many", None)
     if call_many is not None:
-        # The callback takes the whole task at once (see workers.callbacks.BatchedCallback).
+        # The callback takes the whole task at once (see
+        # dali_lite_workers.callbacks.BatchedCallback).
         try:
             if sink is not None and getattr(callback, "call_many_streams", False):
                 outputs, failure = call_many(args, sink)

@@ -1,8 +1,9 @@
 """`TaskPool`: the interface every pool offers the code that schedules work on it.
 
-`workers.WorkerPool` (forked or spawned processes), `workers.ray_pool.RayWorkerPool` (Ray
-actors) and a test's in-process fake implement it, so that a scheduler never knows where its
-callbacks run. What a dead or stuck worker looks like is part of the contract:
+`dali_lite_workers.WorkerPool` (forked or spawned processes),
+`dali_lite_workers.ray_pool.RayWorkerPool` (Ray actors) and a test's in-process fake implement it,
+so that a scheduler never knows where its callbacks run. What a dead or stuck worker looks like is
+part of the contract:
 
 - `collect` raises `WorkerDiedError` as soon as a worker dies; the pool is then broken, every
   later call raises it again, and the error names the tasks lost with the worker;

@@ -11,10 +11,10 @@ Why it is shaped so:
   worker closes its inherited copies of the main-side pipe ends, or EOF would never come.
 * SIGINT is ignored: Ctrl-C is the main process's business, which then shuts the pool down.
 * A callback's failure, a result that cannot be written, a segment that cannot grow: all
-  become a :class:`~workers.messages.TaskFailed` reply; only a lost parent ends the loop.
+  become a :class:`~dali_lite_workers.messages.TaskFailed` reply; only a lost parent ends the loop.
 * The whole entry point takes one :class:`WorkerSetup` rather than a row of positional
   arguments.
-* The C heap keeps what a task freed for the next one (:mod:`workers.heap`): fresh arrays
+* The C heap keeps what a task freed for the next one (:mod:`dali_lite_workers.heap`): fresh arrays
   would otherwise fault in new pages on every task.
 * A stuck callback can be looked into: ``faulthandler`` dumps every thread's Python stack
   into a pipe of the pool's on SIGUSR1, from its C signal handler, so it answers even while
@@ -180,7 +180,7 @@ def worker_main(setup: WorkerSetup) -> None:
 def _serve(conn: Connection, state: WorkerState, parent_pid: int) -> None:
     # One poll set for the loop's life (readiness.ReadySet): Connection.poll builds and
     # closes a selector on every call (5.7 us against 0.7 us, paid once per task;
-    # benchmarks/RESULTS.md, "Tiny samples"). A pipe whose other end closed polls as ready,
+    # the `tiny` workload of `python -m benchmarks`). A pipe whose other end closed polls as ready,
     # and recv() then sees the EOF.
     ready = ReadySet()
     watched = (conn,)

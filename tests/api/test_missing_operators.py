@@ -1,4 +1,4 @@
-"""What a DALI program meets when it uses what dali_lite does not have yet (issue 21, item 4).
+"""What a DALI program meets when it uses what dali_lite does not have yet.
 
 Every DALI 2.4 `fn` operator dali_lite lacks raises `OperatorNotImplementedError` (an
 `AttributeError`, so `hasattr` stays False), naming the operator and how to do the same; other

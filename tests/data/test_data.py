@@ -176,7 +176,7 @@ def test_tensor_list_and_tensor_batches() -> None:
         and len(to_batch_samples(ragged, batch_size=2, what=BATCH)) == 2
     )
     assert to_batch_block(TensorCPU(block)) is block
-    assert to_batch_block(TensorListCPU._from_blocks([block[:1], block[1:]])) is None
+    assert to_batch_block(TensorListCPU.from_blocks([block[:1], block[1:]])) is None
 
 
 def test_batch_block_refusals_are_none() -> None:

@@ -284,7 +284,7 @@ def test_list_of_tensor_cpu_shares_memory() -> None:
 
 def test_from_blocks_one_block_is_zero_copy() -> None:
     block = np.arange(12, dtype=np.uint16).reshape(3, 4)
-    tl = TensorListCPU._from_blocks([block], "W")
+    tl = TensorListCPU.from_blocks([block], "W")
     assert tl.as_array() is block and np.asarray(tl.as_tensor()).base is not None
     assert np.shares_memory(np.asarray(tl.as_tensor()), block)
     assert np.shares_memory(tl.at(2), block) and tl.layout() == "W" and len(tl) == 3
@@ -297,7 +297,7 @@ def test_from_blocks_many_blocks_concatenate(
 ) -> None:
     sample_shape = data.draw(st.tuples(*[st.integers(0, 3)] * data.draw(st.integers(0, 2))))
     blocks = [data.draw(hnp.arrays(dtype, (n, *sample_shape))) for n in counts]
-    tl = TensorListCPU._from_blocks(blocks)
+    tl = TensorListCPU.from_blocks(blocks)
     expected = np.concatenate(blocks)
     assert len(tl) == sum(counts) and tl.shape() == [sample_shape] * sum(counts)
     assert external_bytes(tl.copy_to_external, expected.nbytes) == expected.tobytes()
@@ -312,22 +312,22 @@ def test_from_blocks_many_blocks_concatenate(
 
 def test_from_blocks_with_lists_and_mismatches() -> None:
     parts = [np.zeros((2, 3), np.float32), [np.ones(4, np.float32)], np.full((1, 3), 2, np.float32)]
-    tl = TensorListCPU._from_blocks(parts)
+    tl = TensorListCPU.from_blocks(parts)
     assert tl.shape() == [(3,), (3,), (4,), (3,)] and not tl.is_dense_tensor()
     assert tl.at(2) is parts[1][0]
     with pytest.raises(ValueError, match="blocks: block 1 holds samples of dtype int32"):
-        TensorListCPU._from_blocks([np.zeros((1, 2), np.float32), np.zeros((1, 2), np.int32)])
+        TensorListCPU.from_blocks([np.zeros((1, 2), np.float32), np.zeros((1, 2), np.int32)])
     with pytest.raises(ValueError, match="blocks: block 0 is 0-d"):
-        TensorListCPU._from_blocks([np.zeros(())])
+        TensorListCPU.from_blocks([np.zeros(())])
     with pytest.raises(TypeError, match="blocks: block 1 is float; expected"):
-        TensorListCPU._from_blocks([np.zeros((1, 2)), 1.5])  # type: ignore[list-item]
+        TensorListCPU.from_blocks([np.zeros((1, 2)), 1.5])  # type: ignore[list-item]
     with pytest.raises(
         ValueError, match="blocks: block 1 holds samples of dtype float64 and ndim 2"
     ):
-        TensorListCPU._from_blocks([np.zeros((1, 2)), [np.zeros((2, 2))]])
-    ragged = TensorListCPU._from_blocks([np.zeros((2, 3)), np.zeros((1, 4))])
+        TensorListCPU.from_blocks([np.zeros((1, 2)), [np.zeros((2, 2))]])
+    ragged = TensorListCPU.from_blocks([np.zeros((2, 3)), np.zeros((1, 4))])
     assert not ragged.is_dense_tensor()
-    empty_first = TensorListCPU._from_blocks([np.zeros((0, 7)), np.ones((2, 3))])
+    empty_first = TensorListCPU.from_blocks([np.zeros((0, 7)), np.ones((2, 3))])
     assert empty_first.is_dense_tensor() and same(empty_first.as_array(), np.ones((2, 3)))
 
 

@@ -1,5 +1,5 @@
-"""Messages a user reads name the user's things and public paths, never dali_lite's internals
-(issue 21, item 7): no `<dali_lite._src....PerSampleCall object at 0x...>`, no
+"""Messages a user reads name the user's things and public paths, never dali_lite's internals:
+no `<dali_lite._src....PerSampleCall object at 0x...>`, no
 `dali_lite._src....SomeError` in a traceback's last line. A source spawn cannot pickle is
 named in tests/parallel/test_parallel_failures.py, where the other pickling failures are."""
 

@@ -1,7 +1,7 @@
 """The fault matrix: which cases run, what each must show, and how a run is judged.
 
 Each :class:`Case` is run by :mod:`harness` in a fresh process (:mod:`runner`); its
-:class:`Expect` is the contract from issue 5 (error type, words of the message, time to
+:class:`Expect` is the contract a fault is held to (error type, words of the message, time to
 report, recovery after ``reset()``), and :func:`judge` compares a run with it. The same
 table feeds the tests (``test_matrix.py``) and the report (``make_report.py``).
 
@@ -27,8 +27,9 @@ FULL_ENV = "DALI_LITE_FAULTS_FULL"
 START_METHODS = ("fork", "spawn")
 KINDS = ("sample", "batch", "iter")
 WORKERS = (1, 2)
-#: Issue 5: "under 2 s where something died". The report (docs/reliability.md) shows each
-#: case's measured time against it (milliseconds on an idle machine).
+#: The bound on reporting a fault: "under 2 s where something died". The report
+#: (docs/reliability.md) shows each case's measured time against it (milliseconds on an idle
+#: machine).
 REPORT_BOUND_S = 2.0
 #: What a test allows on top of a bound: a loaded machine (load average 8-49 on 2 cores was
 #: seen) delays any process by seconds; a missed death or a hang still fails, by far.

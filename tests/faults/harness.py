@@ -31,7 +31,7 @@ CASE_TIMEOUT_S = 60.0
 #: Cases run at once (the machine has 2 cores; most of a case is waiting).
 CONCURRENCY = 3
 _DEV_SHM = "/dev/shm"
-#: Names that shm.SharedSegment's fallback files get: dali_lite names nothing else there.
+#: Names that dali_lite_shm.SharedSegment's fallback files get: dali_lite names nothing else there.
 #: (Not multiprocessing's semaphores "sem.mp-*" nor its shared memory "psm_*": dali_lite
 #: makes none, and any Python program on the machine may, so a new one says nothing about
 #: the case. tests/leaks.py's OUR_DEV_SHM_PREFIXES is the same list; this module also runs

@@ -1,4 +1,4 @@
-"""The fault-injection matrix of issue 5, one test per case.
+"""The fault-injection matrix (tests/faults/cases.py), one test per case.
 
 All selected cases (those the session selected: `-k` and node ids are honoured) run first, a
 few at a time, each in its own process with a timeout

@@ -1,6 +1,6 @@
-"""What a parallel source's first batch needs of the pool (issue 24): the workers that
+"""What a parallel source's first batch needs of the pool: the workers that
 iteration 0's tasks go to, which a spawn pool that starts staged starts at once
-(`ParallelSource.first_workers`, `workers.startup`).
+(`ParallelSource.first_workers`, `dali_lite_workers.startup`).
 
 The engine runs over `FakePool`, in this process; the staged start itself, in real spawned
 processes, is tests/workers/test_pool_staged_start.py.

@@ -462,8 +462,8 @@ def test_exhausted_shared_memory_is_a_python_error_naming_the_bytes(
     assert isinstance(info.value, ShmAllocationError)
     message = str(info.value)
     assert re.search(r"cannot allocate \d+ bytes of shared memory \(\d+ bytes available", message)
-    # One 16 MiB sample against 4 MiB: the advice says a smaller hint or batch cannot help
-    # (issue 21, item 7), and what can.
+    # One 16 MiB sample against 4 MiB: the advice says a smaller hint or batch cannot help,
+    # and what can.
     assert re.search(r"to write \d sample\(s\), the largest 16777216 bytes \(16.0 MiB\)", message)
     assert ("One sample alone is larger than the memory left, so a smaller "
             "bytes_per_sample_hint or batch size cannot help") in message

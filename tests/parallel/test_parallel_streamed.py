@@ -1,5 +1,5 @@
-"""Streamed writes in a pipeline (shm.writer): a worker copies each sample into the slot as
-the callback returns it, and lets the fresh array go, instead of holding the whole task.
+"""Streamed writes in a pipeline (dali_lite_shm.writer): a worker copies each sample into the slot
+as the callback returns it, and lets the fresh array go, instead of holding the whole task.
 
 Samples of 256 KiB or more are streamed; the tests that need small samples streamed too
 lower that size in the main process before the workers fork. Nothing may change but the

@@ -1,8 +1,8 @@
 """What the main process reserves for a placed batch (parallel/placement.py's
-`plan_placements`) against what the workers' writers then write (shm.SlotWriter): for any
+`plan_placements`) against what the workers' writers then write (dali_lite_shm.SlotWriter): for any
 dense layout and any split of the batch, every task's samples go where it was told, its
 metadata fits the room reserved for it, and the data slot holds the batch exactly as one
-task writing the whole batch would lay it out (the one layout, shm.slot_format.plan_slot).
+task writing the whole batch would lay it out (the one layout, dali_lite_shm.slot_format.plan_slot).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""A spawned worker that fails while it imports the main module is reported for what it is
-(issue 21, item 6): the exception, the file and line, and the fix, not a crash or the OOM
+"""A spawned worker that fails while it imports the main module is reported for what it is:
+the exception, the file and line, and the fix, not a crash or the OOM
 killer. Each case is a real script run in a child interpreter, as a user runs one."""
 
 from __future__ import annotations

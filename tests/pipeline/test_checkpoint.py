@@ -1,4 +1,4 @@
-"""Checkpointing (issue 14): `Pipeline(enable_checkpointing=True).checkpoint()` and
+"""Checkpointing: `Pipeline(enable_checkpointing=True).checkpoint()` and
 `Pipeline(checkpoint=...)`.
 
 The property at the heart of it: take a pipeline through any sequence of runs and resets, take

@@ -1,4 +1,4 @@
-"""Each framework plugin, without its framework, says what to install (issue 21, item 7).
+"""Each framework plugin, without its framework, says what to install.
 
 Every path a DALI program uses (`from ...plugin.jax import DALIGenericIterator`, a
 `numba_function` in a graph, `import ...plugin.pytorch`) either works or raises an

@@ -320,8 +320,8 @@ def _allocation_error(monkeypatch: pytest.MonkeyPatch, room: int,
 
 def test_a_sample_larger_than_the_memory_left_is_not_told_to_lower_the_hint(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 21, item 7: one sample alone larger than what is left is not fixed by a smaller
-    hint or batch; the error says so, and what would help."""
+    """One sample alone larger than what is left is not fixed by a smaller hint or batch; the
+    error says so, and what would help."""
     error = _allocation_error(monkeypatch, 1 << 20, [[np.zeros(4 << 20, np.uint8)]])
     message = str(error)
     assert error.samples == 1 and error.largest_sample_bytes == 4 << 20

@@ -1,4 +1,5 @@
-"""shm.read on hostile input: a valid in-bounds result or CorruptSlotError, nothing else."""
+"""dali_lite_shm.read on hostile input: a valid in-bounds result or CorruptSlotError, no
+other outcome."""
 
 from __future__ import annotations
 

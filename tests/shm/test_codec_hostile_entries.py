@@ -1,4 +1,4 @@
-"""shm.read against metadata built from scratch with hostile fields, record by record.
+"""dali_lite_shm.read against metadata built from scratch with hostile fields, record by record.
 
 ``test_codec_corruption`` mutates a valid slot; this module writes well-formed records whose
 *values* are hostile: offsets and sizes past the data area (up to 2**64 - 1, where sums

@@ -1,6 +1,6 @@
-"""Placed writes (shm.SlotWriter given a shm.Placement): several writers lay their samples
-back to back in one segment, each where it was told, and a reader gets them back as one
-array; a writer whose samples do not match what it was told writes its own layout instead,
+"""Placed writes (dali_lite_shm.SlotWriter given a dali_lite_shm.Placement): several writers lay
+their samples back to back in one segment, each where it was told, and a reader gets them back as
+one array; a writer whose samples do not match what it was told writes its own layout instead,
 and nothing it writes overlaps another writer's bytes."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The one layout function, shm.slot_format.plan_slot, against what is written: a write puts
-every run and its metadata where the plan says, from any base; streaming puts each sample
+"""The one layout function, dali_lite_shm.slot_format.plan_slot, against what is written: a write
+puts every run and its metadata where the plan says, from any base; streaming puts each sample
 where the write after it puts it, so that the write copies nothing again."""
 
 from __future__ import annotations

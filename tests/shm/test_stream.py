@@ -1,4 +1,4 @@
-"""Streamed writes (shm.writer's SlotWriter.put): samples copied into the slot as they are
+"""Streamed writes (dali_lite_shm.writer's SlotWriter.put): samples copied into the slot as they are
 made give exactly the slot a write after the last sample gives, placed or not; a sample that
 stops the streaming, a slot too small, a write that lands elsewhere: the result is written
 anew, right, with no copy reading bytes it has overwritten."""

@@ -106,8 +106,8 @@ def test_call_many_equals_calling_per_sample(script: list[str], num_outputs: int
 
 
 class TakingSink:
-    """A stream (`workers.SampleSink`) that takes the first `limit` samples (handing back
-    copies, as a slot hands back views), then stops."""
+    """A stream (`dali_lite_workers.callbacks.SampleSink`) that takes the first `limit` samples
+    (handing back copies, as a slot hands back views), then stops."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit

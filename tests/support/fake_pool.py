@@ -1,11 +1,11 @@
-"""An in-process `workers.TaskPool` for the engine's process-free tests.
+"""An in-process `dali_lite_workers.TaskPool` for the engine's process-free tests.
 
-Tasks run in the test's own process, with the workers' own `workers.worker.run_task` (so the
-real codec, placement and streaming write the real shared-memory segments), one at a time,
+Tasks run in the test's own process, with the workers' own `dali_lite_workers.worker.run_task` (so
+the real codec, placement and streaming write the real shared-memory segments), one at a time,
 when `collect` is called, in an order a seeded random generator picks: each worker's tasks in
 the order they were submitted (an iterator's dedicated worker runs its calls in order), the
 workers' heads in any order. Faults are queued by the test: the next `collect` reports a
-worker's death or a stuck task, as the real pools do (see `workers.task_pool`).
+worker's death or a stuck task, as the real pools do (see `dali_lite_workers.task_pool`).
 
 It also checks what the engine promises the pool: a segment given to a new task is not one a
 task still in the queue may write (its own slot, or the data slot of a placed batch other

@@ -1,4 +1,4 @@
-"""A spawn pool with more workers than it starts at once stages their start (issue 24): every
+"""A spawn pool with more workers than it starts at once stages their start: every
 process exists when ``start()`` returns, and worker ``i`` imports the main module only once
 worker ``i - at_once`` has loaded its callbacks (workers/startup.py). Told by the order of
 events the workers write to a log (never by how long anything took), in a script run in a

@@ -1,4 +1,4 @@
-"""Connecting to Ray never hangs (issue 21, item 5): a dead address fails at once, an
+"""Connecting to Ray never hangs: a dead address fails at once, an
 unresponsive one after the start timeout, with an error saying what was waited for; without
 RAY_ADDRESS a local instance of the program's own is started, never a stale cluster joined.
 

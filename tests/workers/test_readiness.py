@@ -1,4 +1,4 @@
-"""`workers.readiness`: the pool's wait for replies and deaths, with one poll set kept."""
+"""`dali_lite_workers.readiness`: the pool's wait for replies and deaths, with one poll set kept."""
 
 from __future__ import annotations
 

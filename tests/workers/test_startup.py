@@ -1,5 +1,5 @@
-"""workers.startup, in this process: the hook a spawned worker installs before it imports the
-main module, what it sends, and the words of the error the pool raises from it. The real
+"""dali_lite_workers.startup, in this process: the hook a spawned worker installs before it imports
+the main module, what it sends, and the words of the error the pool raises from it. The real
 start-up (a script run in a child interpreter) is tests/parallel/test_spawn_startup.py."""
 
 from __future__ import annotations

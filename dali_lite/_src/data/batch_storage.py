@@ -66,7 +66,7 @@ class BatchStorage(HostBatch):
 
     __slots__ = ("_blocks", "_count", "_dense", "_dtype", "_layout", "_samples")
 
-    # Set by the constructors (`_from_samples`, `_from_blocks`) and copied by `_share`.
+    # Set by the constructors (`_from_samples`, `from_blocks`) and copied by `_share`.
     _blocks: list[np.ndarray] | None  # dense (n_i, *sample_shape) blocks, laid end to end
     _samples: list[np.ndarray] | None  # one array per sample (views of the blocks, once asked)
     _count: int
@@ -98,23 +98,28 @@ class BatchStorage(HostBatch):
         return tl
 
     @classmethod
-    def _from_sample_views(cls: type[_Batch], samples: Sequence[np.ndarray],
+    def from_sample_views(cls: type[_Batch], samples: Sequence[np.ndarray],
                            layout: str = "") -> _Batch:
-        """Internal: a batch over already validated per-sample arrays, held as one dense block
-        when they are adjacent in one buffer (`contiguous_block`), else as the samples."""
+        """dali_lite's own constructor (DALI's ``TensorListCPU`` has none such): a batch over
+        already validated per-sample arrays, held as one dense block when they are adjacent in
+        one buffer (`contiguous_block`), else as the samples.
+
+        The caller guarantees that the samples share a supported dtype and number of
+        dimensions (nothing is checked per sample); the batch holds the arrays, not copies."""
         block = contiguous_block(samples)
         if block is not None:
-            return cls._from_blocks([block], layout)
+            return cls.from_blocks([block], layout)
         return cls._from_samples(list(samples), layout)
 
     @classmethod
-    def _from_blocks(
+    def from_blocks(
         cls: type[_Batch],
         blocks: Sequence[np.ndarray | Sequence[np.ndarray]],
         layout: str = "",
         dtype: np.dtype[Any] | None = None,
     ) -> _Batch:
-        """Internal: a batch made of parts laid end to end (the parallel loader's output).
+        """dali_lite's own constructor (DALI's ``TensorListCPU`` has none such): a batch made
+        of parts laid end to end (the parallel loader's output), zero-copy where it can be.
 
         Each part is a dense ``(n_i, *sample_shape)`` array or a list of sample arrays. Parts
         must share dtype and number of dimensions (checked per part, not per sample). With

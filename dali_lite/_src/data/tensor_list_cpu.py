@@ -104,7 +104,7 @@ class TensorListCPU(BatchStorage):
             block = _data.to_batch_block(b)
             if block is not None:
                 refuse_strided(block, "TensorListCPU")
-                self._share(TensorListCPU._from_blocks([block]))
+                self._share(TensorListCPU.from_blocks([block]))
             else:
                 if isinstance(b, (np.ndarray, np.generic)) and np.ndim(b) == 0:
                     raise RuntimeValueError(

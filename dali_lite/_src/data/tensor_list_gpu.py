@@ -258,7 +258,7 @@ class TensorListGPU:
         host = cuda_memory.download(self._parts(), self._ready, self._device_id)
         if self._count and all(shape == shapes[0] for shape in shapes):
             block = host.view(dtype).reshape((self._count, *shapes[0]))
-            return TensorListCPU._from_blocks([block], self._layout)
+            return TensorListCPU.from_blocks([block], self._layout)
         samples = cuda_memory.packed_views(host, shapes, dtype)
         return TensorListCPU._from_samples(samples, self._layout, dtype)
 

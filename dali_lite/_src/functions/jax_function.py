@@ -116,7 +116,7 @@ class JaxFunction(Operator):
         return np.from_dlpack(array)
 
     def make_batch(self, block: Any, layout: str) -> Any:
-        return TensorListCPU._from_blocks([block], layout)
+        return TensorListCPU.from_blocks([block], layout)
 
     # ------------------------------------------------------------------ one batch
     def run(self, ctx: IterationContext, inputs: list[Any]) -> list[Any]:

@@ -162,7 +162,7 @@ class OutputBuffer:
 
     def tensor_list(self, layout: str) -> TensorListCPU:
         if self.block is not None:
-            return TensorListCPU._from_blocks([self.block], layout)
+            return TensorListCPU.from_blocks([self.block], layout)
         return TensorListCPU._from_samples(self.samples or [], layout)
 
 

@@ -185,7 +185,7 @@ class PythonFunction(Operator):
                         f"{first.ndim}"
                     )
             check_layout(layout, first.ndim, what)
-        return TensorListCPU._from_sample_views(samples, layout)
+        return TensorListCPU.from_sample_views(samples, layout)
 
     def _batch_size(self, samples_in: list[list[np.ndarray]], ctx: IterationContext) -> int:
         if not samples_in:

@@ -207,8 +207,8 @@ def output_batch(data: Any, layout: str, device: str) -> Any:
 
         return TensorListGPU(data if not isinstance(data, list) else list(data), layout or None)
     if isinstance(data, np.ndarray):
-        return TensorListCPU._from_blocks([np.ascontiguousarray(data)], layout)
-    return TensorListCPU._from_sample_views([_contiguous(s) for s in data], layout)
+        return TensorListCPU.from_blocks([np.ascontiguousarray(data)], layout)
+    return TensorListCPU.from_sample_views([_contiguous(s) for s in data], layout)
 
 
 def _contiguous(sample: Any) -> np.ndarray:

@@ -4,7 +4,7 @@ share theirs over the pipeline's `num_threads` (NumPy releases the GIL in its lo
 Each thread gets one contiguous block of the samples, not one task per sample: handing a task
 to a thread costs 20-40 µs of the operator's own thread (a future, a lock, a wake-up), as much
 as normalizing a 224x224x3 sample, and with one task per sample it was an eighth of the
-executor thread's time in the `chain` benchmark (benchmarks/RESULTS.md).
+executor thread's time in the `chain` workload of `python -m benchmarks`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The worker pool of one pipeline and the parallel sources that share it.
 
 `ParallelSourceGroup` starts the pool (fork/spawn workers, or Ray actors with
-`py_start_method="ray"`; any `workers.TaskPool`, a test's in-process fake included) when the
-pipeline is built, hands each `ParallelSource` (see `source`) the results of its tasks, and
+`py_start_method="ray"`; any `dali_lite_workers.TaskPool`, a test's in-process fake included) when
+the pipeline is built, hands each `ParallelSource` (see `source`) the results of its tasks, and
 turns a stuck task into a failed batch (and sends the tasks queued behind it to the
 replacement worker).
 """
@@ -138,8 +138,8 @@ class ParallelSourceGroup:
         """The fork/spawn pool, or with py_start_method="ray" the Ray pool (same interface)."""
         options = self.options
         if options.py_start_method != "ray":
-            # More spawned workers than CPUs start staged (workers.startup): at once, one per
-            # CPU and at least those the first iteration's tasks go to, which are then ready
+            # More spawned workers than CPUs start staged (dali_lite_workers.startup): at once, one
+            # per CPU and at least those the first iteration's tasks go to, which are then ready
             # after one main-module import's time rather than after all of them.
             first = max((source.first_workers for source in self.sources), default=1)
             return WorkerPool(callbacks, options.py_num_workers, options.py_start_method,

@@ -5,15 +5,16 @@ batches in flight: `py_num_workers > prefetch_queue_depth`) gets, unplaced, one 
 task, each in the task's own slot, which `as_array()` joins with a copy. Once a batch has shown the
 source's *dense layout* (every output one dtype and one sample shape), the next batches are
 *placed*: the first task's slot becomes the batch's data slot, grown here (while no task
-writes it) to hold every output of the whole batch, and each task gets a `shm.Placement`
+writes it) to hold every output of the whole batch, and each task gets a `dali_lite_shm.Placement`
 saying where its samples start in it (their final offsets in the batch) and where its
 metadata goes. Tasks whose samples match write there; `join_placed` then sees one contiguous
 run per output and returns it as one view, with no copy. A task whose samples do not match
 (the shapes changed) writes its own layout in its own slot and the batch is joined with a copy;
 that batch teaches the new layout (or none) to the next ones.
 
-The data slot's layout is the slot format's for the whole batch (`shm.slot_format.plan_slot`,
-one run per output), followed by room for the first task's metadata::
+The data slot's layout is the slot format's for the whole batch
+(`dali_lite_shm.slot_format.plan_slot`, one run per output), followed by room for the first task's
+metadata::
 
     [output 0: all samples of the batch][output 1: ...] ... [task 0's metadata][task 0's
     own layout, only if its samples did not match]
@@ -74,7 +75,7 @@ def plan_placements(data_slot: Slot, layout: DenseLayout, batch_size: int,
     meta_capacity = align_up(batch.meta_nbytes, OUTPUT_ALIGNMENT_BYTES)
     first_meta = batch.meta_offset
     first_fallback = align_up(first_meta + meta_capacity, OUTPUT_ALIGNMENT_BYTES)
-    # The pages are reserved by the writers (shm.SharedSegment.prepare_write), as for any
+    # The pages are reserved by the writers (dali_lite_shm.SharedSegment.prepare_write), as for any
     # slot; growing here only sizes the file while no task can be writing it.
     data_slot.segment.grow(align_up(first_fallback, SLOT_ALIGNMENT_BYTES), reserve=False)
     placements: list[Placement | None] = []

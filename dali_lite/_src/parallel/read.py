@@ -1,6 +1,6 @@
 """Reading a completed batch: the replies of its tasks turned into views of their slots.
 
-Each task's result is read with `shm.read_runs` as one `(n, *shape)` view per run of equal
+Each task's result is read with `dali_lite_shm.read_runs` as one `(n, *shape)` view per run of equal
 samples, straight out of the slot it lies in: the task's own slot, or, for a placed task, the
 batch's data slot (its metadata is copied out of its own slot, which then goes back at once).
 Every view holds its slot's lease, so no slot is written again while the program can still

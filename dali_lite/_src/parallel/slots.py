@@ -25,8 +25,8 @@ is their allocated pages.
 
 What a file holds, and when pages go back (`pages_to_keep`, one rule): when a slot is given to
 a task, the pages past what that task will write go back to the system (a hole punched in the
-file, `shm.SharedSegment.release_pages`; the file keeps its size). A placed task that is not
-its batch's data slot writes only its metadata, at the start of its own slot, in at most the
+file, `dali_lite_shm.SharedSegment.release_pages`; the file keeps its size). A placed task that is
+not its batch's data slot writes only its metadata, at the start of its own slot, in at most the
 placement's metadata capacity: the slot keeps that page or so, and gives back what an earlier,
 unplaced batch wrote there. Every other task (unplaced, or writing its batch's data slot) may
 need as much as the slot ever held, and keeps it all, as DALI keeps its chunks: DALI never
@@ -141,8 +141,9 @@ class SlotRing:
                 self.free[part].append(self._new(part))
 
     def _new(self, part: int) -> Slot:
-        # The worker reserves the pages when it first writes (shm.codec.write): creating a
-        # slot costs microseconds, and a slot never written costs no memory.
+        # The worker reserves the pages when it first writes
+        # (dali_lite_shm.SharedSegment.prepare_write): creating a slot costs microseconds, and a
+        # slot never written costs no memory.
         try:
             segment = SharedSegment.create(self.slot_bytes * self.minibatches_per_slot,
                                            reserve=False)

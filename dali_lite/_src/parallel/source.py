@@ -43,11 +43,11 @@ shared memory rather than keeping what the unplaced batches wrote there as well.
 A task's arguments travel as a `SampleRange`, a few integers that the worker expands into
 `SampleInfo`s, not as one pickled object per sample.
 
-Results are read with `shm.slot_reader` (`read`) as numpy views straight out of the slots,
+Results are read with `dali_lite_shm.slot_reader` (`read`) as numpy views straight out of the slots,
 one `(n, *shape)` view per run of equal samples, so the main process's work per batch does not
 grow with the number of samples. A slot goes back to its free list only when the last array
-pointing into it is garbage-collected (a lease from `shm.SharedSegment.lease`), so no output a
-user may still hold is ever overwritten.
+pointing into it is garbage-collected (a lease from `dali_lite_shm.SharedSegment.lease`), so no
+output a user may still hold is ever overwritten.
 
 Epochs, as DALI has them: reset() starts a callable source over, while an iterable or a
 generator function that did not end the epoch itself goes on where it is, keeping what it
@@ -59,7 +59,7 @@ pipeline has taken, DALI's "batches computed in advance and stored in the intern
 A batch leaves the buffer the moment the iteration that waits for it sees it complete; its
 place is refilled at once, before the batch is read and the iteration finishes. Refilling
 only when the next iteration starts left the worker that had just finished idle for the rest
-of the iteration: 15% of the workers' time in the tiny-sample benchmark (benchmarks/RESULTS.md).
+of the iteration: 15% of the workers' time in the `tiny` workload of `python -m benchmarks`.
 The price, where the consumer is slower than the workers: the full depth of batches stays in
 memory between iterations.
 """

@@ -7,8 +7,8 @@ exception: a large sample a worker streams into its slot is taken as returned, s
 that overwrites a buffer it returned gets each sample as returned; docs/compat.md,
 `parallel-streamed-reused-buffer`). Each one takes a single argument (a `SampleInfo` or a
 `BatchInfo`) and returns the batch as outputs x samples of numpy arrays, which is the contract
-of `workers.WorkerPool` callbacks. They are plain module-level classes so that they pickle by
-reference under the spawn start method; only the user's source inside them needs cloudpickle.
+of `dali_lite_workers.WorkerPool` callbacks. They are plain module-level classes so that they pickle
+by reference under the spawn start method; only the user's source inside them needs cloudpickle.
 """
 
 from __future__ import annotations
@@ -158,11 +158,12 @@ class PerSampleCall(_SourceCall):
             error = failed.cause
         raise error  # outside the handler, so that it does not chain to _ItemFailed
 
-    call_many_streams = True  # call_many takes a stream (workers.task_calls.run_calls)
+    call_many_streams = True  # call_many takes a stream (dali_lite_workers.task_calls.run_calls)
 
     def call_many(self, infos: Sequence[SampleInfo],
                   stream: SampleSink | None = None) -> CallManyResult:
-        """All of a task's samples at once: the worker's fast path (`workers.BatchedCallback`).
+        """All of a task's samples at once: the worker's fast path
+        (`dali_lite_workers.BatchedCallback`).
 
         The same results and errors as calling `self` per item and appending, in a fraction
         of the Python work per sample. Returns ``(outputs, None)``, or
@@ -209,8 +210,8 @@ class PerSampleCall(_SourceCall):
         return outputs
 
     def _stream(self, stream: SampleSink, index: int, result: Any) -> Any:
-        """`result` as views of where `stream` (`shm.SlotWriter`) put it, so its fresh arrays go
-        while warm; as is, stopping the stream, if not one valid array per output."""
+        """`result` as views of where `stream` (`dali_lite_shm.SlotWriter`) put it, so its fresh
+        arrays go while warm; as is, stopping the stream, if not one valid array per output."""
         k = self.num_outputs
         items = [result] if k is None else result[:k] if type(result) in (tuple, list) else ()
         views = stream.put(index, items) if len(items) == (k or 1) and all(

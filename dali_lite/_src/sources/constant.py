@@ -76,7 +76,7 @@ class ConstantOutput(Operator):
                                    "type but float64)")
         block = np.ascontiguousarray(np.broadcast_to(self.value, (ctx.batch_size,
                                                                   *self.value.shape)))
-        return [TensorListCPU._from_blocks([block], self.layout)]
+        return [TensorListCPU.from_blocks([block], self.layout)]
 
     def spec(self) -> dict[str, Any]:
         return {"value": self.value.tolist(), "dtype": str(self.value.dtype)}

@@ -292,12 +292,12 @@ class ExternalSource(Operator):
     # ------------------------------------------------------------------ one iteration
     def run(self, ctx: IterationContext, inputs: list[Any]) -> list[TensorListCPU]:
         if self.parallel_source is not None:
-            return [TensorListCPU._from_blocks(blocks, check_blocks(check, blocks))
+            return [TensorListCPU.from_blocks(blocks, check_blocks(check, blocks))
                     for blocks, check in zip(self.parallel_source.fetch(ctx), self.checks)]
         outputs, layouts = self._next_serial_batch(ctx)
         if self.source is not None and not self.no_copy:
             outputs = [_copied(samples) for samples in outputs]
-        return [TensorListCPU._from_sample_views(samples, check.check(samples, layout))
+        return [TensorListCPU.from_sample_views(samples, check.check(samples, layout))
                 for samples, check, layout in zip(outputs, self.checks, layouts)]
 
     def _next_serial_batch(self, ctx: IterationContext) -> tuple[list[Any], list[str]]:

@@ -1,7 +1,7 @@
 """`SampleRange`: the arguments of a per-sample task, as five integers instead of a list.
 
 A parallel per-sample source sends each task the `SampleInfo`s of a contiguous slice of a
-batch. Pickling one object per sample showed in the profiles (benchmarks/RESULTS.md); a
+batch. Pickling one object per sample showed in the profiles (`python -m benchmarks`); a
 `SampleRange` pickles as five integers and builds the `SampleInfo`s in the worker.
 """
 
@@ -50,8 +50,8 @@ class SampleRange(Sequence[SampleInfo]):
     def __iter__(self) -> Iterator[SampleInfo]:
         # A worker builds one SampleInfo per sample: `map` over ranges calls the class from
         # C, with no Python frame per item but __init__'s (0.2 us a sample against 0.5 us
-        # for a generator that filled the slots itself; benchmarks/RESULTS.md, "Tiny
-        # samples").
+        # for a generator that filled the slots itself; the `tiny` workload of
+        # `python -m benchmarks`).
         first, start, count = self.first_idx_in_epoch, self.first_idx_in_batch, self.num_samples
         return map(SampleInfo, range(first, first + count), range(start, start + count),
                    repeat(self.iteration, count), repeat(self.epoch_idx, count))
