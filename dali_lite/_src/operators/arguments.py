@@ -146,12 +146,7 @@ def vector_values(arguments: ArgumentValues, name: str, lengths: Sequence[int],
                 f"which can't be interpreted as the expected shape. (`{name}` needs one value "
                 f"per axis, {lengths[0]} here, or a single value for all of them)")
         return [constant] * len(lengths)
-    values = arguments.per_sample(name)
-    for value in values:
-        if value.ndim > 1:
-            raise RuntimeValueError(
-                f"Input with dimension ({value.ndim}) cannot be converted to dimension (1). "
-                f"(each sample of the DataNode given as `{name}` must be a 1D array)")
+    values = _one_dimensional_samples(arguments, name, "a 1D array")
     out: list[np.ndarray | None] = []
     for value, length in zip(values, lengths):
         if value.ndim == 0:
@@ -173,13 +168,20 @@ def per_sample_axes(arguments: ArgumentValues, name: str = "axes") -> list[list[
     """Each sample's axes from an `axes` argument (a constant, or a DataNode whose samples may
     name different numbers of axes; a 0-d sample is one axis); empty means every axis, as in
     DALI."""
+    values = _one_dimensional_samples(arguments, name, "a 1D array of axes")
+    return [[int(a) for a in value.reshape(-1).tolist()] for value in values]
+
+
+def _one_dimensional_samples(arguments: ArgumentValues, name: str,
+                             expected: str) -> list[np.ndarray]:
+    """The per-sample values of `name`, each refused with DALI's words unless 0-d or 1-D."""
     values = arguments.per_sample(name)
     for value in values:
         if value.ndim > 1:
             raise RuntimeValueError(
                 f"Input with dimension ({value.ndim}) cannot be converted to dimension (1). "
-                f"(each sample of the DataNode given as `{name}` must be a 1D array of axes)")
-    return [[int(a) for a in value.reshape(-1).tolist()] for value in values]
+                f"(each sample of the DataNode given as `{name}` must be {expected})")
+    return values
 
 
 def shape_list(shapes: Sequence[tuple[int, ...]]) -> str:
