@@ -350,16 +350,6 @@ def test_no_private_name_crosses_a_module() -> None:
     assert not crossing, "private names imported from another module:\n" + "\n".join(crossing)
 
 
-#: `Class._name` uses across modules older than this rule: each owes a public name or a move
-#: of its callers, and no other may join them.
-PRIVATE_ATTRIBUTES_STILL_CROSSING = {
-    "TensorCPU._wrap", "TensorGPU._wrap", "TensorListCPU._from_samples",
-    "TensorListGPU._from_block", "TensorListGPU._from_samples", "TensorListGPU._from_packed",
-    "Operator._runtime_attributes", "BuiltinOperator._runtime_attributes",
-    "JaxFunction._runtime_attributes", "ExternalSource._runtime_attributes",
-}
-
-
 def _classes_by_module(files: list[Path]) -> dict[str, set[str]]:
     """The modules that define each top-level class of the packages, by the class's name."""
     defined: dict[str, set[str]] = {}
@@ -410,14 +400,8 @@ def test_no_private_class_attribute_crosses_a_module() -> None:
     # Parsing is the slow part: only files with a `Class._name` in their text can hold one
     # (classes are imported under their CamelCase names here).
     maybe = [p for p in files if re.search(r"\b[A-Z]\w*\._[a-z]", p.read_text())]
-    used = [line for p in maybe for line in private_class_attributes_used(p, known, classes)]
-    crossing = [line for line in used
-                if line.rpartition(": ")[2] not in PRIVATE_ATTRIBUTES_STILL_CROSSING]
+    crossing = [line for p in maybe for line in private_class_attributes_used(p, known, classes)]
     assert not crossing, "private class names used from another module:\n" + "\n".join(crossing)
-    still = {line.rpartition(": ")[2] for line in used}
-    assert not PRIVATE_ATTRIBUTES_STILL_CROSSING - still, (
-        "these no longer cross a module; take them off PRIVATE_ATTRIBUTES_STILL_CROSSING: "
-        f"{sorted(PRIVATE_ATTRIBUTES_STILL_CROSSING - still)}")
 
 
 #: The modules at NVIDIA DALI's import paths: they re-export and hold no logic.

@@ -71,7 +71,7 @@ class RandomOperator(BuiltinOperator):
     # DALI's random operators check their arguments when they first run.
     argument_errors_at_run: ClassVar[bool] = True
 
-    _runtime_attributes: ClassVar[tuple[str, ...]] = (*BuiltinOperator._runtime_attributes,
+    runtime_attributes: ClassVar[tuple[str, ...]] = (*BuiltinOperator.runtime_attributes,
                                                       "stream_seed")
 
     def __init__(self, inputs: Sequence[Any], arguments: dict[str, Any], *,

@@ -467,10 +467,6 @@ class Pipeline(RunProtocol, Persistence):
             )
         return described[0], described[1]
 
-    @property
-    def _exec_async(self) -> bool:
-        return self._options.exec_async
-
     # ------------------------------------------------------------------ readers
     def epoch_size(self, name: str | None = None) -> dict[str, int] | int:
         """Epoch size of readers (builds the pipeline). dali_lite has no readers: the
