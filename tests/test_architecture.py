@@ -393,7 +393,7 @@ def test_the_private_attribute_finder_sees_a_class_s_private_names() -> None:
 
 
 def test_no_private_class_attribute_crosses_a_module() -> None:
-    """A class's private names (`TensorListCPU._from_samples`) are its module's: another
+    """A class's private names (`TensorListCPU._share`) are its module's: another
     module uses the class's public surface (`TensorListCPU.from_blocks`)."""
     files = _package_files()
     known = {module_name(p) for p in files}

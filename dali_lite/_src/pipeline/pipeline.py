@@ -1,17 +1,15 @@
 """`Pipeline`, as `nvidia.dali.pipeline.Pipeline`: the object a program defines, builds, runs
 and keeps.
 
-The pipeline owns the graph (defined in `define_graph`, a `with pipe:` block or a
-`pipeline_def` function), the executor that computes iterations ahead of the caller, and, when a
-source is parallel, the worker pool behind it. Graph, executor, pool, one iteration's
-computation (`iteration.py`), checkpointing (`checkpointing.py`) and the serialized format
-(`serialization.py`) each live in their own module and never see the pipeline; this one wires
-them together: DALI's constructor arguments and their defaults, the graph's definition (the
-pipeline current in this thread, operators registering with it, the outputs and DALI's rules
-for them), `build()` (operators set up, workers started, the executor created), DALI's
-read-only properties, DALI's run protocol (`run()`, or `schedule_run()` / `share_outputs()` /
-`release_outputs()` / `outputs()`, `feed_input`, epochs and `reset()`), checkpoints and
-serialization, closing, and releasing what it holds (`PipelineResources`) when it goes away.
+It wires together the graph, the executor that computes iterations ahead of the caller and,
+for parallel sources, the worker pool: DALI's constructor arguments, the graph's definition
+(the pipeline current in this thread, operators registering with it, DALI's rules for the
+outputs), `build()`, DALI's read-only properties, DALI's run protocol (`run()`, or
+`schedule_run()` / `share_outputs()` / `release_outputs()` / `outputs()`, `feed_input`, epochs
+and `reset()`), checkpoints, serialization, and closing (`PipelineResources`, released by a
+finalizer when the pipeline goes away). What it holds that is a concept of its own lives in its
+own module and never sees the pipeline: one iteration's computation (`iteration.py`),
+checkpointing (`checkpointing.py`), the serialized bytes (`serialization.py`, `dot.py`).
 
 Why one module: the pipeline is one object with one state. The run protocol reads and moves the
 graph's operators, the executor `build()` made and the run position (epoch, next iteration,
