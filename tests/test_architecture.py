@@ -7,10 +7,11 @@ functions (a circle closed at run time is still a circle) and imports under
 `if TYPE_CHECKING:` (an annotation that names a module above is still an arrow up, and a
 circle closed through one is still a circle) included. So a type-only circle or a type-only
 upward import fails these tests, and a newcomer can trust that a module never depends on one
-that depends on it. With no exception: the mixins `Pipeline` derives from (and
-`pipeline/serialization.py`) know the pipeline as `pipeline.state.PipelineState`, never as the
-class. What one module offers another is public in it: no private name crosses a module
-(`test_no_private_name_crosses_a_module`).
+that depends on it, with no exception. What one module offers another is public in it: no
+private name, and no private attribute of a class, crosses a module
+(`test_no_private_name_crosses_a_module`, `test_no_private_class_attribute_crosses_a_module`).
+Modules are sized by cohesion: one over `LONG_MODULE_LINES` says in its docstring why it is
+one (`test_long_modules_say_why_they_are_one`).
 """
 
 from __future__ import annotations
@@ -350,16 +351,6 @@ def test_no_private_name_crosses_a_module() -> None:
     assert not crossing, "private names imported from another module:\n" + "\n".join(crossing)
 
 
-#: `Class._name` uses across modules older than this rule: each owes a public name or a move
-#: of its callers, and no other may join them.
-PRIVATE_ATTRIBUTES_STILL_CROSSING = {
-    "TensorCPU._wrap", "TensorGPU._wrap", "TensorListCPU._from_samples",
-    "TensorListGPU._from_block", "TensorListGPU._from_samples", "TensorListGPU._from_packed",
-    "Operator._runtime_attributes", "BuiltinOperator._runtime_attributes",
-    "JaxFunction._runtime_attributes", "ExternalSource._runtime_attributes",
-}
-
-
 def _classes_by_module(files: list[Path]) -> dict[str, set[str]]:
     """The modules that define each top-level class of the packages, by the class's name."""
     defined: dict[str, set[str]] = {}
@@ -402,7 +393,7 @@ def test_the_private_attribute_finder_sees_a_class_s_private_names() -> None:
 
 
 def test_no_private_class_attribute_crosses_a_module() -> None:
-    """A class's private names (`TensorListCPU._from_samples`) are its module's: another
+    """A class's private names (`TensorListCPU._share`) are its module's: another
     module uses the class's public surface (`TensorListCPU.from_blocks`)."""
     files = _package_files()
     known = {module_name(p) for p in files}
@@ -410,14 +401,8 @@ def test_no_private_class_attribute_crosses_a_module() -> None:
     # Parsing is the slow part: only files with a `Class._name` in their text can hold one
     # (classes are imported under their CamelCase names here).
     maybe = [p for p in files if re.search(r"\b[A-Z]\w*\._[a-z]", p.read_text())]
-    used = [line for p in maybe for line in private_class_attributes_used(p, known, classes)]
-    crossing = [line for line in used
-                if line.rpartition(": ")[2] not in PRIVATE_ATTRIBUTES_STILL_CROSSING]
+    crossing = [line for p in maybe for line in private_class_attributes_used(p, known, classes)]
     assert not crossing, "private class names used from another module:\n" + "\n".join(crossing)
-    still = {line.rpartition(": ")[2] for line in used}
-    assert not PRIVATE_ATTRIBUTES_STILL_CROSSING - still, (
-        "these no longer cross a module; take them off PRIVATE_ATTRIBUTES_STILL_CROSSING: "
-        f"{sorted(PRIVATE_ATTRIBUTES_STILL_CROSSING - still)}")
 
 
 #: The modules at NVIDIA DALI's import paths: they re-export and hold no logic.
@@ -460,30 +445,72 @@ def test_faces_only_re_export(face: str) -> None:
     assert not logic, f"{face} holds more than re-exports:\n" + "\n".join(logic)
 
 
-#: The most lines a module of the three packages may have (one concern per module, small
-#: enough to read in one sitting).
-MAX_MODULE_LINES = 400
-#: Modules that hold one cohesive object longer than that, and why (their docstrings say it
-#: too): cutting such an object in pieces only makes the pieces share private state.
-LONG_MODULES = {
-    "dali_lite/_src/parallel/source.py":
-        "ParallelSource: one state machine of a parallel source (its scheduled batches, the "
-        "slots they hold, its epochs)",
-    "dali_lite/_src/pipeline/pipeline.py":
-        "Pipeline: the object as a program defines, builds and reads it (its graph's "
-        "definition, its properties); the run protocol and persistence are mixins",
-}
+#: Past this many lines a module says why it is one piece (DESIGN.md: a cohesive object stays
+#: in one file even past ~400 lines, while two concepts in one file are two rooms). No cap:
+#: cutting one object in pieces only makes the pieces share its private state.
+LONG_MODULE_LINES = 400
+#: How a module says it: a paragraph of its docstring that opens with these words and says
+#: what the one object (or family) is and why its parts belong together.
+WHY_ONE_MODULE = "Why one module:"
+#: The fewest words such a paragraph may have besides its opening: a reason, not a label.
+WHY_MIN_WORDS = 20
 
 
 def _package_files() -> list[Path]:
     return sorted(p for pkg in INSTALLED_AS for p in (ROOT / pkg).rglob("*.py"))
 
 
-def test_modules_stay_small() -> None:
-    long = [f"{p.relative_to(ROOT)}: {n} lines" for p in _package_files()
-            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
-            and str(p.relative_to(ROOT)) not in LONG_MODULES]
-    assert not long, f"modules over {MAX_MODULE_LINES} lines:\n" + "\n".join(long)
+def why_one_module(source: str) -> str | None:
+    """The paragraph of the module docstring of `source` that opens with `WHY_ONE_MODULE`
+    (its words joined by single spaces), or None: a comment or a class docstring does not
+    count, only what `help(module)` shows."""
+    docstring = ast.get_docstring(ast.parse(source)) or ""
+    for paragraph in docstring.split("\n\n"):
+        if paragraph.strip().startswith(WHY_ONE_MODULE):
+            return " ".join(paragraph.split())
+    return None
+
+
+def long_modules_without_a_reason(sources: dict[str, str]) -> list[str]:
+    """The modules of `sources` (path: text) over `LONG_MODULE_LINES` lines whose docstring
+    does not say why they are one module, in a paragraph of `WHY_MIN_WORDS` words or more."""
+    found = []
+    for where, text in sources.items():
+        lines = len(text.splitlines())
+        if lines <= LONG_MODULE_LINES:
+            continue
+        reason = why_one_module(text)
+        words = len(reason.split()) - len(WHY_ONE_MODULE.split()) if reason else 0
+        if words < WHY_MIN_WORDS:
+            found.append(f"{where}: {lines} lines, " + (
+                f"its {WHY_ONE_MODULE!r} paragraph has {words} words" if reason else
+                f"no paragraph opening with {WHY_ONE_MODULE!r} in its docstring"))
+    return found
+
+
+def test_the_reason_finder_reads_only_the_module_docstring() -> None:
+    long_code = "x = 1\n" * LONG_MODULE_LINES
+    reason = f"{WHY_ONE_MODULE} " + "the state machine of one source, read as a whole " * 3
+    sources = {
+        "short.py": '"""A module."""\n',
+        "told.py": f'"""A module.\n\n{reason}\n"""\n' + long_code,
+        "in_a_comment.py": f'"""A module."""\n# {reason}\n' + long_code,
+        "in_a_class.py": f'"""A module."""\nclass C:\n    """{reason}"""\n' + long_code,
+        "a_label.py": f'"""A module.\n\n{WHY_ONE_MODULE} one object.\n"""\n' + long_code,
+    }
+    assert [line.partition(":")[0] for line in long_modules_without_a_reason(sources)] == [
+        "in_a_comment.py", "in_a_class.py", "a_label.py"]
+
+
+def test_long_modules_say_why_they_are_one() -> None:
+    """A module over `LONG_MODULE_LINES` lines says why it is one object, in its own docstring
+    (a paragraph opening with `WHY_ONE_MODULE`); there is no list of exceptions to keep."""
+    sources = {str(p.relative_to(ROOT)): p.read_text() for p in _package_files()}
+    unexplained = long_modules_without_a_reason(sources)
+    assert not unexplained, (
+        f"modules over {LONG_MODULE_LINES} lines that do not say why they are one (add a "
+        f"paragraph opening with {WHY_ONE_MODULE!r} to the module docstring, or cut the "
+        "module where two concepts meet):\n" + "\n".join(unexplained))
 
 
 def test_every_module_says_what_it_owns() -> None:

@@ -333,12 +333,12 @@ def test_from_blocks_with_lists_and_mismatches() -> None:
 
 def test_from_samples_is_a_cheap_wrapper() -> None:
     samples = [np.arange(n, dtype=np.int8) for n in (2, 5, 3)]
-    tl = TensorListCPU._from_samples(samples, "X")
+    tl = TensorListCPU.from_samples(samples, "X")
     assert all(tl.at(i) is s for i, s in enumerate(samples))
     assert tl.layout() == "X" and tl.dtype == types.INT8
-    empty = TensorListCPU._from_samples([], dtype=np.dtype(np.float32))
+    empty = TensorListCPU.from_samples([], dtype=np.dtype(np.float32))
     assert len(empty) == 0 and empty.dtype == types.FLOAT and empty.as_array().shape == (0,)
-    assert TensorListCPU._from_samples([]).dtype == types.NO_TYPE
+    assert TensorListCPU.from_samples([]).dtype == types.NO_TYPE
 
 
 # --- copy_to_external pointer forms, backend, GPU placeholders ------------------------------

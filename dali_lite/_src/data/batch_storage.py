@@ -66,7 +66,7 @@ class BatchStorage(HostBatch):
 
     __slots__ = ("_blocks", "_count", "_dense", "_dtype", "_layout", "_samples")
 
-    # Set by the constructors (`_from_samples`, `from_blocks`) and copied by `_share`.
+    # Set by the constructors (`from_samples`, `from_blocks`) and copied by `_share`.
     _blocks: list[np.ndarray] | None  # dense (n_i, *sample_shape) blocks, laid end to end
     _samples: list[np.ndarray] | None  # one array per sample (views of the blocks, once asked)
     _count: int
@@ -81,11 +81,13 @@ class BatchStorage(HostBatch):
         self._layout = other._layout
 
     @classmethod
-    def _from_samples(
+    def from_samples(
         cls: type[_Batch], samples: list[np.ndarray], layout: str = "",
         dtype: np.dtype[Any] | None = None,
     ) -> _Batch:
-        """Internal fast path: a batch of already validated per-sample arrays.
+        """dali_lite's own constructor (DALI's ``TensorListCPU`` has none such): a batch that
+        holds the per-sample arrays `samples` as they are (never joined into a block, unlike
+        `from_sample_views`): the fast path of batches made sample by sample.
 
         The caller guarantees that the samples share a supported dtype and number of
         dimensions, and hands over ``samples`` (it must not change the list afterwards).
@@ -109,7 +111,7 @@ class BatchStorage(HostBatch):
         block = contiguous_block(samples)
         if block is not None:
             return cls.from_blocks([block], layout)
-        return cls._from_samples(list(samples), layout)
+        return cls.from_samples(list(samples), layout)
 
     @classmethod
     def from_blocks(
@@ -155,7 +157,7 @@ class BatchStorage(HostBatch):
             samples: list[np.ndarray] = []
             for part in blocks:
                 samples.extend(split_block(part) if isinstance(part, np.ndarray) else part)
-            return cls._from_samples(samples, layout, dtype)
+            return cls.from_samples(samples, layout, dtype)
         tl = cls.__new__(cls)
         tl._blocks, tl._samples, tl._dense = dense, None, None
         tl._count = sum(block.shape[0] for block in dense)

@@ -227,8 +227,12 @@ class TensorCPU(HostSample):
         self._layout: str = checked_layout(layout, array.ndim)
 
     @classmethod
-    def _wrap(cls, array: np.ndarray, layout: str = NO_LAYOUT) -> TensorCPU:
-        """Internal: wrap an already validated array (a sample view, a joined batch)."""
+    def from_validated(cls, array: np.ndarray, layout: str = NO_LAYOUT) -> TensorCPU:
+        """dali_lite's own constructor (DALI's ``TensorCPU`` has none such): a tensor over
+        `array` as it is, with `layout` (a sample view, a joined batch).
+
+        The caller guarantees what ``TensorCPU(array, layout)`` would check (a supported,
+        unstrided array; a layout of its number of dimensions): nothing is checked or copied."""
         tensor = cls.__new__(cls)
         tensor._array = array
         tensor._layout = layout

@@ -85,8 +85,14 @@ class TensorGPU:
         self._layout = checked_layout(layout, array.ndim)
 
     @classmethod
-    def _wrap(cls, array: Any, layout: str = NO_LAYOUT, ready: CudaEvent | None = None
-              ) -> TensorGPU:
+    def from_validated(cls, array: Any, layout: str = NO_LAYOUT,
+                       ready: CudaEvent | None = None) -> TensorGPU:
+        """dali_lite's own constructor (DALI's ``TensorGPU`` has none such): a tensor over the
+        CuPy `array` as it is, with `layout`, readable once `ready` (an event on the stream
+        that wrote it; None: already) has passed.
+
+        The caller guarantees what ``TensorGPU(array, layout)`` would check: nothing is
+        checked or copied."""
         tensor = cls.__new__(cls)
         tensor._array, tensor._layout, tensor._ready = array, layout, ready
         return tensor
@@ -153,7 +159,7 @@ class TensorGPU:
     def as_cpu(self) -> TensorCPU:
         """Returns a TensorCPU object being a copy of this TensorGPU."""
         host = cuda_memory.download([self._array], self._ready, self.device_id)
-        return TensorCPU._wrap(host.view(self._array.dtype).reshape(self._array.shape),
+        return TensorCPU.from_validated(host.view(self._array.dtype).reshape(self._array.shape),
                                self._layout)
 
     def copy_to_external(self, ptr: Any, cuda_stream: Any = 0, non_blocking: bool = False) -> None:

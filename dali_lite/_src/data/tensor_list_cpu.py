@@ -94,7 +94,7 @@ class TensorListCPU(BatchStorage):
             if layout is None:
                 return
         elif isinstance(b, (list, tuple)) and not b:
-            self._share(TensorListCPU._from_samples([]))
+            self._share(TensorListCPU.from_samples([]))
         else:
             if b is None:
                 raise ValueError("TensorListCPU: b must not be None (the source object must not "
@@ -118,7 +118,7 @@ class TensorListCPU(BatchStorage):
                     raise MixedSamplesError(_mixed_list_message(exc)) from None
                 except ValueError as exc:
                     raise MixedSamplesError(str(exc)) from None
-                self._share(TensorListCPU._from_samples(samples))
+                self._share(TensorListCPU.from_samples(samples))
         self._layout = checked_layout(layout, self._sample_ndim(), "TensorList")
         if contiguous:
             # DALI copies a list of samples into one buffer by default; dali_lite keeps views
@@ -166,11 +166,11 @@ class TensorListCPU(BatchStorage):
                              f"{count}")
         sample = tensor if isinstance(tensor, TensorCPU) else TensorCPU(tensor)
         array = np.asarray(sample)
-        return TensorListCPU._from_samples([array] * count, sample.layout(), array.dtype)
+        return TensorListCPU.from_samples([array] * count, sample.layout(), array.dtype)
 
     def reset(self) -> None:
         """Empties the batch in place: no samples, no type, no layout, as DALI's."""
-        self._share(TensorListCPU._from_samples([]))  # the layout too
+        self._share(TensorListCPU.from_samples([]))  # the layout too
 
     # --- DALI's API ------------------------------------------------------------------------
 
@@ -212,7 +212,7 @@ class TensorListCPU(BatchStorage):
         """Returns a tensor that is a view of this TensorList (``is_dense_tensor()`` must be
         True); its layout is ``"N"`` + the samples' layout when that names every dimension."""
         joined = self._joined("as_tensor")
-        return TensorCPU._wrap(joined, batch_layout(self._layout, joined.ndim))
+        return TensorCPU.from_validated(joined, batch_layout(self._layout, joined.ndim))
 
     def as_reshaped_tensor(self, shape: Sequence[int]) -> TensorCPU:
         """Returns a tensor that is a view of this TensorList cast to the given shape.
@@ -237,7 +237,7 @@ class TensorListCPU(BatchStorage):
                 f"volume as the batch: requested {math.prod(new_shape)}, expected {total}"
             )
         flat = self._pack()
-        return TensorCPU._wrap(flat.reshape(new_shape), batch_layout(self._layout,
+        return TensorCPU.from_validated(flat.reshape(new_shape), batch_layout(self._layout,
                                                                      len(new_shape)))
 
     def at(self, i: int) -> np.ndarray:
@@ -255,11 +255,11 @@ class TensorListCPU(BatchStorage):
         index = _index(i, "TensorListCPU index")
         if not -self._count <= index < self._count:
             raise IndexError(f"TensorListCPU index out of range: {i} for {self._count} samples")
-        return TensorCPU._wrap(self._sample_arrays()[index], self._layout)
+        return TensorCPU.from_validated(self._sample_arrays()[index], self._layout)
 
     def __iter__(self) -> Iterator[TensorCPU]:
         layout = self._layout
-        return (TensorCPU._wrap(s, layout) for s in self._sample_arrays())
+        return (TensorCPU.from_validated(s, layout) for s in self._sample_arrays())
 
     def copy_to_external(self, ptr: Any) -> None:
         """Copy the contents of this TensorList to an external pointer (of type

@@ -78,12 +78,12 @@ class TensorListGPU:
                 if sample.dtype != samples[0].dtype or sample.ndim != samples[0].ndim:
                     raise ValueError(f"b: sample {i} is {sample.dtype} with {sample.ndim} dims, "
                                      f"sample 0 is {samples[0].dtype} with {samples[0].ndim}")
-            self._share(TensorListGPU._from_samples(samples))
+            self._share(TensorListGPU.from_samples(samples))
         else:
             block = to_device_array(b, "b (the data of TensorListGPU)")
             if block.ndim == 0:
                 raise ValueError("b: a 0-d array has no batch dimension")
-            self._share(TensorListGPU._from_block(block))
+            self._share(TensorListGPU.from_block(block))
         self._layout = checked_layout(layout, self._sample_ndim(), "TensorList")
 
     def _share(self, other: TensorListGPU) -> None:
@@ -100,36 +100,43 @@ class TensorListGPU:
         tl._layout = checked_layout(layout, tl._sample_ndim(), "TensorList")
         return tl
 
+    # dali_lite's own constructors (DALI's ``TensorListGPU`` has none such), for the rooms
+    # that make GPU batches (GPU sources, the copy to the device, GPU functions): each takes
+    # CuPy memory as it is, checked by its caller, and copies nothing. `ready` is an event on
+    # the stream that wrote the memory (None: already written).
     @classmethod
-    def _from_block(cls, block: Any, layout: str = "", ready: CudaEvent | None = None,
-                    flat: Any = None) -> TensorListGPU:
-        """Internal: a dense ``(N, *sample_shape)`` CuPy array."""
+    def from_block(cls, block: Any, layout: str = "", ready: CudaEvent | None = None,
+                   flat: Any = None) -> TensorListGPU:
+        """A batch over a dense ``(N, *sample_shape)`` CuPy array (`flat`: its bytes as a
+        flat uint8 array, if the caller has them)."""
         if flat is None and block.flags.c_contiguous:
             flat = block.reshape(-1).view(np.uint8)
         return cls._new(block, None, flat, layout, ready, block.dtype, block.shape[0],
                         int(block.device.id))
 
     @classmethod
-    def _from_samples(cls, samples: list[Any], layout: str = "", ready: CudaEvent | None = None,
-                      flat: Any = None, dtype: Any = None,
-                      device_id: int = 0) -> TensorListGPU:
-        """Internal: per-sample CuPy arrays (`flat`: their packed bytes, if they are)."""
+    def from_samples(cls, samples: list[Any], layout: str = "", ready: CudaEvent | None = None,
+                     flat: Any = None, dtype: Any = None,
+                     device_id: int = 0) -> TensorListGPU:
+        """A batch over per-sample CuPy arrays of one dtype and number of dimensions (`flat`:
+        their packed bytes, if they are; `dtype` and `device_id`: those of an empty batch)."""
         if samples:
             dtype, device_id = samples[0].dtype, int(samples[0].device.id)
         return cls._new(None, samples, flat, layout, ready, dtype, len(samples), device_id)
 
     @classmethod
-    def _from_packed(cls, flat: Any, shapes: Sequence[tuple[int, ...]], dtype: Any,
-                     layout: str = "", ready: CudaEvent | None = None) -> TensorListGPU:
-        """Internal: samples of `shapes` laid back to back in the uint8 CuPy array `flat`."""
+    def from_packed(cls, flat: Any, shapes: Sequence[tuple[int, ...]], dtype: Any,
+                    layout: str = "", ready: CudaEvent | None = None) -> TensorListGPU:
+        """A batch of samples of `shapes` laid back to back in the uint8 CuPy array `flat`
+        (one block when the shapes are equal)."""
         dtype = np.dtype(dtype)
         if shapes and all(shape == shapes[0] for shape in shapes):
             block_shape = (len(shapes), *shapes[0])
             block = (flat.view(dtype).reshape(block_shape) if flat.nbytes
                      else cuda.cupy().ndarray(block_shape, dtype))
-            return cls._from_block(block, layout, ready, flat)
-        return cls._from_samples(cuda_memory.packed_views(flat, shapes, dtype), layout, ready,
-                                 flat, dtype, int(flat.device.id))
+            return cls.from_block(block, layout, ready, flat)
+        return cls.from_samples(cuda_memory.packed_views(flat, shapes, dtype), layout, ready,
+                                flat, dtype, int(flat.device.id))
 
     def _relabeled(self, layout: str, ready: CudaEvent | None) -> TensorListGPU:
         """The same memory with another layout and ready event."""
@@ -180,7 +187,7 @@ class TensorListGPU:
                 flat = cp.empty(sum(s.nbytes for s in samples), dtype=np.uint8)
             cuda_memory.copy_out(samples, flat.data.ptr, stream.ptr, self._device_id)
             ready = cuda_context.record_event(stream)
-        packed = TensorListGPU._from_packed(flat, self.shape(), self._dtype, self._layout, ready)
+        packed = TensorListGPU.from_packed(flat, self.shape(), self._dtype, self._layout, ready)
         self._share(packed)
 
     # --- DALI's API --------------------------------------------------------------------------
@@ -239,7 +246,7 @@ class TensorListGPU:
             raise RuntimeIndexError(f"at(): Index is out-of-range: {i} for a TensorListGPU of "
                                     f"{self._count} samples; expected 0 <= index < "
                                     f"{self._count}")
-        return TensorGPU._wrap(self._sample_arrays()[index], self._layout, self._ready)
+        return TensorGPU.from_validated(self._sample_arrays()[index], self._layout, self._ready)
 
     def __getitem__(self, i: int) -> TensorGPU:
         index = operator.index(i)
@@ -260,13 +267,13 @@ class TensorListGPU:
             block = host.view(dtype).reshape((self._count, *shapes[0]))
             return TensorListCPU.from_blocks([block], self._layout)
         samples = cuda_memory.packed_views(host, shapes, dtype)
-        return TensorListCPU._from_samples(samples, self._layout, dtype)
+        return TensorListCPU.from_samples(samples, self._layout, dtype)
 
     def as_tensor(self) -> TensorGPU:
         """Returns a tensor that is a view of this TensorList (``is_dense_tensor()`` must be
         True); its layout is ``"N"`` + the samples' layout when they have one."""
         block = self._joined("as_tensor")
-        return TensorGPU._wrap(block, batch_layout(self._layout, block.ndim), self._ready)
+        return TensorGPU.from_validated(block, batch_layout(self._layout, block.ndim), self._ready)
 
     def as_reshaped_tensor(self, shape: Sequence[int]) -> TensorGPU:
         """Returns a tensor that is a view of this TensorList cast to the given shape (the
@@ -280,7 +287,8 @@ class TensorListGPU:
         if self._flat is None:
             self._repack()
         array = self._flat.view(np.dtype(self._dtype)).reshape(new_shape)
-        return TensorGPU._wrap(array, batch_layout(self._layout, len(new_shape)), self._ready)
+        return TensorGPU.from_validated(array, batch_layout(self._layout, len(new_shape)),
+                                        self._ready)
 
     def copy_to_external(self, ptr: Any, cuda_stream: Any = 0, non_blocking: bool = False) -> None:
         """Copy the contents of this TensorList (the samples back to back) to an external

@@ -109,8 +109,8 @@ class GPUFunctionMixin(PythonFunction):
         result = []
         for samples, layout in zip(outputs, self.output_layouts):
             block = contiguous_block(samples)
-            result.append(TensorListGPU._from_block(block, layout, ready) if block is not None
-                          else TensorListGPU._from_samples(samples, layout, ready))
+            result.append(TensorListGPU.from_block(block, layout, ready) if block is not None
+                          else TensorListGPU.from_samples(samples, layout, ready))
         return result
 
     def _call(self, samples_in: list[list[Any]], batch_size: int, where: str,

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 class JaxFunctionGPU(JaxFunction):
     """jax_function with device='gpu': the function gets and returns arrays on the GPU."""
 
-    _runtime_attributes = (*JaxFunction._runtime_attributes, "_gpu")
+    runtime_attributes = (*JaxFunction.runtime_attributes, "_gpu")
 
     def _init_runtime(self) -> None:
         super()._init_runtime()
@@ -54,4 +54,4 @@ class JaxFunctionGPU(JaxFunction):
             return cp.from_dlpack(array)
 
     def make_batch(self, block: Any, layout: str) -> Any:
-        return TensorListGPU._from_block(block, layout, self._gpu.record())
+        return TensorListGPU.from_block(block, layout, self._gpu.record())

@@ -71,7 +71,7 @@ class NumbaFunctionOperator(Operator):
 
     schema_name = "NumbaFunction"
     always_runs = True  # DALI: "This operator will not be optimized out of the graph."
-    _runtime_attributes = (*Operator._runtime_attributes, "_jit", "_pool", "_lock")
+    runtime_attributes = (*Operator.runtime_attributes, "_jit", "_pool", "_lock")
 
     def __init__(
         self,
@@ -217,7 +217,7 @@ class NumbaFunctionOperator(Operator):
         dtypes = [to_numpy_dtype(t) for t in self.out_types]
         layouts = self.output_layouts(inputs)
         if batch_size == 0:
-            return [TensorListCPU._from_samples([], layout, dtype)
+            return [TensorListCPU.from_samples([], layout, dtype)
                     for layout, dtype in zip(layouts, dtypes)]
         # Numba is an optional extra: its compiler side loads when a numba_function first runs.
         from dali_lite._src.functions.numba_jit import batch_argument, output_buffer

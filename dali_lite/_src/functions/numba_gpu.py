@@ -100,9 +100,9 @@ class NumbaFunctionGPU(NumbaFunctionOperator):
         result = []
         for (block, samples), layout, dtype in zip(outputs, layouts, dtypes):
             if block is not None:
-                result.append(TensorListGPU._from_block(block, layout, ready))
+                result.append(TensorListGPU.from_block(block, layout, ready))
             else:
-                result.append(TensorListGPU._from_samples(samples, layout, ready, dtype=dtype,
+                result.append(TensorListGPU.from_samples(samples, layout, ready, dtype=dtype,
                                                           device_id=gpu.device_id))
         return result
 

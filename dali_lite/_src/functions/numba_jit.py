@@ -163,7 +163,7 @@ class OutputBuffer:
     def tensor_list(self, layout: str) -> TensorListCPU:
         if self.block is not None:
             return TensorListCPU.from_blocks([self.block], layout)
-        return TensorListCPU._from_samples(self.samples or [], layout)
+        return TensorListCPU.from_samples(self.samples or [], layout)
 
 
 def output_buffer(shapes: list[tuple[int, ...]], dtype: np.dtype[Any],

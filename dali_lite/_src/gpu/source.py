@@ -197,7 +197,7 @@ def _device_aware(callback: SourceCall) -> SourceCall:
 class GPUExternalSource(ExternalSource):
     """The operator behind `fn.external_source(device="gpu")`."""
 
-    _runtime_attributes = (*ExternalSource._runtime_attributes, "_stream_owner", "_uploader")
+    runtime_attributes = (*ExternalSource.runtime_attributes, "_stream_owner", "_uploader")
 
     def __init__(self, source: Any, num_outputs: int | None, *, device: str, cuda_stream: Any,
                  use_copy_kernel: bool | None, **arguments: Any) -> None:
@@ -284,7 +284,7 @@ class GPUExternalSource(ExternalSource):
             if self.no_copy and given.block is not None:
                 if stream_ptr != pipeline_ptr:
                     gpu.wait_raw(pipeline_ptr, gpu.record_raw(stream_ptr))
-                return TensorListGPU._from_block(given.block)
+                return TensorListGPU.from_block(given.block)
             with gpu.stream:
                 flat = cp.empty(sum(s.nbytes for s in samples), dtype=np.uint8)
             if stream_ptr != pipeline_ptr:
@@ -308,7 +308,7 @@ class GPUExternalSource(ExternalSource):
                 gpu.wait_raw(pipeline_ptr, done)
             if block:
                 done.synchronize()
-        return TensorListGPU._from_packed(flat, shapes, dtype)
+        return TensorListGPU.from_packed(flat, shapes, dtype)
 
     # ------------------------------------------------------------------ one iteration
     # list[Any]: TensorListGPUs, where ExternalSource.run gives TensorListCPUs.

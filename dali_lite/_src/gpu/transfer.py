@@ -209,7 +209,7 @@ class Uploader:
         with self.gpu.activate() as stream:
             flat = cp.empty(total, dtype=np.uint8)  # pool memory, ordered on this stream
             if not total:  # nothing to copy (empty samples)
-                return TensorListGPU._from_packed(flat, shapes, dtype, layout, None)
+                return TensorListGPU.from_packed(flat, shapes, dtype, layout, None)
             index, pinned = self.ring.acquire(total)
             event = None
             try:
@@ -219,7 +219,7 @@ class Uploader:
                 event = self.gpu.record()
             finally:
                 self.ring.release(index, event)
-        return TensorListGPU._from_packed(flat, shapes, dtype, layout, event)
+        return TensorListGPU.from_packed(flat, shapes, dtype, layout, event)
 
     def upload_batch(self, batch: TensorListCPU) -> TensorListGPU:
         block = batch._single_block()
@@ -246,7 +246,7 @@ class Uploader:
                                         cuda_memory.MEMCPY_HOST_TO_DEVICE, stream.ptr)
             event = self.gpu.record()
         self.pinned.hold(block, event)
-        return TensorListGPU._from_packed(flat, shapes, dtype, layout, event)
+        return TensorListGPU.from_packed(flat, shapes, dtype, layout, event)
 
     def close(self) -> None:
         self.ring.drain()  # pinned memory goes back to CuPy's pool only once no DMA reads it
@@ -260,7 +260,7 @@ class HostToDevice(Operator):
     """`.gpu()`: the batch copied to the pipeline's GPU (DALI's mixed-stage MakeContiguous)."""
 
     schema_name = "MakeContiguous"
-    _runtime_attributes = ("pipeline", "_uploader")
+    runtime_attributes = ("pipeline", "_uploader")
 
     def __init__(self, node: DataNode, name: str | None = None) -> None:
         super().__init__([node], 1, "mixed", name=name)

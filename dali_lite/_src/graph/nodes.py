@@ -224,9 +224,11 @@ class Operator:
     def num_outputs(self) -> int:
         return len(self.outputs)
 
-    # Runtime state (queues, locks, the pipeline) is not part of an operator's definition: it
-    # is left out when the operator is pickled (serialization) and made anew when unpickled.
-    _runtime_attributes: ClassVar[tuple[str, ...]] = ("pipeline",)
+    #: The attributes that hold runtime state (queues, locks, the pipeline), not part of an
+    #: operator's definition: left out when the operator is pickled (serialization) and made
+    #: anew when unpickled. A subclass in any module extends its base's:
+    #: ``runtime_attributes = (*Base.runtime_attributes, "_pool")``.
+    runtime_attributes: ClassVar[tuple[str, ...]] = ("pipeline",)
 
     def _init_runtime(self) -> None:
         self._pipeline_ref: weakref.ref[PipelineView] | None = None
@@ -244,7 +246,7 @@ class Operator:
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        for attribute in (*self._runtime_attributes, "_pipeline_ref"):
+        for attribute in (*self.runtime_attributes, "_pipeline_ref"):
             state.pop(attribute, None)
         return state
 

@@ -75,7 +75,7 @@ class BuiltinOperator(Operator):
     """A built-in operator: `schema` describes it, `compute` implements it."""
 
     schema: ClassVar[OperatorSchema]
-    _runtime_attributes: ClassVar[tuple[str, ...]] = ("pipeline", "_threads")
+    runtime_attributes: ClassVar[tuple[str, ...]] = ("pipeline", "_threads")
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

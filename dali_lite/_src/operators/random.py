@@ -11,12 +11,25 @@ DALI's generators run on. How the operator's seed is chosen (`seed=`, else the p
 A batch is drawn in one generator call: per-sample arguments and shapes are spread over the
 flat draw with `np.repeat`. Outputs are drawn on the host and, for `device="gpu"`, copied to
 the GPU.
+
+DALI's names from before `fn.random` live here too: `fn.uniform`, `fn.coin_flip`,
+`fn.normal_distribution`, `ops.Uniform`, `ops.CoinFlip`, `ops.NormalDistribution`, and their
+twins in `fn.hidden` and `ops.hidden`. Old programs and tutorials call them; DALI 2.4 still
+runs them with a DeprecationWarning ("`nvidia.dali.fn.uniform` is now deprecated. Use
+`nvidia.dali.fn.random.uniform` instead."), worded for `fn` or `ops`
+(`OperatorSchema.replaced_by`). Each is the operator it names under DALI's old schema.
+
+Why one module: the four operators are one family, drawn one way (`RandomOperator`: the seed,
+the iteration's place, one generator call per batch), and DALI's old names are those very
+classes under other schemas. Apart, the old names were a module that only renamed this one's
+classes (moved out once to keep under a line cap, and back since).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -71,7 +84,7 @@ class RandomOperator(BuiltinOperator):
     # DALI's random operators check their arguments when they first run.
     argument_errors_at_run: ClassVar[bool] = True
 
-    _runtime_attributes: ClassVar[tuple[str, ...]] = (*BuiltinOperator._runtime_attributes,
+    runtime_attributes: ClassVar[tuple[str, ...]] = (*BuiltinOperator.runtime_attributes,
                                                       "stream_seed")
 
     def __init__(self, inputs: Sequence[Any], arguments: dict[str, Any], *,
@@ -371,4 +384,34 @@ def _pick(p: np.ndarray, uniform: np.ndarray) -> np.ndarray:
     return indices
 
 
-FAMILY: tuple[type[BuiltinOperator], ...] = (Uniform, Normal, CoinFlip, Choice)
+# ------------------------------------------------------------------ DALI's deprecated names
+def _old_names(operator: type[RandomOperator], name: str, fn_name: str
+               ) -> tuple[type[RandomOperator], type[RandomOperator]]:
+    """DALI's deprecated name for `operator` (`fn.uniform`, `ops.Uniform` for
+    `fn.random.uniform`) and its twin in `hidden`: subclasses with the same arguments, whose
+    schema gives the warning `fn` and `ops` raise (`OperatorSchema.replaced_by`)."""
+    schema = operator.schema
+    made = []
+    for module, prefix in (("", "Deprecated"), ("hidden", "Hidden")):
+        old = replace(schema, name=name, fn_name=fn_name, module=module,
+                      replaced_by=schema.fn_path,
+                      doc=f"Deprecated: use `fn.{schema.fn_path}`, which this name calls.\n\n"
+                          f"{schema.doc}")
+        # Named and placed as a class statement would be: serialized pipelines name
+        # operator classes by module and name.
+        class_name = f"{prefix}{operator.__name__}"
+        made.append(type(class_name, (operator,), {
+            "schema": old, "__module__": __name__, "__qualname__": class_name}))
+    return made[0], made[1]
+
+
+DeprecatedUniform, HiddenUniform = _old_names(Uniform, "Uniform", "uniform")
+DeprecatedNormal, HiddenNormal = _old_names(Normal, "NormalDistribution", "normal_distribution")
+DeprecatedCoinFlip, HiddenCoinFlip = _old_names(CoinFlip, "CoinFlip", "coin_flip")
+
+
+FAMILY: tuple[type[BuiltinOperator], ...] = (
+    Uniform, Normal, CoinFlip, Choice,
+    DeprecatedUniform, DeprecatedNormal, DeprecatedCoinFlip,
+    HiddenUniform, HiddenNormal, HiddenCoinFlip,
+)

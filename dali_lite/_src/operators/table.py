@@ -19,7 +19,6 @@ from dali_lite._src.operators import (
     normalization,
     padding,
     random,
-    random_names,
     reshaping,
     slicing,
 )
@@ -27,7 +26,7 @@ from dali_lite._src.operators.base import BuiltinOperator
 
 __all__ = ["OPERATORS", "namespaces"]
 
-_FAMILIES = (conversion, reshaping, dimensions, joining, metadata, random, random_names, slicing,
+_FAMILIES = (conversion, reshaping, dimensions, joining, metadata, random, slicing,
              cropping, crop_mirror_normalize, padding, normalization, constants)
 
 OPERATORS: dict[str, type[BuiltinOperator]] = {

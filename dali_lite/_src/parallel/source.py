@@ -4,9 +4,11 @@
 `ParallelSource` of each parallel external_source, defined here: one object that keeps up to
 its `prefetch_queue_depth` batches scheduled, turns each batch into worker tasks on
 shared-memory slots, hands the pipeline the batch of each iteration, gives every slot back
-exactly once, and follows DALI's epochs. It is longer than the project's ~400 lines because it
-is one state machine (the scheduled batches, the slots they hold, the epoch), which pieces in
-several files could only share through each other's private state.
+exactly once, and follows DALI's epochs.
+
+Why one module: `ParallelSource` is one state machine (the scheduled batches, the slots they
+hold, the epoch), which pieces in several files could only share through each other's private
+state.
 
 The geometry of a source: its ring of slots, how a batch is split into tasks, which worker
 runs each. The life of its tasks: sent to the pool (with, for a placed batch, where each

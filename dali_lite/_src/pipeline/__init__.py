@@ -1,2 +1,3 @@
-"""The pipeline room: `Pipeline` (`pipeline.py`, with its mixins `run_protocol` and
-`persistence`), `pipeline_def`, and the graph's serialization and DOT export."""
+"""The pipeline room: `Pipeline` (`pipeline.py`), what it computes each iteration
+(`iteration.py`), its checkpointing (`checkpointing.py`), `pipeline_def`, and the graph's
+serialization and DOT export."""

@@ -1,42 +1,51 @@
-"""`Pipeline`, as `nvidia.dali.pipeline.Pipeline`: the object, its definition and properties.
+"""`Pipeline`, as `nvidia.dali.pipeline.Pipeline`: the object a program defines, builds, runs
+and keeps.
 
-The pipeline owns the graph (defined in `define_graph`, a `with pipe:` block or a
-`pipeline_def` function), the executor that computes iterations ahead of the caller, and, when a
-source is parallel, the worker pool behind it. Graph, executor and pool each live in their own
-module; this one wires them together: DALI's constructor arguments and their defaults, the
-graph's definition (the pipeline current in this thread, operators registering with it, the
-outputs and DALI's rules for them), `build()` (operators set up, workers started, the executor
-created), DALI's read-only properties, closing, and releasing what it holds
-(`state.PipelineResources`) when the pipeline goes away.
+It wires together the graph, the executor that computes iterations ahead of the caller and,
+for parallel sources, the worker pool: DALI's constructor arguments, the graph's definition
+(the pipeline current in this thread, operators registering with it, DALI's rules for the
+outputs), `build()`, DALI's read-only properties, DALI's run protocol (`run()`, or
+`schedule_run()` / `share_outputs()` / `release_outputs()` / `outputs()`, `feed_input`, epochs
+and `reset()`), checkpoints, serialization, and closing (`PipelineResources`, released by a
+finalizer when the pipeline goes away). What it holds that is a concept of its own lives in its
+own module and never sees the pipeline: one iteration's computation (`iteration.py`),
+checkpointing (`checkpointing.py`), the serialized bytes (`serialization.py`, `dot.py`).
 
-What a pipeline does is mixed in: the run protocol (`run_protocol.RunProtocol`: running,
-feeding, epochs) and checkpoints and serialization (`persistence.Persistence`); `state.py`
-declares what they use of the pipeline, so that neither names this class.
-
-Longer than 400 lines on purpose: it is one object, the pipeline as a program defines, builds
-and reads it. The properties are reads of its options and its graph, and the graph's state is
-its own; cut apart, the pieces would only share its private state.
+Why one module: the pipeline is one object with one state. The run protocol reads and moves the
+graph's operators, the executor `build()` made and the run position (epoch, next iteration,
+the end's flags) that a checkpoint reads and restores; the properties read its options. Cut
+apart (as mixins once were) the pieces shared about twenty private attributes through a
+declared base; together, each attribute is set and read in the class that owns it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import inspect
+import os
+import time
 import warnings
 import weakref
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar, cast
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from dali_lite._src.cuda import context as cuda_context
-from dali_lite._src.execution.executor import Executor
+from dali_lite._src.execution.checkpoint import CheckpointError, Producer
+from dali_lite._src.execution.executor import Executor, IterationTicket
 from dali_lite._src.graph.nodes import DataNode, Operator, topological_order
 from dali_lite._src.graph.scope import PipelineScope
 from dali_lite._src.options import PipelineOptions
-from dali_lite._src.pipeline.persistence import CheckpointState, Persistence
-from dali_lite._src.pipeline.run_protocol import IterationGraph, RunProtocol
-from dali_lite._src.pipeline.state import PipelineResources
+from dali_lite._src.pipeline.checkpointing import PipelineCheckpoints
+from dali_lite._src.pipeline.dot import graph_to_dot
+from dali_lite._src.pipeline.iteration import IterationGraph
 from dali_lite._src.sources.constant import constant_array, constant_node
 from dali_lite._src.sources.external_source import ExternalSource
+from dali_lite._src.sources.feed import UnknownInputError
+
+if TYPE_CHECKING:
+    from dali_lite._src.gpu.source import GPUExternalSource
+    from dali_lite._src.parallel.group import ParallelSourceGroup
 
 __all__ = ["Pipeline"]
 
@@ -44,19 +53,11 @@ _Defined = TypeVar("_Defined", bound="Pipeline")
 
 _DEPRECATED_BATCH_SIZE = "batch_size is deprecated, please use max_batch_size instead"
 
+#: The longest `external_source_shm_statistics()` waits for the iterations already started.
+SHM_STATISTICS_WAIT_S = 30.0
 
-def _weakly(method: Callable[..., Any]) -> Callable[..., Any]:
-    """`method` called through a weak reference to its object."""
-    reference = weakref.WeakMethod(method)
-
-    def call(*args: Any) -> Any:
-        bound = reference()
-        if bound is None:
-            raise RuntimeError("the pipeline was garbage-collected")
-        return bound(*args)
-
-    return call
-
+# DALI names the two APIs by its enum `types.PipelineAPIType`; its messages show these names.
+BASIC, SCHEDULED = "PipelineAPIType.BASIC", "PipelineAPIType.SCHEDULED"
 
 
 def _refuse_shared_names(operators: list[Operator]) -> None:
@@ -71,7 +72,27 @@ def _refuse_shared_names(operators: list[Operator]) -> None:
         raise RuntimeError("The pipeline is invalid because it contains operators with "
                            f"non-unique names: {shared}")
 
-class Pipeline(RunProtocol, Persistence):
+
+class PipelineResources:
+    """What must be released when the pipeline goes away: held apart from the pipeline so a
+    `weakref.finalize` can release it without keeping the pipeline alive."""
+
+    def __init__(self) -> None:
+        self.executor: Executor | None = None
+        self.parallel: ParallelSourceGroup | None = None
+        self.operators: list[Operator] = []
+
+    def close(self) -> None:
+        if self.executor is not None:
+            self.executor.shutdown()
+        if self.parallel is not None:
+            self.parallel.close()
+        for op in self.operators:
+            with contextlib.suppress(Exception):
+                op.close()
+
+
+class Pipeline:
     """Pipeline class encapsulates all data required to define and run a dali_lite pipeline.
 
     Arguments and defaults follow `nvidia.dali.pipeline.Pipeline` (DALI 2.4): `batch_size`,
@@ -80,13 +101,6 @@ class Pipeline(RunProtocol, Persistence):
     worker pool of parallel external sources; `device_id=None` makes a CPU-only pipeline.
     `py_timeout` (dali_lite only) bounds how long a parallel source's batch may take.
     """
-
-    # The graph's own state (the rest of it, which the mixins use, is in `PipelineState`):
-    # the sinks, the count that names unnamed operators, and the depth of the `with` block
-    # that built the pipeline, if one did.
-    _sinks: list[DataNode]
-    _next_op_index: int
-    _built_in_scope_depth: int | None
 
     def __init__(
         self,
@@ -141,29 +155,36 @@ class Pipeline(RunProtocol, Persistence):
             stream_policy=stream_policy, concurrency=concurrency, py_timeout=py_timeout,
             py_ray_options=py_ray_options,
         )
-        self._registered = []
-        self._sinks = []
-        self._graph_outputs = None
-        self._set_outputs_called = None
-        self._operators = []
+        # The graph: the operators registered while it is defined, the sinks, the outputs
+        # (set_outputs()'s, or define_graph()'s once checked), the operators in execution
+        # order, the count that names unnamed operators, the depth of the `with` block that
+        # built the pipeline (if one did).
+        self._registered: list[Operator] = []
+        self._sinks: list[DataNode] = []
+        self._graph_outputs: list[DataNode] | None = None
+        self._set_outputs_called: tuple[Any, ...] | None = None
+        self._operators: list[Operator] = []
         self._next_op_index = 0
+        self._built_in_scope_depth: int | None = None
         self._conditionals_enabled = False
         # The run protocol, as DALI's: the API in use (set by the first checked call), whether
         # the next schedule_run() fills the prefetch queue, whether the producer side reached
-        # the end of the epoch (DALI's `_last_iter`), and whether the consumer has seen it.
+        # the end of the epoch (DALI's `_last_iter`), and whether the consumer has seen it. A
+        # checkpoint reads and restores the producer's side (epoch, next iteration, the end).
         self._skip_api_check = False
-        self._api_type = None
+        self._api_type: str | None = None
         self._first_iter = True
         self._last_iter = False
         self._end_reached = False
-        self._ended_at = None  # the iteration whose StopIteration the caller took
+        self._ended_at: int | None = None  # the iteration whose StopIteration the caller took
         self._epoch_idx = 0
-        self._iterations = None  # what the executor's thread computes
         self._next_iteration = 0
-        self._last_outputs = None
-        self._shared_outputs = []
-        self._built_in_scope_depth = None
-        self._checkpointing = CheckpointState(enable_checkpointing, checkpoint)
+        self._iterations: IterationGraph | None = None  # what the executor's thread computes
+        # An iteration's outputs (the graph's batches, untyped there): the last one `outputs()`
+        # returned, and those `share_outputs()` returned since `release_outputs()`.
+        self._last_outputs: tuple[Any, ...] | None = None
+        self._shared_outputs: list[tuple[Any, ...]] = []
+        self._checkpoints = PipelineCheckpoints(enable_checkpointing, checkpoint)
 
     # ------------------------------------------------------------------ definition
     @staticmethod
@@ -276,19 +297,19 @@ class Pipeline(RunProtocol, Persistence):
         for op in self._operators:
             op.setup(self)
         self._resources.operators = list(self._operators)
-        self._checkpoint_prepare_sources()
+        self._checkpoints.prepare_sources(self._operators, self._options.batch_size)
         self.start_py_workers()
         # The executor's thread holds the iteration graph, never the pipeline: a strong
         # reference from it would keep a dropped pipeline (and its workers) alive while an
         # iteration waits, and through the finalizer that owns the executor, for good.
         self._iterations = IterationGraph(self._operators, self._outputs_defined(),
-                                          self._options.batch_size, self._polled_sources())
+                                          self._options.batch_size)
         executor = Executor(self._iterations.compute, self._options.exec_async)
         self._iterations.executor = weakref.ref(executor)
-        executor.starvation = _weakly(self._starvation)
+        executor.starvation = self._iterations.starvation
         self._resources.executor = executor
         self._built = True
-        self._checkpoint_built()
+        self._restore_position()
         stack = PipelineScope.stack()
         if self in stack:
             self._built_in_scope_depth = len(stack)
@@ -307,7 +328,8 @@ class Pipeline(RunProtocol, Persistence):
         # The worker pool (workers, shm, multiprocessing) loads only for parallel sources.
         from dali_lite._src.parallel.group import ParallelSourceGroup, SourceDescription
 
-        self._checkpoint_prepare_sources()  # workers take restored iterators with them
+        # Workers take restored iterators with them.
+        self._checkpoints.prepare_sources(self._operators, self._options.batch_size)
         options = self._options
         group = ParallelSourceGroup([
             SourceDescription(
@@ -467,9 +489,219 @@ class Pipeline(RunProtocol, Persistence):
             )
         return described[0], described[1]
 
-    @property
-    def _exec_async(self) -> bool:
-        return self._options.exec_async
+    # ------------------------------------------------------------------ running
+    @contextlib.contextmanager
+    def _api(self, api: str) -> Iterator[None]:
+        """DALI's API check: the first checked call fixes the API (run() or the scheduled
+        calls); a call of the other one raises. Calls made inside are not checked again."""
+        if not self._skip_api_check:
+            if self._api_type is None:
+                self._api_type = api
+            if api != self._api_type:
+                raise RuntimeError(
+                    f"Mixing pipeline API type. Currently used: {self._api_type}, but trying "
+                    f"to use {api}. run() cannot be mixed with schedule_run()/share_outputs()/"
+                    "release_outputs()/outputs() on one pipeline; call enable_api_check(False) "
+                    "to allow it"
+                )
+        previous, self._skip_api_check = self._skip_api_check, True
+        try:
+            yield
+        finally:
+            self._skip_api_check = previous
+
+    def _submit(self, count: int) -> None:
+        """Schedule up to `count` iterations, each after iter_setup() (as DALI, which stops
+        scheduling when iter_setup raises StopIteration)."""
+        executor = self._executor()
+        for _ in range(count):
+            try:
+                self.iter_setup()
+            except StopIteration:
+                self._last_iter = True
+                return
+            executor.submit(IterationTicket(self._next_iteration, self._epoch_idx))
+            self._next_iteration += 1
+
+    def _schedule(self) -> None:
+        self._check_built()
+        if self._first_iter and self._options.exec_pipelined:
+            self._first_iter = False
+            self._submit(self._options.queue_depth)
+        elif not self._last_iter and not self._end_reached:
+            self._first_iter = False
+            self._submit(1)
+
+    def _take(self) -> tuple[Any, ...]:
+        self._check_built()
+        executor = self._executor()
+        if self._end_reached or not executor.in_flight:
+            raise StopIteration
+        ticket = executor.take()
+        if ticket.error is not None:
+            if isinstance(ticket.error, StopIteration):
+                self._end_reached = self._last_iter = True
+                self._ended_at = ticket.iteration
+                executor.discard_all()
+                self._checkpoints.epoch_ended(ticket)
+                raise StopIteration
+            error, ticket.error = ticket.error, None
+            try:
+                raise error
+            finally:
+                # The error's traceback holds this frame (and `self`): a local naming the
+                # error (or the ticket that held it) would make a cycle that keeps a dropped
+                # pipeline, and its worker processes, alive until the next garbage collection.
+                del error, ticket
+        self._checkpoints.delivered(ticket)
+        outputs: tuple[Any, ...] = ticket.outputs
+        return outputs
+
+    def schedule_run(self) -> None:
+        """Run the pipeline without returning the resulting buffers (see share_outputs)."""
+        self.build()
+        with self._api(SCHEDULED):
+            self._schedule()
+
+    def share_outputs(self) -> tuple[Any, ...]:
+        """The outputs of the oldest scheduled iteration, valid until release_outputs().
+
+        Raises StopIteration when nothing is scheduled (at the end of the data)."""
+        with self._api(SCHEDULED):
+            outputs = self._take()
+            self._shared_outputs.append(outputs)
+            return outputs
+
+    def release_outputs(self) -> None:
+        """Release buffers returned by share_outputs calls."""
+        with self._api(SCHEDULED):
+            self.build()
+            self._shared_outputs.clear()
+
+    def outputs(self) -> tuple[Any, ...]:
+        """The outputs of the oldest scheduled iteration; releases the previous ones."""
+        with self._api(SCHEDULED):
+            self._last_outputs = None
+            self._shared_outputs.clear()
+            outputs = self._last_outputs = self._take()
+            return outputs
+
+    def run(self, **pipeline_inputs: Any) -> tuple[Any, ...]:
+        """Run the pipeline and return the result (prefetching ahead when pipelined).
+
+        Keyword arguments, if any, are fed to the external sources of those names first; that
+        needs prefetch_queue_depth=1 or exec_pipelined=False, as in DALI.
+        """
+        if pipeline_inputs and not self._options.pipeline_inputs_possible:
+            raise RuntimeError(
+                "When using pipeline_inputs named arguments (run(name=data)), either "
+                "`prefetch_queue_depth` in Pipeline constructor shall be set to 1 (for both "
+                "devices) or `exec_pipelined` shall be set to False. Received: "
+                f"prefetch_queue_depth={self._options.prefetch_queue_depth}, "
+                f"exec_pipelined={self._options.exec_pipelined}. Set them so, or feed the "
+                "data with feed_input() or a `source` of fn.external_source."
+            )
+        self.build()
+        for name, data in pipeline_inputs.items():
+            self.feed_input(name, data)
+        with self._api(BASIC):
+            self.schedule_run()
+            return self.outputs()
+
+    def iter_setup(self) -> None:
+        """Override to do per-iteration setup, such as feeding data with feed_input."""
+
+    def feed_input(self, data_node: str | DataNode, data: Any, layout: str | None = None,
+                   cuda_stream: Any = None, use_copy_kernel: bool = False) -> None:
+        """Bind data (a batch) to the external_source named `data_node` for a next iteration.
+
+        Builds the pipeline first, as DALI does."""
+        self.build()
+        if isinstance(data_node, str):
+            name = data_node
+        elif isinstance(data_node, DataNode):
+            name = data_node.name
+        else:
+            raise TypeError(f"feed_input expects the name of an external_source or its "
+                            f"DataNode; got {type(data_node).__name__}")
+        for op in self._operators:
+            if isinstance(op, ExternalSource) and name in (op.display_name, op.name):
+                if op.source is not None:
+                    raise RuntimeError(
+                        f"Cannot use `feed_input` on the external source '{name}' with a "
+                        "`source` argument specified: it reads its data from the source"
+                    )
+                if op.device == "gpu":  # fn.external_source(device="gpu") made a GPU source
+                    cast("GPUExternalSource", op).feed(
+                        data, layout, self._options.batch_size, cuda_stream=cuda_stream,
+                        use_copy_kernel=use_copy_kernel)
+                else:
+                    op.feed(data, layout, self._options.batch_size)
+                return
+        names = sorted(op.display_name for op in self._operators
+                       if isinstance(op, ExternalSource) and op.source is None)
+        raise UnknownInputError(f'Could not find an input operator with name "{name}"; the '
+                                f"pipeline's inputs are {names}")
+
+    def reset(self) -> None:
+        """Resets the pipeline iterator: if the data reached its end, start the next epoch.
+
+        As DALI's: before the end, it does nothing. "The end" is the producer's: once an
+        iteration met the end of the data, batches computed before it stay to be consumed.
+        """
+        if not self._built:
+            return
+        executor = self._executor()
+        if not self._last_iter and not self._end_reached:
+            # Learn whether a scheduled iteration met the end (DALI knows it at schedule time).
+            for ticket in executor.tickets():
+                if not executor.wait_done(ticket):
+                    break
+                if isinstance(ticket.error, StopIteration):
+                    self._last_iter = True
+                    break
+        if not self._last_iter and not self._end_reached:
+            return
+        # The iteration that met the end: the one the caller took as StopIteration, the one
+        # still queued (batches before it stay queued for the caller), or, when iter_setup
+        # ended the epoch, the one it did not let start.
+        ended_at = self._ended_at
+        for ticket in executor.tickets():
+            if executor.wait_done(ticket) and isinstance(ticket.error, StopIteration):
+                ended_at = ticket.iteration
+                executor.discard_from(ticket)
+                break
+        if ended_at is None:
+            ended_at = self._next_iteration
+        old_epoch = self._epoch_idx
+        self._first_iter = True
+        self._last_iter = self._end_reached = False
+        self._ended_at = None
+        self._epoch_idx += 1
+        if self._iterations is not None:
+            self._iterations.ended_epoch = None
+        self._next_iteration = 0
+        for op in self._operators:
+            op.reset(self._epoch_idx)
+        self._checkpoints.reset(old_epoch, ended_at, self._epoch_idx)
+
+    def empty(self) -> bool:
+        """If there is any work scheduled in the pipeline but not yet consumed (DALI's words:
+        True when there is none). An iteration that met the end of the data is no work."""
+        executor = self._resources.executor
+        if executor is None or self._end_reached:
+            return True
+        tickets = executor.tickets()
+        if not tickets:
+            return True
+        if not executor.wait_done(tickets[0]):
+            return False
+        return isinstance(tickets[0].error, StopIteration)
+
+    def enable_api_check(self, enable: bool) -> None:
+        """Allows to enable or disable API check in the runtime."""
+        self._skip_api_check = not enable
+
 
     # ------------------------------------------------------------------ readers
     def epoch_size(self, name: str | None = None) -> dict[str, int] | int:
@@ -488,6 +720,203 @@ class Pipeline(RunProtocol, Persistence):
             return {}
         raise RuntimeError(f"Operator {name!r} not found or does not expose valid metadata: "
                            "dali_lite pipelines have no readers")
+
+    # ------------------------------------------------------------------ statistics
+    def executor_statistics(self) -> dict[str, Any]:
+        """Per-operator memory statistics of DALI's executor; dali_lite keeps none (empty, as
+        DALI's default executor gives)."""
+        self.build()
+        return {}
+
+    def input_feed_count(self, input_name: str) -> int:
+        """How many batches feed_input must provide before the first run (the prefetch
+        queue's depth, as DALI's); builds the pipeline."""
+        self.build()
+        return self._options.queue_depth
+
+    def external_source_shm_statistics(self) -> dict[str, Any]:
+        """DALI's `capacities` and `per_sample_capacities` of every shared-memory slot, plus
+        `per_source`: capacity, bytes in use, high-water mark and resizes per source and worker
+        (see docs/shared-memory.md).
+
+        DALI's keys say what DALI's would (`parallel/slots.py`). DALI reads a parallel
+        source's batch in the program's thread when it starts an iteration; ours are read by
+        the executor's thread, so the iterations already started are waited for first (up to
+        `SHM_STATISTICS_WAIT_S`), as DALI's `run()` had waited for them."""
+        group = self._resources.parallel
+        if group is None:
+            return {"capacities": [], "per_sample_capacities": [], "per_source": {}}
+        executor = self._resources.executor
+        if executor is not None and not executor.in_own_thread():
+            deadline = time.monotonic() + SHM_STATISTICS_WAIT_S
+            for ticket in executor.tickets():
+                if not executor.wait_done(ticket, max(0.0, deadline - time.monotonic())):
+                    break
+        return group.statistics()
+
+    # ------------------------------------------------------------------ checkpoints
+    @property
+    def is_restored_from_checkpoint(self) -> bool:
+        """If True, this pipeline was restored from checkpoint."""
+        return self._checkpoints.restored is not None
+
+    @property
+    def _enable_checkpointing(self) -> bool:
+        return self._checkpoints.enabled
+
+    @property
+    def _iterator_data(self) -> str | None:
+        """The `iterator_data` of the checkpoint this pipeline was restored from (None if it
+        was not): what a framework iterator stored with `_get_checkpoint`."""
+        return self._checkpoints.iterator_data
+
+    def checkpoint(self, filename: str | os.PathLike[str] | None = None) -> bytes:
+        """The pipeline's state as bytes (UTF-8 JSON, see docs/checkpointing.md), written to
+        `filename` too when one is given.
+
+        Counts the iterations delivered by `run()`/`share_outputs()`, not those prefetched:
+        `Pipeline(..., enable_checkpointing=True, checkpoint=<these bytes>)` produces exactly
+        the batches this pipeline would produce next.
+        """
+        self.build()
+        data = self._get_checkpoint()
+        if filename is not None:
+            with open(filename, "wb") as file:
+                file.write(data)
+        return data
+
+    def _get_checkpoint(self, iterator_data: object = "") -> bytes:
+        """`checkpoint()` with a framework iterator's own data stored beside the pipeline's."""
+        self._checkpoints.check_enabled()
+        self.build()
+        return self._checkpoints.encode(
+            self._operators, self._options.batch_size, iterator_data,
+            producer_epoch=self._epoch_idx, scheduled=self._next_iteration,
+            prefetched=not self._first_iter, end_met=self._last_iter)
+
+    def _restore_position(self) -> None:
+        """After build: take the restored checkpoint's position (if restored from one), and
+        schedule again what the checkpointed pipeline had scheduled beyond it."""
+        restored = self._checkpoints.built()
+        if restored is None:
+            return
+        self._epoch_idx = restored.epoch_idx
+        self._next_iteration = restored.iteration
+        # At an epoch's end nothing more is computed until reset(), as in the pipeline that
+        # was checkpointed (computing would poll the sources past the end).
+        self._end_reached = self._last_iter = restored.epoch_ended
+        self._first_iter = not restored.epoch_ended
+        if restored.producer is not None and not restored.epoch_ended:
+            self._replay(restored.producer)
+
+    def _replay(self, producer: Producer) -> None:
+        """Schedule the iterations the checkpointed pipeline had scheduled and not delivered,
+        and the `reset()`s it made meanwhile, so that this one meets the end of the data (and
+        `reset()` takes effect) where that one would: a `reset()` right after the producer met
+        the end starts the next epoch even though batches of this one are still queued.
+
+        Not for a pipeline fed by `feed_input`: what was fed for those iterations is not in
+        the checkpoint (its caller feeds again), so it starts scheduling at the caller's
+        position."""
+        if any(isinstance(op, ExternalSource) and op.source is None for op in self._operators):
+            return
+        executor = self._executor()
+        for end in producer.epoch_ends:
+            epoch = self._epoch_idx
+            while self._next_iteration <= end:
+                executor.submit(IterationTicket(self._next_iteration, epoch))
+                self._next_iteration += 1
+            self._first_iter = False
+            self.reset()
+            if self._epoch_idx == epoch:
+                raise CheckpointError(
+                    f"cannot restore the checkpoint: it says epoch {epoch} ended at iteration "
+                    f"{end}, but the sources did not end it there; restore with sources that "
+                    "give the same data as the checkpointed ones")
+        while self._next_iteration < producer.iteration:
+            executor.submit(IterationTicket(self._next_iteration, self._epoch_idx))
+            self._next_iteration += 1
+        self._first_iter = not producer.prefetched
+        self._last_iter = producer.end_met
+
+    # ------------------------------------------------------------------ serialization
+    def serialize(self, define_graph: Callable[[], Any] | None = None,
+                  filename: str | None = None) -> bytes:
+        """The pipeline as bytes (see `dali_lite.serialization`); written to `filename` too."""
+        # Loaded on first use: serialization brings cloudpickle, which most pipelines never need.
+        from dali_lite._src.pipeline.serialization import serialize_graph
+
+        _check_define_graph(define_graph)
+        if define_graph is not None and self._set_outputs_called:
+            raise RuntimeError("Duplicate graph definition - `define_graph` argument should "
+                               "not be specified when graph was defined with a call to "
+                               "`set_outputs`.")
+        self._define(define_graph)
+        data = serialize_graph(self._operators, self._graph_outputs or [], self._options)
+        if filename is not None:
+            with open(filename, "wb") as file:
+                file.write(data)
+        return data
+
+    def deserialize_and_build(self, serialized_pipeline: bytes | str) -> None:
+        """Deserialize and build the pipeline given in serialized form."""
+        self._load(serialized_pipeline)
+        self.build()
+
+    def _load(self, serialized_pipeline: bytes | str) -> None:
+        """Take the graph stored in `serialized_pipeline` (this pipeline not built yet), and
+        the constructor values this one was not given."""
+        # Loaded on first use: serialization brings cloudpickle, which most pipelines never need.
+        from dali_lite._src.pipeline.serialization import load, with_unset_options
+
+        stored = load(serialized_pipeline)
+        if self._built:
+            raise RuntimeError("deserialize_and_build() needs a pipeline that is not built yet")
+        self._options = with_unset_options(self._options, stored.options)
+        self._registered = list(stored.operators)
+        self._operators = list(stored.operators)
+        self._graph_outputs = stored.outputs
+
+    @classmethod
+    def deserialize(cls: type[_Defined], serialized_pipeline: bytes | str | None = None,
+                    filename: str | os.PathLike[str] | None = None,
+                    **kwargs: Any) -> _Defined:
+        """A new, built pipeline from `serialize()` output (bytes, or a file); kwargs override
+        the stored constructor arguments."""
+        # Loaded on first use: serialization brings cloudpickle, which most pipelines never need.
+        from dali_lite._src.pipeline.serialization import load
+
+        if (serialized_pipeline is None) == (filename is None):
+            raise ValueError("serialized_pipeline and filename arguments are mutually "
+                             "exclusive. Precisely one of them should be defined.")
+        if filename is not None:
+            with open(filename, "rb") as file:
+                serialized_pipeline = file.read()
+        data = serialized_pipeline or b""
+        options = load(data).options
+        options.update(kwargs)
+        pipe = cls(**options)
+        pipe._load(data)
+        pipe.build()  # DALI returns the deserialized pipeline built
+        return pipe
+
+    def save_graph_to_dot_file(self, filename: str, *, show_tensors: bool = False,
+                               show_ids: bool | None = None, use_colors: bool = False) -> None:
+        """Saves the pipeline graph to a Graphviz DOT file (builds the pipeline, as DALI).
+
+        `show_ids` is deprecated in DALI (it warns); here it still adds operator ids."""
+
+        self.build()
+        if show_ids is not None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("default")
+                warnings.warn('The argument "show_ids" is deprecated because it no longer has '
+                              "any effect.\nIt will be removed from future releases.",
+                              DeprecationWarning, stacklevel=2)
+        text = graph_to_dot(self._operators, self._outputs_defined(), show_tensors=show_tensors,
+                            show_ids=bool(show_ids), use_colors=use_colors)
+        with open(filename, "w", encoding="utf-8") as file:
+            file.write(text)
 
     # ------------------------------------------------------------------ shutdown
     def close(self) -> None:
@@ -540,3 +969,13 @@ def _contains_data_node(container: list[Any] | tuple[Any, ...]) -> bool:
     return any(isinstance(item, DataNode)
                or (isinstance(item, (list, tuple)) and _contains_data_node(item))
                for item in container)
+
+
+def _check_define_graph(define_graph: object) -> None:
+    """DALI's refusal of a `define_graph` that is not callable (a file name given to
+    `serialize` positionally, most often)."""
+    if define_graph is not None and not callable(define_graph):
+        hint = (" Didn't you want to write `.serialize(filename=...)`?"
+                if isinstance(define_graph, str) else "")
+        raise TypeError(f"Provided `define_graph` argument is not callable; got "
+                        f"{type(define_graph).__name__}.{hint}")

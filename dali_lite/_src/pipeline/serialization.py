@@ -14,18 +14,23 @@ travel); runtime state (queues, locks, worker pools) is left out and rebuilt at 
 callable that cannot be pickled is replaced by a stand-in that raises, when called, an error
 naming the operator and why it could not be serialized. DALI's own protobuf format is not
 produced or read: the bytes are meant for dali_lite on both sides.
+
+The pipeline hands over its options and graph and takes back a `SerializedGraph`: this module
+never sees the pipeline. Loaded on first use (it brings cloudpickle).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import pickle
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import cloudpickle
 
 from dali_lite._src.graph.nodes import DataNode, Operator
-from dali_lite._src.pipeline.state import PipelineState
+from dali_lite._src.options import PipelineOptions
 
 MAGIC = b"DALI_LITE_PIPELINE\n"
 VERSION = 1
@@ -54,22 +59,29 @@ def _picklable(value: Any, owner: str) -> Any:
     return value
 
 
-_Pipeline = TypeVar("_Pipeline", bound=PipelineState)
+@dataclass(frozen=True)
+class SerializedGraph:
+    """What serialized bytes hold: the constructor's arguments, the operators in execution
+    order, and the graph's outputs (each an output of one of those operators)."""
+
+    options: dict[str, Any]
+    operators: list[Operator]
+    outputs: list[DataNode]
 
 
-def serialize_pipeline(pipe: PipelineState) -> bytes:
-    operators = pipe._operators
+def serialize_graph(operators: Sequence[Operator], outputs: Sequence[DataNode],
+                    options: PipelineOptions) -> bytes:
+    """The bytes of a pipeline of `options` whose graph (defined) is `operators`, `outputs`."""
     positions = {op.id: index for index, op in enumerate(operators)}
-    outputs = pipe._graph_outputs or []
     for op in operators:
         for attribute in ("source", "function"):
             if getattr(op, attribute, None) is not None:
                 setattr(op, attribute, _picklable(getattr(op, attribute), op.name))
-    options = {key: value for key, value in dataclasses.asdict(pipe._options).items()
-               if key not in _NOT_SERIALIZED}
+    stored = {key: value for key, value in dataclasses.asdict(options).items()
+              if key not in _NOT_SERIALIZED}
     payload = {
-        "options": options,
-        "operators": operators,
+        "options": stored,
+        "operators": list(operators),
         "outputs": [(positions[node.source.id], node.index) for node in outputs
                     if node.source is not None],
     }
@@ -77,7 +89,8 @@ def serialize_pipeline(pipe: PipelineState) -> bytes:
     return MAGIC + f"{VERSION}\n".encode() + body
 
 
-def _parse(data: bytes | str) -> dict[str, Any]:
+def load(data: bytes | str) -> SerializedGraph:
+    """The graph and constructor arguments stored in `data` (`serialize_graph`'s bytes)."""
     if isinstance(data, str):
         data = data.encode("latin-1")
     if not data.startswith(MAGIC):
@@ -92,36 +105,16 @@ def _parse(data: bytes | str) -> dict[str, Any]:
     payload = pickle.loads(body)
     if not isinstance(payload, dict) or "operators" not in payload:
         raise ValueError("serialized pipeline payload is malformed")
-    return payload
-
-
-def load_into(pipe: PipelineState, data: bytes | str) -> None:
-    """Give `pipe` (not yet built) the graph stored in `data`; fill unset constructor values."""
-    payload = _parse(data)
-    if pipe._built:
-        raise RuntimeError("deserialize_and_build() needs a pipeline that is not built yet")
-    stored = payload["options"]
-    # As DALI's deserialize_and_build: what the pipeline was given wins; what it was not
-    # given (None) comes from the serialized one.
-    replacements = {key: stored[key] for key in ("batch_size", "num_threads", "device_id")
-                    if getattr(pipe._options, key) is None and key in stored}
-    if replacements:
-        pipe._options = dataclasses.replace(pipe._options, **replacements)
     operators: list[Operator] = payload["operators"]
-    pipe._registered = list(operators)
-    pipe._operators = list(operators)
-    pipe._graph_outputs = [operators[position].outputs[index]
-                           for position, index in payload["outputs"]]
-    for node in pipe._graph_outputs:
-        if not isinstance(node, DataNode):
-            raise ValueError("serialized pipeline payload is malformed")
+    outputs = [operators[position].outputs[index] for position, index in payload["outputs"]]
+    if not all(isinstance(node, DataNode) for node in outputs):
+        raise ValueError("serialized pipeline payload is malformed")
+    return SerializedGraph(dict(payload["options"]), operators, outputs)
 
 
-def deserialize_pipeline(cls: type[_Pipeline], data: bytes | str,
-                         overrides: dict[str, Any]) -> _Pipeline:
-    payload = _parse(data)
-    options = dict(payload["options"])
-    options.update(overrides)
-    pipe = cls(**options)
-    load_into(pipe, data)
-    return pipe
+def with_unset_options(options: PipelineOptions, stored: dict[str, Any]) -> PipelineOptions:
+    """As DALI's deserialize_and_build: what the pipeline was given wins; what it was not
+    given (None) comes from the serialized one."""
+    replacements = {key: stored[key] for key in ("batch_size", "num_threads", "device_id")
+                    if getattr(options, key) is None and key in stored}
+    return dataclasses.replace(options, **replacements) if replacements else options

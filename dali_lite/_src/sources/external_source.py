@@ -194,7 +194,7 @@ class ExternalSource(Operator):
                 )
         self.display_name = display
 
-    _runtime_attributes: ClassVar[tuple[str, ...]] = (
+    runtime_attributes: ClassVar[tuple[str, ...]] = (
         "pipeline", "_fed", "_callback", "_observer", "parallel_source")
 
     def _init_runtime(self) -> None:
