@@ -2,10 +2,10 @@
 
 It prints, plainly, one fact a line: Python and the platform; the versions of the required
 packages; each optional library's version or "not installed" (CuPy with the CUDA devices it
-sees, PyTorch, JAX, Numba, Ray, NVIDIA DALI); whether each start method works
-here (a pipeline with one worker gives one sample); and the shared memory: whether memfd
-works, the budget dali_lite enforces (free memory, `DALI_LITE_SHM_LIMIT_BYTES`) and /dev/shm,
-which dali_lite does not need.
+sees, PyTorch, JAX, Numba, Ray, NVIDIA DALI); whether each start method works here (a
+pipeline with one worker gives one sample; Ray's is not tried); and the shared memory: whether
+memfd works, the budget dali_lite enforces (free memory, `DALI_LITE_SHM_LIMIT_BYTES`) and
+/dev/shm, which dali_lite does not need.
 
 Nothing optional is imported in this process: versions come from the installed packages'
 metadata, and anything that starts workers or CUDA, or might hang, runs in a child process
