@@ -37,11 +37,11 @@ class PoolKind(enum.Enum):
 class Requirement:
     """An optional library a start method needs, as the doctor names it."""
 
-    #: What is imported (and installed: ``pip install <module>``).
+    #: What is imported, and the package on PyPI that installs it.
     module: str
     #: The library's name in words.
     title: str
-    #: The project's extra that installs it (``pip install -e '.[<extra>]'``).
+    #: The project's extra that installs it in a clone of dali_lite.
     extra: str
 
 
