@@ -6,8 +6,8 @@ CI runs it on every Python the project claims besides the one that runs the whol
 what needs them skips. It covers the types and tensors, the pipeline, serial and parallel
 external_source (fork and spawn), checkpoints, DALI's arithmetic and every operator family
 (against their recorded behaviour in DALI, and their own properties), the README's operator
-table, the worker pool, shared memory, what an install puts in a user's namespace, and the
-wheel and sdist. This list is the one place that says so.
+table, the worker pool and its start methods, shared memory, what an install puts in a user's
+namespace, and the wheel and sdist. This list is the one place that says so.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ CORE_TESTS: tuple[str, ...] = (
     "tests/operators/facts/test_geometry_facts.py",
     "tests/operators/facts/test_value_facts.py",
     "tests/workers/test_pool_basic.py",
+    "tests/workers/test_start_methods.py",
     "tests/shm/test_segment.py",
     "tests/shm/test_codec.py",
     "tests/shm/test_stats.py",

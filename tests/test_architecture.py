@@ -539,7 +539,7 @@ _ISSUE_NUMBER = re.compile(r"\b[Ii]ssues? #?\d+")
 
 def _package_names(folder: str) -> set[str]:
     """What `folder`'s installed package offers as `package.x`: its modules and the names its
-    `__init__.py` binds."""
+    `__init__.py` binds or lists in `__all__` (a name it loads on first use)."""
     names = {p.stem for p in (ROOT / folder).glob("*.py") if p.stem != "__init__"}
     for node in ast.parse((ROOT / folder / "__init__.py").read_text()).body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -547,7 +547,10 @@ def _package_names(folder: str) -> set[str]:
         elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             names.add(node.name)
         elif isinstance(node, ast.Assign):
-            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+            targets = {t.id for t in node.targets if isinstance(t, ast.Name)}
+            names.update(targets)
+            if "__all__" in targets:
+                names.update(ast.literal_eval(node.value))
     return names
 
 

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from dali_lite_workers.callbacks import Callback
 from dali_lite_workers.errors import CallbackPicklingError
+from dali_lite_workers.start_methods import StartMethod
 
 __all__ = ["Pickler", "PicklerSpec", "dump_callbacks", "prepare_callbacks", "resolve_pickler"]
 
@@ -126,18 +127,20 @@ def dump_callbacks(callbacks: Sequence[Callback], spec: PicklerSpec) -> list[byt
 
 
 def prepare_callbacks(
-    callbacks: Sequence[Callback], start_method: str, pickler: Any | None
+    callbacks: Sequence[Callback], start_method: StartMethod, pickler: Any | None
 ) -> tuple[tuple[bytes, ...] | None, PicklerSpec | None]:
-    """What a worker needs to get ``callbacks``: nothing under fork, payloads under spawn.
+    """What a worker needs to get ``callbacks``: nothing where it starts as a copy of this
+    process (fork), payloads where it does not (spawn, Ray).
 
     Raises ``ValueError`` for a pickler with ``fork``, ``TypeError`` for a pickler that the
     standard pickle cannot send, and :class:`CallbackPicklingError` for a callback.
     """
-    if start_method == "fork":
+    if start_method.copies_parent:
         if pickler is not None:
             raise ValueError(
                 "a callback pickler is only used with the 'spawn' start method; with "
-                "'fork' the callbacks are inherited. Drop the pickler or use 'spawn'."
+                f"{start_method.name!r} the callbacks are inherited. Drop the pickler or use "
+                "'spawn'."
             )
         return None, None
     spec = resolve_pickler(pickler)

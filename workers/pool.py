@@ -71,6 +71,7 @@ from dali_lite_workers.process_launch import (
 )
 from dali_lite_workers.readiness import ReadySet, Waitable
 from dali_lite_workers.resources import PoolResources, shutdown
+from dali_lite_workers.start_methods import PoolKind, run_by
 from dali_lite_workers.startup import describe
 
 __all__ = ["WorkerPool"]
@@ -79,7 +80,6 @@ __all__ = ["WorkerPool"]
 _REAP_TIMEOUT_S = 0.5
 #: Upper bound of one internal wait in ``collect(None)``, so no wait is unbounded.
 _WAIT_SLICE_S = 1.0
-_START_METHODS = ("fork", "spawn")
 
 
 class WorkerPool(PoolBase):
@@ -102,12 +102,11 @@ class WorkerPool(PoolBase):
         name: str = "dali_lite",
         start_at_once: int | None = None,
     ) -> None:
-        if start_method not in _START_METHODS:
-            raise ValueError(f"start_method must be one of {_START_METHODS}, got {start_method!r}")
+        method = run_by(PoolKind.PROCESSES, start_method)
         if start_at_once is not None and start_at_once < 1:
             raise ValueError(f"start_at_once must be at least 1, got {start_at_once}")
         super().__init__(callbacks, num_workers)
-        self._start_method = start_method
+        self._start_method = method
         self._start_at_once = start_at_once  # spawned workers importing at once (None: CPUs)
         self._pickler = pickler
         self._name = name
@@ -127,8 +126,8 @@ class WorkerPool(PoolBase):
 
     @property
     def start_method(self) -> str:
-        """``"fork"`` or ``"spawn"``."""
-        return self._start_method
+        """``"fork"`` or ``"spawn"`` (a registered start method that runs processes)."""
+        return self._start_method.name
 
     # -- lifecycle ----------------------------------------------------------------------
 

@@ -24,11 +24,12 @@ from typing import TYPE_CHECKING, cast
 from dali_lite_workers.callbacks import Callback
 from dali_lite_workers.pickling import PicklerSpec
 from dali_lite_workers.resources import PoolResources
+from dali_lite_workers.start_methods import StartMethod
 from dali_lite_workers.startup import ReportingName
 from dali_lite_workers.worker import PARENT_CONNECTIONS, WorkerSetup, worker_main
 
 if TYPE_CHECKING:
-    from multiprocessing.context import ForkContext, SpawnContext
+    from multiprocessing.context import ForkContext, ForkServerContext, SpawnContext
 
 __all__ = ["StartGate", "WorkerLaunch", "close_gate", "retire_worker", "sigint_blocked",
            "start_gates", "start_worker", "usable_cpus"]
@@ -60,7 +61,7 @@ def sigint_blocked() -> Iterator[None]:
 class WorkerLaunch:
     """What every worker of one pool starts with; a replacement starts with the same."""
 
-    start_method: str
+    start_method: StartMethod
     name: str
     callbacks: tuple[Callback, ...]
     #: spawn: each callback pickled with ``pickler``; fork: None (the callbacks are inherited).
@@ -88,14 +89,14 @@ def usable_cpus() -> int:
 
 def start_gates(launch: WorkerLaunch, num_workers: int, at_once: int) -> list[StartGate]:
     """The gates of a staged start: worker ``i`` waits for worker ``i - at_once`` (see
-    :mod:`dali_lite_workers.startup`). No gates (all None) for fork, whose workers import nothing,
-    for at most ``at_once`` workers, and for callbacks too large to stage
-    (_STAGED_PAYLOAD_LIMIT)."""
+    :mod:`dali_lite_workers.startup`). No gates (all None) for a method that does not stage
+    (fork, whose workers import nothing), for at most ``at_once`` workers, and for callbacks
+    too large to stage (_STAGED_PAYLOAD_LIMIT)."""
     payloads = launch.payloads or ()
-    if (launch.start_method != "spawn" or num_workers <= at_once
+    if (not launch.start_method.staged or num_workers <= at_once
             or sum(len(payload) for payload in payloads) > _STAGED_PAYLOAD_LIMIT):
         return [StartGate(None, None)] * num_workers
-    ctx = multiprocessing.get_context(launch.start_method)
+    ctx = _context(launch.start_method)
     pipes = [ctx.Pipe(duplex=False) for _ in range(num_workers - at_once)]
     for reader, writer in pipes:
         # A worker forked meanwhile (another pool's) must not keep a gate from closing.
@@ -103,6 +104,14 @@ def start_gates(launch: WorkerLaunch, num_workers: int, at_once: int) -> list[St
     return [StartGate(pipes[i - at_once][0] if i >= at_once else None,
                       pipes[i][1] if i < len(pipes) else None)
             for i in range(num_workers)]
+
+
+def _context(method: StartMethod) -> ForkContext | SpawnContext | ForkServerContext:
+    """The multiprocessing context that starts ``method``'s workers."""
+    # WorkerPool takes only methods with a context: typeshed's BaseContext has no Process.
+    assert method.context is not None
+    return cast("ForkContext | SpawnContext | ForkServerContext",
+                multiprocessing.get_context(method.context))
 
 
 def close_gate(gate: StartGate) -> None:
@@ -118,8 +127,8 @@ def start_worker(res: PoolResources, launch: WorkerLaunch, index: int,
                  gate: StartGate | None = None) -> None:
     """Start worker ``index``: a new one, or the replacement of one that was killed; ``gate``
     is its part in a staged start, if any (the pool's copies are closed here)."""
-    # "fork" or "spawn" (WorkerPool refuses any other): typeshed's BaseContext has no Process.
-    ctx = cast("ForkContext | SpawnContext", multiprocessing.get_context(launch.start_method))
+    method = launch.start_method
+    ctx = _context(method)
     payloads, spec = launch.payloads, launch.pickler
     in_main_thread = threading.current_thread() is threading.main_thread()
     parent_conn, child_conn = ctx.Pipe(duplex=True)
@@ -135,11 +144,13 @@ def start_worker(res: PoolResources, launch: WorkerLaunch, index: int,
     setup = WorkerSetup(
         index=index,
         conn=child_conn,
-        parent_pid=os.getpid(),
+        # A fork server's child watches the server, which ends with this process.
+        parent_pid=os.getpid() if method.child_of_pool else None,
         name=launch.name,
         # PDEATHSIG fires when the *thread* that forked exits; only the main thread
-        # lives as long as the process.
-        set_pdeathsig=in_main_thread,
+        # lives as long as the process (a fork server forks in its main thread).
+        set_pdeathsig=in_main_thread or not method.child_of_pool,
+        close_parent_connections=method.copies_parent,
         callbacks=launch.callbacks if payloads is None else None,
         payloads=payloads,
         pickler=spec,
@@ -147,7 +158,7 @@ def start_worker(res: PoolResources, launch: WorkerLaunch, index: int,
     )
     name = f"{launch.name}-worker-{index}"
     startup_conn = None
-    if launch.start_method == "spawn":
+    if method.reports_startup:
         # A spawned worker reports an exception raised before its loop (while it imports
         # the main module) over its pipe (workers/startup.py). Its own copy of the worker's
         # end, so that closing it after start-up leaves the worker's pipe open.

@@ -33,6 +33,7 @@ from dali_lite_workers.ray_connect import (
     require_ray,
     start_timeout,
 )
+from dali_lite_workers.start_methods import RAY
 
 __all__ = ["INSTALL_HINT", "START_TIMEOUT_ENV", "ActorClass", "ActorHandle", "ActorState",
            "ObjectRef", "RayLauncher", "RemoteMethod", "kill_actors", "require_ray"]
@@ -131,7 +132,7 @@ class RayLauncher:
         (:func:`dali_lite_workers.ray_connect.init_ray`), unless this process already is connected.
         Raises ImportError without Ray, :class:`RayConnectError` when Ray does not answer."""
         ray = require_ray()
-        payloads, spec = prepare_callbacks(callbacks, "spawn", pickler)
+        payloads, spec = prepare_callbacks(callbacks, RAY, pickler)
         init_ray(self.start_timeout_s)
         self._remote_class = ray.remote(RayWorker)
         self._setup = (payloads, spec, list(sys.path))

@@ -67,6 +67,7 @@ from dali_lite_workers.ray_launch import (
     kill_actors,
     require_ray,
 )
+from dali_lite_workers.start_methods import RAY
 
 __all__ = ["RayConnectError", "RayPlacementError", "RayWorkerLostError", "RayWorkerPool",
            "init_ray", "require_ray"]
@@ -94,7 +95,7 @@ class _Task:
 class RayWorkerPool(PoolBase):
     """`dali_lite_workers.WorkerPool`'s interface over Ray actors (see the module docstring)."""
 
-    start_method = "ray"
+    start_method = RAY.name
 
     def __init__(
         self,

@@ -7,8 +7,8 @@ Why it is shaped so:
 
 * A worker must never outlive the main process: ``PR_SET_PDEATHSIG`` (when the pool was
   started from the main thread; the signal follows the *thread* that forked), EOF on the
-  pipe, and a periodic ``os.getppid()`` check while idle each end it. Under ``fork`` the
-  worker closes its inherited copies of the main-side pipe ends, or EOF would never come.
+  pipe, and a periodic ``os.getppid()`` check while idle each end it. A forked worker
+  closes its inherited copies of the main-side pipe ends, or EOF would never come.
 * SIGINT is ignored: Ctrl-C is the main process's business, which then shuts the pool down.
 * A callback's failure, a result that cannot be written, a segment that cannot grow: all
   become a :class:`~dali_lite_workers.messages.TaskFailed` reply; only a lost parent ends the loop.
@@ -63,9 +63,10 @@ _IDLE_CHECK_S = 0.5
 _HANDLE_TIMEOUT_S = 10.0
 _PR_SET_PDEATHSIG = 1
 
-#: Main-process ends of every live pool's pipes. A forked worker closes all of these: a
-#: worker holding a copy of another worker's main-side end would keep that worker from
-#: seeing EOF when the main process dies.
+#: Main-process ends of every live pool's pipes. A worker that starts as a copy of the main
+#: process (``StartMethod.copies_parent``) closes all of these: a worker holding a copy of
+#: another worker's main-side end would keep that worker from seeing EOF when the main
+#: process dies.
 PARENT_CONNECTIONS: set[Connection] = set()
 
 
@@ -75,7 +76,9 @@ class WorkerSetup:
 
     index: int
     conn: Connection
-    parent_pid: int
+    #: The process whose end ends the worker: the pool's; None: the parent the worker starts
+    #: under (a fork server, which ends with the pool's process).
+    parent_pid: int | None
     name: str
     set_pdeathsig: bool
     #: fork: the callables themselves (inherited, never pickled).
@@ -85,6 +88,8 @@ class WorkerSetup:
     pickler: PicklerSpec | None = None
     #: Write end of the pipe that SIGUSR1 makes ``faulthandler`` dump all stacks into.
     stack_dump: Connection | None = None
+    #: Close the copies of ``PARENT_CONNECTIONS`` the worker inherited (it is a fork).
+    close_parent_connections: bool = False
 
 
 @dataclass(slots=True)
@@ -127,10 +132,11 @@ def _prepare_process(setup: WorkerSetup) -> None:
     if setup.set_pdeathsig:
         _set_pdeathsig()
     keep_freed_memory()  # fresh arrays reuse the last task's pages (workers/heap.py)
-    for conn in list(PARENT_CONNECTIONS):
-        with contextlib.suppress(OSError):
-            conn.close()
-    PARENT_CONNECTIONS.clear()
+    if setup.close_parent_connections:
+        for conn in list(PARENT_CONNECTIONS):
+            with contextlib.suppress(OSError):
+                conn.close()
+        PARENT_CONNECTIONS.clear()
     if setup.stack_dump is not None:
         faulthandler.register(
             signal.SIGUSR1, file=setup.stack_dump.fileno(), all_threads=True, chain=False
@@ -160,7 +166,8 @@ def worker_main(setup: WorkerSetup) -> None:
     """Entry point of a worker process; returns when told to shut down or orphaned."""
     started()  # past the start-up a spawned worker reports on its own (workers/startup.py)
     _prepare_process(setup)
-    if os.getppid() != setup.parent_pid:
+    parent_pid = os.getppid() if setup.parent_pid is None else setup.parent_pid
+    if os.getppid() != parent_pid:
         return  # the parent died before PR_SET_PDEATHSIG was armed
     state = WorkerState(setup.index, os.getpid(), _load_callbacks(setup))
     # The program's objects (inherited, or imported with the main module) stay shared and
@@ -169,7 +176,7 @@ def worker_main(setup: WorkerSetup) -> None:
     ready()  # a staged start's next worker may begin (workers/startup.py)
     conn = setup.conn
     try:
-        _serve(conn, state, setup.parent_pid)
+        _serve(conn, state, parent_pid)
     finally:
         for segment_id in list(state.segments):
             state.drop_segment(segment_id)

@@ -2,10 +2,10 @@
 
 It prints, plainly, one fact a line: Python and the platform; the versions of the required
 packages; each optional library's version or "not installed" (CuPy with the CUDA devices it
-sees, PyTorch, JAX, Numba, Ray, NVIDIA DALI); whether the fork and spawn start methods work
-here (a pipeline with one worker gives one sample); and the shared memory: whether memfd
-works, the budget dali_lite enforces (free memory, `DALI_LITE_SHM_LIMIT_BYTES`) and /dev/shm,
-which dali_lite does not need.
+sees, PyTorch, JAX, Numba, Ray, NVIDIA DALI); whether each start method works here (a
+pipeline with one worker gives one sample; Ray's is not tried); and the shared memory: whether
+memfd works, the budget dali_lite enforces (free memory, `DALI_LITE_SHM_LIMIT_BYTES`) and
+/dev/shm, which dali_lite does not need.
 
 Nothing optional is imported in this process: versions come from the installed packages'
 metadata, and anything that starts workers or CUDA, or might hang, runs in a child process
@@ -36,6 +36,8 @@ import dali_lite
 from dali_lite._src.doctor_probe import PROBE_PREFIX
 from dali_lite_shm import SHM_LIMIT_ENV, ShmError
 from dali_lite_shm.budget import reserve
+from dali_lite_workers import start_methods
+from dali_lite_workers.start_methods import StartMethod
 
 #: The longest any probe may take (spawn imports numpy and dali_lite in the worker: about 1 s
 #: on a quiet machine, several on a loaded one).
@@ -138,6 +140,17 @@ def _start_method_line(method: str, result: dict[str, Any]) -> str:
     return f"  {method}: does not work here: {result.get('detail')}"
 
 
+def _untried_line(method: StartMethod) -> str:
+    """The line of a start method the doctor does not try, and what it needs."""
+    need = method.requires
+    version = module_version(need.module) if need else None
+    if need is not None and version is None:
+        return (f"  {method.name}: needs {need.title}: pip install {need.module}, or in a clone "
+                f"of dali_lite: pip install -e '.[{need.extra}]'")
+    installed = f"; {need.title} {version} is installed" if need else ""
+    return f"  {method.name}: not tried ({method.untried_because}){installed}"
+
+
 def _cuda_line(result: dict[str, Any] | None) -> str:
     if result is None:
         return "  CUDA devices: not checked (CuPy is not installed)"
@@ -192,7 +205,8 @@ def report(timeout_s: float = DEFAULT_TIMEOUT_S) -> tuple[list[str], list[str]]:
     """The doctor's lines, and the problems that keep parallel sources from running here
     (none: they can). Probes run at once, each bounded by `timeout_s`."""
     have_cupy = util.find_spec("cupy") is not None
-    probes = {m: Probe.start(m) for m in ("fork", "spawn")}
+    probes = {m.name: Probe.start(m.name) for m in start_methods.registered()
+              if m.untried_because is None}
     cuda_probe = Probe.start("cuda") if have_cupy else None
     try:
         lines = [
@@ -220,15 +234,15 @@ def report(timeout_s: float = DEFAULT_TIMEOUT_S) -> tuple[list[str], list[str]]:
         lines.append(f"start methods (py_start_method; each tried with a 1-sample pipeline, "
                      f"at most {timeout_s:g} s):")
         working = []
-        for method, probe in probes.items():
+        for method in start_methods.registered():
+            probe = probes.get(method.name)
+            if probe is None:
+                lines.append(_untried_line(method))
+                continue
             result = probe.result(timeout_s)
-            lines.append(_start_method_line(method, result))
+            lines.append(_start_method_line(method.name, result))
             if result.get("ok"):
-                working.append(method)
-        ray = module_version("ray")
-        lines.append(f"  ray: not tried (it would start a Ray instance); Ray {ray} is installed"
-                     if ray else "  ray: needs Ray: pip install ray, or in a clone of "
-                     "dali_lite: pip install -e '.[ray]'")
+                working.append(method.name)
         lines.append("  (fork is the default; dali_lite refuses fork once this process has "
                      "used CUDA: use spawn there)")
         (memfd, memfd_ok), (budget, budget_ok) = _memfd_line(), _budget_line()

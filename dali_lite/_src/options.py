@@ -27,10 +27,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeGuard
 
 from dali_lite._src.errors import RuntimeTypeError
+from dali_lite_workers import start_methods
 
-#: "ray" runs the workers as Ray actors on the cluster the process is connected to (or a
-#: local Ray instance); see docs/scale-out.md.
-_START_METHODS = ("fork", "spawn", "ray")
 _QUEUE_KEYS = ("cpu_size", "gpu_size")
 
 
@@ -96,7 +94,8 @@ def _check_ray_options(ray_options: Any, method: str) -> None:
     if not isinstance(ray_options, dict) or not all(isinstance(k, str) for k in ray_options):
         raise TypeError("py_ray_options must be a dict of Ray actor options (e.g. "
                         f"{{'num_cpus': 2}}); got {ray_options!r}")
-    if method != "ray":
+    found = start_methods.find(method)
+    if found is None or not found.takes_actor_options:
         raise ValueError("py_ray_options is used only with py_start_method='ray'; "
                          f"got py_start_method={method!r}")
 
@@ -187,15 +186,17 @@ class PipelineOptions:
             warnings.warn("The use of negative seed to use automatic seed asignment is "
                           "deprecated. Use `None` instead.", stacklevel=3)
             arguments["seed"] = None
-        if arguments["py_callback_pickler"] is not None and arguments["py_start_method"] == "fork":
+        method = arguments["py_start_method"]
+        found = start_methods.find(method)
+        if arguments["py_callback_pickler"] is not None and found and found.copies_parent:
             raise ValueError(
-                "``py_callback_pickler`` should not be set when 'fork' start method is used "
-                "(forked workers inherit the callbacks without pickling); remove it or use "
+                f"``py_callback_pickler`` should not be set when {method!r} start method is "
+                "used (forked workers inherit the callbacks without pickling); remove it or use "
                 "py_start_method='spawn'"
             )
-        method = arguments["py_start_method"]
-        if method not in _START_METHODS:
-            raise ValueError(f"py_start_method must be 'fork', 'spawn' or 'ray'; got {method!r}")
+        if found is None:
+            choices = start_methods.in_words(start_methods.names())
+            raise ValueError(f"py_start_method must be {choices}; got {method!r}")
         _check_prefetch_queue_depth(arguments["prefetch_queue_depth"], arguments["exec_async"])
         for key in ("exec_pipelined", "exec_async", "exec_dynamic"):
             if isinstance(arguments[key], (str, bytes)):

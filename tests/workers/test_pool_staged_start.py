@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from dali_lite_workers.process_launch import WorkerLaunch, close_gate, start_gates
+from dali_lite_workers.start_methods import find
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -118,8 +119,10 @@ def test_one_at_a_time_the_workers_start_in_turn(tmp_path: Path) -> None:
 def test_which_pools_stage_their_start() -> None:
     def gates(method: str, workers: int, at_once: int,
               payload: int = 100) -> list[tuple[bool, bool]]:
-        launch = WorkerLaunch(method, "t", (), None if method == "fork" else (b"x" * payload,),
-                              None)
+        start_method = find(method)
+        assert start_method is not None
+        launch = WorkerLaunch(start_method, "t", (),
+                              None if start_method.copies_parent else (b"x" * payload,), None)
         made = start_gates(launch, workers, at_once)
         try:
             return [(g.wait_for is not None, g.release is not None) for g in made]

@@ -34,6 +34,7 @@ from dali_lite_workers import (
     WorkerPool,
     usable_cpus,
 )
+from dali_lite_workers.start_methods import PoolKind, StartMethod, find
 
 __all__ = ["ParallelSourceGroup", "PoolFactory", "SourceDescription"]
 
@@ -90,6 +91,13 @@ class ParallelSourceGroup:
         finally:
             self.lock.release()
 
+    @property
+    def start_method(self) -> StartMethod:
+        """The pipeline's start method (the options were checked against the registry)."""
+        method = find(self.options.py_start_method)
+        assert method is not None  # PipelineOptions.from_arguments refuses any other name
+        return method
+
     def _check(self) -> None:
         if self.options.batch_size < 1:
             # start_py_workers() may come before build(), which checks this too late.
@@ -111,7 +119,7 @@ class ParallelSourceGroup:
 
     def start(self) -> None:
         self._check()
-        if self.options.py_start_method == "fork":
+        if self.start_method.refused_after_cuda:
             refuse_fork_after_cuda()
         num_workers = self.options.py_num_workers
         callbacks = [description.callback for description in self.descriptions]
@@ -135,9 +143,10 @@ class ParallelSourceGroup:
         self.pool.start()
 
     def _new_pool(self, callbacks: Sequence[SourceCall]) -> TaskPool:
-        """The fork/spawn pool, or with py_start_method="ray" the Ray pool (same interface)."""
+        """The pool that runs the start method's workers: the fork/spawn pool, or with
+        py_start_method="ray" the Ray pool (same interface)."""
         options = self.options
-        if options.py_start_method != "ray":
+        if self.start_method.pool is PoolKind.PROCESSES:
             # More spawned workers than CPUs start staged (dali_lite_workers.startup): at once, one
             # per CPU and at least those the first iteration's tasks go to, which are then ready
             # after one main-module import's time rather than after all of them.
@@ -145,7 +154,7 @@ class ParallelSourceGroup:
             return WorkerPool(callbacks, options.py_num_workers, options.py_start_method,
                               pickler=options.py_callback_pickler,
                               start_at_once=max(usable_cpus(), first))
-        # Ray is an optional extra: its pool loads only for py_start_method="ray".
+        # PoolKind.RAY. Ray is an optional extra: its pool loads only for such a method.
         from dali_lite_workers.ray_pool import RayWorkerPool
 
         # Callables are stateless by DALI's contract and can run again on another actor;
