@@ -7,19 +7,20 @@ segment. Where things go is :func:`dali_lite_shm.slot_format.plan_slot`'s, or th
 runs, their metadata records and the copies are :mod:`dali_lite_shm.codec`'s. The write has two
 parts:
 
-**Streaming** (:meth:`SlotWriter.put`). A worker that calls a task's callback for every
-sample, holding all the fresh arrays (16 fresh 2 MiB images are 33 MB), and only then copies
-them into the slot reads every image back from memory after the others pushed it out of the
-caches, and makes every new image in memory the caches have not seen since the last task.
+**Streaming** (:meth:`SlotWriter.offer`, :meth:`SlotWriter.put`). A worker that calls a
+task's callback for every sample, holding all the fresh arrays (16 fresh 2 MiB images are
+33 MB), and only then copies them into the slot reads every image back from memory after
+the others pushed it out of the caches, and makes every new image in memory the caches have
+not seen since the last task.
 Measured on a 16-core machine (fresh 2 MiB images, 14 processes at once) that costs 1.09 ms
 per sample against 0.65 ms when each sample is copied as soon as it is made and then let go
-(measured in `python -m benchmarks`). So the caller offers each sample (one array per
-output) as it comes and gets back views of where it now lies in the slot, which it keeps
+(measured in `python -m benchmarks`). So the per-sample loop offers each sample as the
+callback returned it and gets back views of where it now lies in the slot, which it keeps
 instead of the array, so the array is freed at once and the next one reuses its warm memory.
 Where a sample goes is known from the first one: its dtypes and shapes and the task's sample
 count give the layout the write will choose (or the offsets the placement names). A sample
 that breaks that layout, one too small to be worth it, an unsupported dtype, a slot too
-small: streaming stops and takes nothing more. :meth:`~SlotWriter.put` never raises: errors
+small: streaming stops and takes nothing more. :meth:`~SlotWriter.offer` never raises: errors
 are the write's to report, in the words of a write without streaming.
 
 **The write** (:meth:`SlotWriter.write`), with the task's outputs after its last call. Placed
@@ -123,6 +124,24 @@ class SlotWriter:
         self.close()
 
     # ------------------------------------------------------------------ streaming
+    def offer(self, index: int, result: Any, outputs: int | None) -> Any:
+        """Sample ``index`` as a per-sample callback returned it: one array (``outputs``
+        None), or a tuple or list whose first ``outputs`` items are the outputs' arrays.
+        What to keep in its place: if :meth:`put` took it, the same made of the views of
+        where it now lies (a tuple of them for ``outputs``), so that its arrays go while
+        still in the cache; else ``result`` as it is, and nothing more is taken."""
+        if outputs is None:
+            items: Sequence[Any] = (result,)
+        elif type(result) in (tuple, list):
+            items = result[:outputs]
+        else:
+            items = ()  # an array's rows are outputs too, but not streamed
+        views = self.put(index, items) if len(items) == (outputs or 1) else None
+        if views is None:
+            self.stop()
+            return result
+        return views[0] if outputs is None else views
+
     def put(self, index: int, samples: Sequence[Any]) -> tuple[np.ndarray, ...] | None:
         """Copy sample ``index`` (one array per output) to its place; the views of it there,
         or None if it was not taken (and then no sample is taken any more). ``samples`` are

@@ -44,15 +44,13 @@ class SampleSink(Protocol):
     arguments, ``call_many(args, stream)``: the task's slot, taking each sample as the
     callback makes it (a forked or spawned worker's ``dali_lite_shm.SlotWriter``).
 
-    ``put`` copies sample ``index`` (one array per output) into place and returns the views
-    of it there, to be returned in place of the arrays; None when it was not taken, and the
-    stream then takes no more (``active`` turns False). ``stop`` turns it off. The samples are
-    untyped: whatever the callback made; only numpy arrays of a slot's dtypes are taken.
+    ``offer(index, result, outputs)`` hands it sample ``index`` as a per-sample callback
+    returned it (one array, ``outputs`` None; else a tuple or list of ``outputs`` arrays) and
+    returns what to keep in its place (views of the slot, or ``result`` itself if it was not
+    taken); once one is not taken, ``active`` turns False and nothing more is.
     """
 
     @property
     def active(self) -> bool: ...
 
-    def put(self, index: int, samples: Sequence[Any]) -> tuple[np.ndarray, ...] | None: ...
-
-    def stop(self) -> None: ...
+    def offer(self, index: int, result: Any, outputs: int | None) -> Any: ...

@@ -5,18 +5,21 @@ the same mini-batches."""
 from __future__ import annotations
 
 import importlib.util
+from unittest import mock
 
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from dali_lite._src.parallel import dali_chunks
 from dali_lite._src.parallel.dali_chunks import (
     REPLY_NBYTES,
     SAMPLE_ALIGNMENT,
     DaliChunks,
     batch_size_of,
     grown_capacity,
+    layout_of,
     meta_nbytes,
     minibatch_bounds,
     needed_bounds,
@@ -124,7 +127,7 @@ def read_batches(draw):
 
 def _reference_record(rows, minibatches, outputs):
     """`DaliChunks.record` sample by sample: every mini-batch through `grown_capacity`."""
-    samples = samples_of(outputs)
+    samples = samples_of(layout_of(outputs))
     for index, (start, count) in enumerate(minibatch_bounds(len(samples), minibatches)):
         if count:
             rows[index] = grown_capacity(rows[index], samples[start:start + count])
@@ -135,10 +138,10 @@ def _reference_record(rows, minibatches, outputs):
 def test_needed_bounds_from_runs_is_the_bound_per_sample(outputs, minibatches):
     """The bound computed from the runs of equal samples is grown_capacity's own bound (data,
     metadata bound, alignment, reply), computed per sample."""
-    samples = samples_of(outputs)
-    assert batch_size_of(outputs) == len(samples)
+    samples = samples_of(layout_of(outputs))
+    assert batch_size_of(layout_of(outputs)) == len(samples)
     bounds = minibatch_bounds(len(samples), minibatches)
-    for (start, count), needed in zip(bounds, needed_bounds(outputs, bounds)):
+    for (start, count), needed in zip(bounds, needed_bounds(layout_of(outputs), bounds)):
         part = samples[start:start + count]
         data = sum(-(-nbytes // 128) * 128 for sample in part for _, _, nbytes in sample)
         arrays = sum(len(sample) for sample in part)
@@ -182,12 +185,73 @@ def test_record_of_batches_laid_out_alike_grows_chunks_as_per_sample(
         assert chunks.capacities() == [c for row in expected for c in row]
 
 
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(1, 3), capacities, st.integers(1, 3),
+       st.lists(read_batches(), min_size=1, max_size=3),
+       st.lists(st.tuples(st.integers(0, 2), st.booleans()), min_size=1, max_size=20),
+       st.integers(1, 5))
+def test_statistics_asked_now_and_then_see_every_batch_in_order(
+        minibatches, initial, rows, layouts, reads, limit):
+    """Batches noted by the data path and folded later (when the statistics are asked for,
+    or when the backlog is full) grow every chunk as growing them at each read does."""
+    chunks = DaliChunks(minibatches, initial)
+    chunks.add_rows(rows)
+    expected = [[initial] * minibatches for _ in range(rows)]
+    with mock.patch.object(dali_chunks, "BACKLOG_LIMIT", limit):
+        for number, (pick, ask) in enumerate(reads):
+            outputs = layouts[pick % len(layouts)]
+            chunks.record(outputs)
+            _reference_record(expected[number % rows], minibatches, outputs)
+            if ask:
+                assert chunks.capacities() == [c for row in expected for c in row]
+    assert chunks.capacities() == [c for row in expected for c in row]
+
+
+def test_the_data_path_only_notes_the_layout(monkeypatch):
+    """`record` computes nothing of DALI's arithmetic until the statistics are asked for, or
+    its backlog is full (which bounds its memory)."""
+    calls = []
+    real = dali_chunks.needed_bounds
+
+    def needed_bounds(*args):
+        calls.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(dali_chunks, "needed_bounds", needed_bounds)
+    chunks = DaliChunks(2, 4096)
+    chunks.add_rows(2)
+    outputs = [[np.zeros((3, 5000), np.uint8), np.zeros((1, 7000), np.uint8)]]
+    for _ in range(dali_chunks.BACKLOG_LIMIT - 1):
+        chunks.record(outputs)
+    assert not calls
+    chunks.record(outputs)  # the backlog is full: folded
+    assert calls
+    expected = [[4096] * 2 for _ in range(2)]
+    for number in range(dali_chunks.BACKLOG_LIMIT + 1):
+        _reference_record(expected[number % 2], 2, outputs)
+    chunks.record(outputs)
+    assert chunks.capacities() == [c for row in expected for c in row] != [4096] * 4
+
+
+def test_rows_added_later_do_not_move_the_batches_read_before():
+    """A batch lies in the row of the ring as it was when the batch was read."""
+    small, large = [[np.zeros((2, 3), np.uint8)]], [[np.zeros((2, 9000), np.uint8)]]
+    chunks = DaliChunks(1, 4096)
+    chunks.add_rows(2)
+    for outputs in (small, small, large):  # the third batch: row 0 of 2
+        chunks.record(outputs)
+    chunks.add_rows(1)
+    grown = [4096]
+    _reference_record(grown, 1, large)
+    assert chunks.capacities() == [*grown, 4096, 4096] != [4096] * 3
+
 @settings(max_examples=200, deadline=None)
 @given(read_batches(), st.integers(1, 4), st.integers(-600, 600))
 def test_record_at_the_edge_of_a_chunk(outputs, minibatches, delta):
     """A chunk within a few hundred bytes of what its first mini-batch needs (data, exact
     metadata, reply) grows exactly when that mini-batch does not fit, as per sample."""
-    samples = samples_of(outputs)
+    samples = samples_of(layout_of(outputs))
     start, count = minibatch_bounds(len(samples), minibatches)[0]
     assume(count)
     part = samples[start:start + count]
@@ -207,7 +271,7 @@ def test_samples_of_reads_blocks_as_rows():
     first = np.zeros((2, 3), dtype=np.float32)
     second = np.zeros((1, 5), dtype=np.float32)
     small = np.zeros((3,), dtype=np.int64)
-    assert samples_of([[first, second], [small]]) == [
+    assert samples_of(layout_of([[first, second], [small]])) == [
         (((3,), first.dtype, 12), ((), small.dtype, 8)),
         (((3,), first.dtype, 12), ((), small.dtype, 8)),
         (((5,), first.dtype, 20), ((), small.dtype, 8))]

@@ -180,6 +180,46 @@ def test_what_streaming_does_not_take_stops_it(sample: object) -> None:
         small.close()
 
 
+
+def _offered(outputs: int | None, results: list[object]) -> tuple[list[object], bool]:
+    """What ``offer`` hands back for each of a task's per-sample results, and whether the
+    writer still takes samples after them."""
+    segment = SharedSegment.create(1 << 16)
+    try:
+        writer = SlotWriter(segment, len(results), min_sample_nbytes=0)
+        kept = [writer.offer(i, result, outputs) for i, result in enumerate(results)]
+        slot = segment.array()
+        for result, keep in zip(results, kept):
+            if keep is not result:  # taken: views of the slot, equal to what was returned
+                views = [keep] if outputs is None else list(keep)
+                items = [result] if outputs is None else list(result)[:outputs]
+                assert all(np.shares_memory(v, slot) for v in views)
+                for view, item in zip(views, items, strict=True):
+                    np.testing.assert_array_equal(view, item)
+        return kept, writer.active
+    finally:
+        segment.close()
+
+
+def test_offer_takes_a_per_sample_result_as_the_callback_returned_it() -> None:
+    """One array (no ``outputs``), or a tuple or list whose first ``outputs`` items are the
+    outputs: taken, and handed back as views of the slot in the same form (a tuple for
+    several outputs); anything else is handed back as it is, and stops the stream."""
+    a, b = np.arange(6, dtype=np.int16), np.ones((2, 2), np.float32)
+    kept, active = _offered(None, [a, a + 1])
+    assert active and all(type(k) is np.ndarray and k is not a for k in kept)
+    kept, active = _offered(2, [(a, b), [a, b, "ignored"]])
+    assert active and all(type(k) is tuple and len(k) == 2 for k in kept)
+    for first in ((a,), np.stack([a, a]), "text", (a, [1, 2])):
+        kept, active = _offered(2, [first])  # too few items, an array's rows, not arrays
+        assert not active and kept[0] is first
+    later = (b, a)
+    kept, active = _offered(2, [(a, b), later])  # another layout than the first sample's
+    assert not active and type(kept[0]) is tuple and kept[1] is later
+    swapped, after = a.astype(">i2"), a + 2
+    kept, active = _offered(None, [a, swapped, after])
+    assert not active and kept[1] is swapped and kept[2] is after
+
 def test_an_error_while_streaming_is_left_to_the_write(monkeypatch: pytest.MonkeyPatch
                                                         ) -> None:
     """A copy that fails while streaming stops the streaming without raising; the write

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from dali_lite._src.sources.callbacks import PerSampleCall
 from dali_lite._src.sources.sample_range import SampleRange
 from dali_lite.types import SampleInfo
+from dali_lite_shm import SharedSegment, SlotWriter
 from dali_lite_workers import BatchedCallback
 
 
@@ -105,23 +106,20 @@ def test_call_many_equals_calling_per_sample(script: list[str], num_outputs: int
     assert single_source.calls == list(range(min(raised_at + 1, len(single_source.calls))))
 
 
-class TakingSink:
-    """A stream (`dali_lite_workers.callbacks.SampleSink`) that takes the first `limit` samples
-    (handing back copies, as a slot hands back views), then stops."""
+class TakingWriter(SlotWriter):
+    """A task's writer (the stream `call_many` is offered each sample), streaming even small
+    samples, that takes at most the first `limit` samples."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, segment: SharedSegment, count: int, limit: int) -> None:
+        super().__init__(segment, count, min_sample_nbytes=0)
         self.limit = limit
-        self.active = True
         self.taken: list[int] = []
 
     def put(self, index: int, samples: Any) -> tuple[np.ndarray, ...] | None:
-        if index >= self.limit:
-            return None
-        self.taken.append(index)
-        return tuple(np.array(a) for a in samples)
-
-    def stop(self) -> None:
-        self.active = False
+        views = super().put(index, samples) if index < self.limit else None
+        if views is not None:
+            self.taken.append(index)
+        return views
 
 
 @settings(max_examples=200, deadline=None)
@@ -143,22 +141,27 @@ def test_a_streamed_task_equals_calling_per_sample(script: list[str], num_output
         many_call = lambda: many_source(next(counters[0]))  # noqa: E731
         single_call = lambda: single_source(next(counters[1]))  # noqa: E731
     many = PerSampleCall(many_call, num_outputs, "streamed", takes_info=takes_info)
-    sink = TakingSink(limit)
-    outputs, failure = many.call_many(infos, sink)
-    expected, expected_failure = _per_sample(
-        PerSampleCall(single_call, num_outputs, "streamed", takes_info=takes_info),
-        list(infos))
-    assert _describe(failure) == _describe(expected_failure)
-    if expected_failure is None:
-        assert outputs is not None and len(outputs) == len(expected)
-        for got, want in zip(outputs, expected, strict=True):
-            assert [(a.dtype, a.shape) for a in got] == [(b.dtype, b.shape) for b in want]
-            for a, b in zip(got, want, strict=True):
-                np.testing.assert_array_equal(a, b)
+    segment = SharedSegment.create(1 << 16)
+    try:  # (the samples taken are views of the segment: checked while it is open)
+        with TakingWriter(segment, len(script), limit) as sink:
+            outputs, failure = many.call_many(infos, sink)
+        expected, expected_failure = _per_sample(
+            PerSampleCall(single_call, num_outputs, "streamed", takes_info=takes_info),
+            list(infos))
+        assert _describe(failure) == _describe(expected_failure)
+        if expected_failure is None:
+            assert outputs is not None and len(outputs) == len(expected)
+            for got, want in zip(outputs, expected, strict=True):
+                assert [(a.dtype, a.shape) for a in got] == [(b.dtype, b.shape) for b in want]
+                for a, b in zip(got, want, strict=True):
+                    np.testing.assert_array_equal(a, b)
+    finally:
+        segment.close()
     raised_at = script.index("raise") if "raise" in script else len(script) - 1
     assert many_source.calls == list(range(raised_at + 1))
     # The stream was offered the samples in order, up to the first it did not take.
     assert sink.taken == list(range(len(sink.taken)))
+    assert bool(sink.taken) == (limit > 0 and script[:1] == ["array"])
 
 
 def test_a_stop_iteration_ends_the_task_at_its_sample() -> None:

@@ -20,26 +20,30 @@ class of DALI's name, the length of its module's name corrected for. The reply's
 estimate (`REPLY_NBYTES`: it holds ids that DALI numbers its own way); it matters only when a
 mini-batch fills its chunk to within a few hundred bytes.
 
-`DaliChunks.record` runs for every batch a parallel source reads, so it works from the batch's
-runs of equal samples (a `(n, *shape)` block each), not from its samples: the data's bytes and
-a bound on the metadata's are sums over the runs (`needed_bounds`), and only a mini-batch that
+Only the statistics need these numbers, so the data path does not compute them:
+`DaliChunks.record`, called for every batch read, only notes the batch's `Layout` (each run's
+shape and dtype); the chunks grow from the noted layouts when the statistics are asked for, or
+when the backlog reaches `BACKLOG_LIMIT`. Two facts keep that folding cheap. A layout that a
+row of chunks has taken leaves that row as it is from then on (a chunk holds what it was grown
+for, and never shrinks), so a row's latest layout seen again is skipped. And the data's bytes
+and a bound on the metadata's are sums over the runs (`needed_bounds`): only a mini-batch that
 may not fit its chunk by that bound is laid out sample by sample and pickled (`grown_capacity`).
-That path runs for a mini-batch that grows its chunk (which then at least doubles), and for
-one that fills its chunk to within the bound's slack (about 500 bytes plus 50 per array): a
-source whose samples keep within the hint's room by more than that never takes it.
 """
 
 from __future__ import annotations
 
 import math
+import operator
 import pickle
+import threading
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["DaliChunks", "Sample", "SampleMeta", "batch_size_of", "grown_capacity",
-           "minibatch_bounds", "needed_bounds", "samples_of"]
+__all__ = ["BACKLOG_LIMIT", "DaliChunks", "Layout", "Sample", "SampleMeta", "batch_size_of",
+           "grown_capacity", "layout_of", "minibatch_bounds", "needed_bounds", "samples_of"]
 
 SAMPLE_ALIGNMENT = 128
 PAGE = 4096
@@ -49,9 +53,15 @@ TRAILING_NBYTES = 1 << 20
 REPLY_NBYTES = 280
 #: Where DALI's `SampleMeta` lives: its pickle names it once.
 DALI_META_MODULE = "nvidia.dali._multiproc.shared_batch"
+#: Batches noted before the data path folds them itself: bounds the memory of a program that
+#: never asks for the statistics (a few hundred bytes a batch) and makes a fold rare.
+BACKLOG_LIMIT = 256
 
 #: One sample: per output, (shape, dtype, nbytes).
 Sample = tuple[tuple[tuple[int, ...], np.dtype[Any], int], ...]
+#: A batch as read, without its data: per output, per block of `(n, *shape)` equal samples,
+#: the block's shape and dtype.
+Layout = list[list[tuple[tuple[int, ...], np.dtype[Any]]]]
 
 
 class SampleMeta:
@@ -67,21 +77,27 @@ class SampleMeta:
 
 
 _MODULE_CORRECTION = len(DALI_META_MODULE) - len(SampleMeta.__module__)
+_SHAPE_AND_DTYPE = operator.attrgetter("shape", "dtype")
 
 
 def _align(nbytes: int, alignment: int) -> int:
     return -(-nbytes // alignment) * alignment
 
 
-def samples_of(outputs: Sequence[Sequence[np.ndarray]]) -> list[Sample]:
-    """The batch's samples (outputs x blocks of `(n, *shape)` arrays, as a batch is read)."""
+def layout_of(outputs: Sequence[Sequence[np.ndarray]]) -> Layout:
+    """The layout of a batch (outputs x blocks of `(n, *shape)` arrays, as a batch is read)."""
+    return [[*map(_SHAPE_AND_DTYPE, blocks)] for blocks in outputs]  # (a C loop per output)
+
+
+def samples_of(layout: Layout) -> list[Sample]:
+    """The batch's samples, from its layout."""
     per_output: list[list[tuple[tuple[int, ...], np.dtype[Any], int]]] = []
-    for blocks in outputs:
+    for blocks in layout:
         rows: list[tuple[tuple[int, ...], np.dtype[Any], int]] = []
-        for block in blocks:
-            shape = tuple(block.shape[1:])
-            rows.extend([(shape, block.dtype, int(np.prod(shape)) * block.dtype.itemsize)]
-                        * block.shape[0])
+        for shape, dtype in blocks:
+            sample_shape = tuple(shape[1:])
+            rows.extend([(sample_shape, dtype, math.prod(sample_shape) * dtype.itemsize)]
+                        * shape[0])
         per_output.append(rows)
     return list(zip(*per_output))
 
@@ -97,13 +113,12 @@ def minibatch_bounds(batch_size: int, minibatches: int) -> list[tuple[int, int]]
     return bounds
 
 
-def batch_size_of(outputs: Sequence[Sequence[np.ndarray]]) -> int:
-    """How many samples `samples_of(outputs)` lists (its outputs zipped: the shortest)."""
-    return min((sum(block.shape[0] for block in blocks) for blocks in outputs), default=0)
+def batch_size_of(layout: Layout) -> int:
+    """How many samples `samples_of(layout)` lists (its outputs zipped: the shortest)."""
+    return min((sum(shape[0] for shape, _ in blocks) for blocks in layout), default=0)
 
 
-def needed_bounds(outputs: Sequence[Sequence[np.ndarray]],
-                  bounds: Sequence[tuple[int, int]]) -> list[int]:
+def needed_bounds(layout: Layout, bounds: Sequence[tuple[int, int]]) -> list[int]:
     """For each mini-batch `(start, count)` of `bounds`, the capacity from which a chunk
     surely holds it unchanged: `_data_nbytes + _meta_bound` of its samples, plus the reply and
     the alignment `grown_capacity` allows for, computed from the runs of equal samples in
@@ -111,27 +126,26 @@ def needed_bounds(outputs: Sequence[Sequence[np.ndarray]],
     data = [0] * len(bounds)
     ndims = [0] * len(bounds)
     dtypes: list[set[np.dtype[Any]]] = [set() for _ in bounds]
-    for blocks in outputs:
+    for blocks in layout:
         minibatch = 0
         position = 0  # the index in the batch of the next sample to count
-        for block in blocks:
-            end = position + block.shape[0]
+        for shape, dtype in blocks:
+            end = position + shape[0]
             # Every array starts at an aligned offset, so the data of a run of n equal
             # samples takes n aligned sample sizes, wherever the run starts.
-            aligned = _align(math.prod(block.shape[1:]) * block.dtype.itemsize,
-                             SAMPLE_ALIGNMENT)
-            ndim = block.ndim - 1
+            aligned = _align(math.prod(shape[1:]) * dtype.itemsize, SAMPLE_ALIGNMENT)
+            ndim = len(shape) - 1
             while position < end and minibatch < len(bounds):
                 start, count = bounds[minibatch]
                 taken = min(end, start + count) - position
                 if taken > 0:
                     data[minibatch] += taken * aligned
                     ndims[minibatch] += taken * ndim
-                    dtypes[minibatch].add(block.dtype)
+                    dtypes[minibatch].add(dtype)
                     position += taken
                 if position >= start + count:
                     minibatch += 1
-    arrays_per_sample = len(outputs)
+    arrays_per_sample = len(layout)
     return [data[i] + _meta_bound_of(count * arrays_per_sample, ndims[i], len(dtypes[i]))
             + SAMPLE_ALIGNMENT + REPLY_NBYTES
             for i, (_, count) in enumerate(bounds)]
@@ -192,43 +206,78 @@ class DaliChunks:
     """DALI's chunks of one source: a ring of `rows` batches x `minibatches`, each starting at
     `initial` bytes. The n-th batch the source reads (counted over the pipeline's life, as
     DALI's `scheduled_i`) lies in row `n % rows`, as in DALI's `ShmChunkManager`, whichever of
-    our files held it."""
+    our files held it.
+
+    `record` (the data path, the executor's thread) only appends to a deque; folding takes
+    the lock, so the statistics (the program's thread) and a full backlog never fold at once.
+    """
 
     def __init__(self, minibatches: int, initial: int) -> None:
         self.minibatches = minibatches
         self.initial = initial
-        self.rows: list[list[int]] = []
-        self.batches_read = 0
-        #: The last batch's runs (each block's shape and dtype) and what `record` computed
-        #: from them: batches after the first are usually laid out alike.
-        self._last_runs: tuple[tuple[tuple[tuple[int, ...], np.dtype[Any]], ...], ...] = ()
+        self._rows: list[list[int]] = []
+        #: The layouts of the batches read and not folded yet, oldest first.
+        self._backlog: deque[Layout] = deque()
+        self._folded = 0  # batches folded: the next one's row is `_folded % len(_rows)`
+        #: Per row, the last layout folded into it (folding it again changes nothing).
+        self._row_layouts: list[Layout | None] = []
+        #: The last layout whose mini-batches' bounds were computed, and those bounds.
+        self._last_layout: Layout | None = None
         self._last_needs: list[tuple[tuple[int, int], int]] = []
+        self._lock = threading.Lock()
 
     def add_rows(self, count: int) -> None:
-        self.rows.extend([self.initial] * self.minibatches for _ in range(count))
+        self._fold()  # the batches noted so far lie in the rows as they were
+        with self._lock:
+            self._rows.extend([self.initial] * self.minibatches for _ in range(count))
+            self._row_layouts.extend([None] * count)
 
     def record(self, outputs: Sequence[Sequence[np.ndarray]]) -> None:
-        """A batch (outputs x blocks of `(n, *shape)` arrays) was read: grow the chunks DALI
-        would have written it into."""
-        if not self.rows:
+        """A batch (outputs x blocks of `(n, *shape)` arrays) was read: DALI wrote it into the
+        chunks of the next row. Only its layout is noted (see the module's docstring)."""
+        if not self._rows:
             return
-        row = self.rows[self.batches_read % len(self.rows)]
-        self.batches_read += 1
-        runs = tuple(tuple((block.shape, block.dtype) for block in blocks)
-                     for blocks in outputs)
-        if runs != self._last_runs or not self._last_needs:
-            bounds = minibatch_bounds(batch_size_of(outputs), self.minibatches)
-            self._last_runs = runs
-            self._last_needs = list(zip(bounds, needed_bounds(outputs, bounds)))
+        backlog = self._backlog
+        backlog.append(layout_of(outputs))
+        if len(backlog) >= BACKLOG_LIMIT:
+            self._fold()
+
+    def capacities(self) -> list[int]:
+        """Every chunk's capacity: batch after batch, mini-batch after mini-batch."""
+        self._fold()
+        with self._lock:
+            return [capacity for row in self._rows for capacity in row]
+
+    def _fold(self) -> None:
+        """Grow the chunks by the batches noted, in the order they were read."""
+        with self._lock:
+            backlog = self._backlog
+            # Taken one by one (atomic, unlike a swap of deques: `record` takes no lock).
+            layouts = [backlog.popleft() for _ in range(len(backlog))]
+            alike = 0
+            if layouts and layouts.count(layouts[0]) == len(layouts):
+                # The usual case, every batch laid out alike (compared in C): past the first
+                # batch of each row, the rows are as they were.
+                alike = max(0, len(layouts) - len(self._rows))
+                del layouts[len(self._rows):]
+            for layout in layouts:
+                index = self._folded % len(self._rows)
+                self._folded += 1
+                if layout != self._row_layouts[index]:
+                    self._grow(self._rows[index], layout)
+                    self._row_layouts[index] = layout
+            self._folded += alike
+
+    def _grow(self, row: list[int], layout: Layout) -> None:
+        if layout != self._last_layout or not self._last_needs:
+            bounds = minibatch_bounds(batch_size_of(layout), self.minibatches)
+            self._last_layout = layout
+            self._last_needs = list(zip(bounds, needed_bounds(layout, bounds)))
         samples: list[Sample] | None = None
         for index, ((start, count), needed) in enumerate(self._last_needs):
             # A mini-batch within the bound leaves its chunk as it is (grown_capacity's own
             # first test): only one that may grow it is listed sample by sample and pickled.
             if count and needed > row[index]:
                 if samples is None:
-                    samples = samples_of(outputs)
+                    samples = samples_of(layout)
                 row[index] = grown_capacity(row[index], samples[start:start + count])
-
-    def capacities(self) -> list[int]:
-        """Every chunk's capacity: batch after batch, mini-batch after mini-batch."""
-        return [capacity for row in self.rows for capacity in row]

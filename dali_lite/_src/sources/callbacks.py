@@ -2,9 +2,8 @@
 it is: `sources.kinds`).
 
 The same callable objects run in the main process (serial sources) and in worker processes
-(parallel sources): that is what makes parallel output identical to serial output (one
-exception: a large sample a worker streams into its slot is taken as returned, so a callback
-that overwrites a buffer it returned gets each sample as returned; docs/compat.md,
+(parallel sources): that is what makes parallel output identical to serial output (but for
+a buffer the callback overwrites after returning it: docs/compat.md,
 `parallel-streamed-reused-buffer`). Each one takes a single argument (a `SampleInfo` or a
 `BatchInfo`) and returns the batch as outputs x samples of numpy arrays, which is the contract
 of `dali_lite_workers.WorkerPool` callbacks. They are plain module-level classes so that they pickle
@@ -107,12 +106,6 @@ def _one_sample(item: Any, what: str) -> SampleList:
     return samples
 
 
-def _stopped(stream: SampleSink) -> bool:
-    """Whether `stream` takes no more samples. (A function, so that the type checker does
-    not hold `stream.active` to the value the loop's guard saw.)"""
-    return not stream.active
-
-
 def _valid_samples(results: list[Any]) -> bool:
     """Whether every item of ``results`` is a numpy array of a DALI type, as it is; checked
     by C loops over the whole list (``list.count`` compares by identity first, so results
@@ -168,8 +161,8 @@ class PerSampleCall(_SourceCall):
         The same results and errors as calling `self` per item and appending, in a fraction
         of the Python work per sample. Returns ``(outputs, None)``, or
         ``(None, (index, error))`` for the first item whose call or conversion failed,
-        exactly as the per-item calls would have reported it (`stream`: see `_stream`).
-        """
+        exactly as the per-item calls would have reported it. A `stream` (the task's slot)
+        is offered each sample as it is made, while it takes them (`SampleSink.offer`)."""
         try:
             return self._call_all(infos, stream), None
         except _ItemFailed as failed:
@@ -184,12 +177,14 @@ class PerSampleCall(_SourceCall):
         calls = iter(items)
         failure: _ItemFailed | None = None
         try:
-            if stream is not None and stream.active:
-                # Sample by sample while the stream takes them (see _stream) ...
+            if stream is not None:
+                # Sample by sample while the stream takes them (it keeps, in place of each
+                # result, views of where it wrote it) ...
+                offer, num_outputs = stream.offer, self.num_outputs
                 for info in calls:
                     result = source(info) if self.takes_info else source()
-                    results.append(self._stream(stream, len(results), result))
-                    if _stopped(stream):
+                    results.append(offer(len(results), result, num_outputs))
+                    if not stream.active:
                         break
             # ... and the rest with nothing checked per sample. (Not `extend(map(...))`,
             # which saves little: a StopIteration from the source would end it silently.)
@@ -208,18 +203,6 @@ class PerSampleCall(_SourceCall):
         if failure is not None:
             raise failure
         return outputs
-
-    def _stream(self, stream: SampleSink, index: int, result: Any) -> Any:
-        """`result` as views of where `stream` (`dali_lite_shm.SlotWriter`) put it, so its fresh
-        arrays go while warm; as is, stopping the stream, if not one valid array per output."""
-        k = self.num_outputs
-        items = [result] if k is None else result[:k] if type(result) in (tuple, list) else ()
-        views = stream.put(index, items) if len(items) == (k or 1) and all(
-            type(a) is np.ndarray and a.dtype in NP_TO_DALI for a in items) else None
-        if views is None:
-            stream.stop()
-            return result
-        return views[0] if k is None else views
 
     def _what(self, info: SampleInfo) -> str:
         return f"sample {info.idx_in_epoch} of source {self.source_name!r}"
