@@ -7,8 +7,8 @@ memory (see :mod:`dali_lite_shm.writer`); a reply carries only the
 :class:`~dali_lite_shm.writer.SlotLayout` that says where they lie.
 
 Main process -> worker: :class:`AttachSegment` (immediately followed on the same socket by
-the segment's fd, sent with ``multiprocessing.reduction.send_handle``), :class:`DetachSegment`,
-:class:`RunTask`, :class:`Shutdown`.
+the segment's fd, sent with ``multiprocessing.reduction.send_handle``), :class:`RunTask`,
+:class:`Shutdown`.
 
 Worker -> main process: :class:`TaskStarted` (only for a task submitted with a timeout),
 :class:`TaskDone`, :class:`TaskFailed`; and :class:`StartupFailed`, from a spawned worker that
@@ -26,7 +26,6 @@ from dali_lite_workers.errors import RemoteError
 
 __all__ = [
     "AttachSegment",
-    "DetachSegment",
     "Reply",
     "Request",
     "RunTask",
@@ -61,13 +60,6 @@ class AttachSegment(_Message):
 
     Replaces (and closes) any segment the worker already had under the same id.
     """
-
-    segment_id: int
-
-
-@dataclass(frozen=True, slots=True)
-class DetachSegment(_Message):
-    """Close the worker's mapping and fd of segment ``segment_id`` (if it has one)."""
 
     segment_id: int
 
@@ -155,5 +147,5 @@ class StartupFailed(_Message):
     main_path: str | None
 
 
-Request = AttachSegment | DetachSegment | RunTask | Shutdown
+Request = AttachSegment | RunTask | Shutdown
 Reply = TaskDone | TaskFailed

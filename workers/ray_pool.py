@@ -212,9 +212,6 @@ class RayWorkerPool(PoolBase):
         self._tasks[task.task_id] = task
         self._by_ref[task.ref] = task.task_id
 
-    def forget_segment(self, worker: int, segment_id: int) -> None:
-        """Nothing to do: actors never map the main process's segments."""
-
     def collect(self, timeout: float | None) -> list[Reply]:
         """Replies that arrived, waiting up to ``timeout`` seconds (None: until one does)."""
         import ray

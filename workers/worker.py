@@ -42,7 +42,6 @@ from dali_lite_workers.errors import RemoteError
 from dali_lite_workers.heap import keep_freed_memory
 from dali_lite_workers.messages import (
     AttachSegment,
-    DetachSegment,
     Reply,
     RunTask,
     Shutdown,
@@ -210,8 +209,6 @@ def _serve(conn: Connection, state: WorkerState, parent_pid: int) -> None:
             except BaseException as exc:
                 os.close(fd)
                 state.segment_errors[request.segment_id] = RemoteError.from_exception(exc)
-        elif isinstance(request, DetachSegment):
-            state.drop_segment(request.segment_id)
         elif isinstance(request, RunTask):
             if request.report_start:
                 try:

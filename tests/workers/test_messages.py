@@ -14,7 +14,6 @@ from dali_lite_shm import SlotLayout
 from dali_lite_workers.errors import RemoteError
 from dali_lite_workers.messages import (
     AttachSegment,
-    DetachSegment,
     RunTask,
     Shutdown,
     TaskDone,
@@ -30,7 +29,6 @@ args = st.one_of(
 )
 messages = st.one_of(
     st.builds(AttachSegment, ids),
-    st.builds(DetachSegment, ids),
     st.builds(RunTask, ids, ids, args, ids, st.booleans()),
     st.just(Shutdown()),
     st.builds(TaskStarted, ids, ids, st.floats(allow_nan=False)),
