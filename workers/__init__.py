@@ -10,6 +10,7 @@ worker's traceback; a dead worker is reported at once.
 from __future__ import annotations
 
 from dali_lite_workers.callbacks import BatchedCallback, Callback
+from dali_lite_workers.deadlines import check_timeout
 from dali_lite_workers.errors import (
     CallbackPicklingError,
     PoolClosedError,
@@ -37,5 +38,6 @@ __all__ = [
     "TaskTimeoutError",
     "WorkerDiedError",
     "WorkerPool",
+    "check_timeout",
     "usable_cpus",
 ]
