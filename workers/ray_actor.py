@@ -23,8 +23,8 @@ from typing import Any
 from dali_lite_workers.callbacks import Callback
 from dali_lite_workers.errors import RemoteError
 from dali_lite_workers.heap import keep_freed_memory
-from dali_lite_workers.pickling import PicklerSpec
-from dali_lite_workers.task_calls import run_calls
+from dali_lite_workers.pickling import PicklerSpec, load_callbacks
+from dali_lite_workers.task_calls import callback_at, run_calls
 
 __all__ = ["RayTaskFailure", "RayWorker"]
 
@@ -48,12 +48,7 @@ class RayWorker:
         # (functions of the user's modules) import here. On another node, paths that do not
         # exist there are harmless; ship code with Ray's runtime_env (docs/scale-out.md).
         sys.path.extend(entry for entry in driver_path if entry not in sys.path)
-        self.callbacks: list[Callback | RemoteError] = []
-        for payload in payloads:
-            try:
-                self.callbacks.append(pickler.loads(payload))
-            except BaseException as exc:  # reported when a task uses it, as the pool does
-                self.callbacks.append(RemoteError.from_exception(exc))
+        self.callbacks: list[Callback | RemoteError] = load_callbacks(payloads, pickler)
 
     def ready(self) -> int:
         """The actor's process id, once it runs."""
@@ -68,11 +63,7 @@ class RayWorker:
     def run(self, callback: int, args: Sequence[Any]) -> list[list[Any]] | RayTaskFailure:
         """Outputs x samples of arrays, or the failure (``args`` and the samples are
         untyped, as `dali_lite_workers.task_calls.run_calls` has them)."""
-        if not 0 <= callback < len(self.callbacks):
-            error = IndexError(f"callback index {callback} out of range; the pool has "
-                               f"{len(self.callbacks)} callbacks")
-            return RayTaskFailure(-1, RemoteError.from_exception(error))
-        target = self.callbacks[callback]
+        target = callback_at(self.callbacks, callback)
         if isinstance(target, RemoteError):
             return RayTaskFailure(-1, target)
         outputs, failure = run_calls(target, args)

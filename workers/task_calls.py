@@ -12,13 +12,23 @@ from collections.abc import Sequence
 from typing import Any
 
 from dali_lite_workers.callbacks import Callback, SampleSink
+from dali_lite_workers.errors import RemoteError
 
-__all__ = ["TaskOutcome", "run_calls"]
+__all__ = ["TaskOutcome", "callback_at", "run_calls"]
 
 #: (outputs, None) on success; (None, (call_index, error)) for the first call that failed,
 #: with call_index -1 when the failure is not tied to one call. The samples are untyped:
 #: whatever the callback returned, checked where they are written (`dali_lite_shm.SlotWriter`).
 TaskOutcome = tuple[list[list[Any]] | None, tuple[int, BaseException] | None]
+
+
+def callback_at(callbacks: Sequence[Callback | RemoteError], index: int) -> Callback | RemoteError:
+    """The callback a task names, or the error that fails the task: an index out of range, or
+    the error that loading the callback raised (`dali_lite_workers.pickling.load_callbacks`)."""
+    if not 0 <= index < len(callbacks):
+        return RemoteError.from_exception(IndexError(
+            f"callback index {index} out of range; the pool has {len(callbacks)} callbacks"))
+    return callbacks[index]
 
 
 def _is_sequence(value: object) -> bool:

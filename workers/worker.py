@@ -49,10 +49,10 @@ from dali_lite_workers.messages import (
     TaskFailed,
     TaskStarted,
 )
-from dali_lite_workers.pickling import PicklerSpec
+from dali_lite_workers.pickling import PicklerSpec, load_callbacks
 from dali_lite_workers.readiness import ReadySet
 from dali_lite_workers.startup import ready, started
-from dali_lite_workers.task_calls import run_calls
+from dali_lite_workers.task_calls import callback_at, run_calls
 
 __all__ = ["PARENT_CONNECTIONS", "WorkerSetup", "WorkerState", "run_task", "worker_main"]
 
@@ -145,14 +145,7 @@ def _load_callbacks(setup: WorkerSetup) -> list[Callback | RemoteError]:
         return list(setup.callbacks)
     if setup.payloads is None or setup.pickler is None:
         raise ValueError("WorkerSetup needs either callbacks (fork) or payloads and a pickler")
-    loaded: list[Callback | RemoteError] = []
-    for payload in setup.payloads:
-        try:
-            loaded.append(setup.pickler.loads(payload))
-        except BaseException as exc:
-            # Reported with every task that uses this callback, instead of killing the worker.
-            loaded.append(RemoteError.from_exception(exc))
-    return loaded
+    return load_callbacks(setup.payloads, setup.pickler)
 
 
 def worker_main(setup: WorkerSetup) -> None:
@@ -247,15 +240,7 @@ def run_task(task: RunTask, state: WorkerState) -> Reply:
         return failed(
             -1, ShmError(f"segment {task.segment_id} was never attached to worker {state.index}")
         )
-    if not 0 <= task.callback < len(state.callbacks):
-        return failed(
-            -1,
-            IndexError(
-                f"callback index {task.callback} out of range; the pool has "
-                f"{len(state.callbacks)} callbacks"
-            ),
-        )
-    callback = state.callbacks[task.callback]
+    callback = callback_at(state.callbacks, task.callback)
     if isinstance(callback, RemoteError):
         return failed(-1, callback)
     placement = task.placement
