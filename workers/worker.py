@@ -170,7 +170,7 @@ def worker_main(setup: WorkerSetup) -> None:
 
 
 def _serve(conn: Connection, state: WorkerState, parent_pid: int) -> None:
-    # One poll set for the loop's life (readiness.ReadySet): Connection.poll builds and
+    # One selector for the loop's life (readiness.ReadySet): Connection.poll builds and
     # closes a selector on every call (5.7 us against 0.7 us, paid once per task;
     # the `tiny` workload of `python -m benchmarks`). A pipe whose other end closed polls as ready,
     # and recv() then sees the EOF.
