@@ -19,7 +19,7 @@ from dali_lite_workers.errors import (
     TaskTimeoutError,
     WorkerDiedError,
 )
-from dali_lite_workers.messages import Reply, TaskDone, TaskFailed
+from dali_lite_workers.messages import DataEnded, Reply, TaskDone, TaskFailed
 from dali_lite_workers.pool import WorkerPool
 from dali_lite_workers.process_launch import usable_cpus
 from dali_lite_workers.task_pool import TaskPool
@@ -28,6 +28,7 @@ __all__ = [
     "BatchedCallback",
     "Callback",
     "CallbackPicklingError",
+    "DataEnded",
     "PoolClosedError",
     "RemoteError",
     "RemoteTraceback",

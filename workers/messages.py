@@ -11,8 +11,9 @@ the segment's fd, sent with ``multiprocessing.reduction.send_handle``), :class:`
 :class:`Shutdown`.
 
 Worker -> main process: :class:`TaskStarted` (only for a task submitted with a timeout),
-:class:`TaskDone`, :class:`TaskFailed`; and :class:`StartupFailed`, from a spawned worker that
-failed before its loop began (:mod:`dali_lite_workers.startup`).
+:class:`TaskDone`, :class:`TaskFailed` (:class:`DataEnded` when the callback ended its
+data); and :class:`StartupFailed`, from a spawned worker that failed before its loop began
+(:mod:`dali_lite_workers.startup`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dali_lite_workers.errors import RemoteError
 
 __all__ = [
     "AttachSegment",
+    "DataEnded",
     "Reply",
     "Request",
     "RunTask",
@@ -126,6 +128,17 @@ class TaskFailed(_Message):
     pid: int
     call_index: int
     error: RemoteError
+
+
+@dataclass(frozen=True, slots=True)
+class DataEnded(TaskFailed):
+    """Task ``task_id``'s callback ended its data: call ``call_index`` raised StopIteration
+    (``error``, kept with its traceback), DALI's way for a source to say so.
+
+    A :class:`TaskFailed`, since the task made no result: its slot and its batch go as a failed
+    task's do; but the caller ends the epoch there instead of reporting an error. The worker
+    decides (`dali_lite_workers.task_calls.ends_data`), so the caller tests this type.
+    """
 
 
 @dataclass(frozen=True, slots=True)

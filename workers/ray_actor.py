@@ -24,17 +24,19 @@ from dali_lite_workers.callbacks import Callback
 from dali_lite_workers.errors import RemoteError
 from dali_lite_workers.heap import keep_freed_memory
 from dali_lite_workers.pickling import PicklerSpec, load_callbacks
-from dali_lite_workers.task_calls import callback_at, run_calls
+from dali_lite_workers.task_calls import callback_at, ends_data, run_calls
 
 __all__ = ["RayTaskFailure", "RayWorker"]
 
 
 @dataclass(frozen=True, slots=True)
 class RayTaskFailure:
-    """What a failed task returns: the call that failed (-1: not one call) and the error."""
+    """What a failed task returns: the call that failed (-1: not one call) and the error;
+    ``ended``: the error ended the callback's data (the pool replies `DataEnded`)."""
 
     call_index: int
     error: RemoteError
+    ended: bool = False
 
 
 class RayWorker:
@@ -69,5 +71,5 @@ class RayWorker:
         outputs, failure = run_calls(target, args)
         if failure is not None:
             index, exc = failure
-            return RayTaskFailure(index, RemoteError.from_exception(exc))
+            return RayTaskFailure(index, RemoteError.from_exception(exc), ends_data(exc))
         return outputs if outputs is not None else []

@@ -14,7 +14,7 @@ from typing import Any
 from dali_lite_workers.callbacks import Callback, SampleSink
 from dali_lite_workers.errors import RemoteError
 
-__all__ = ["TaskOutcome", "callback_at", "run_calls"]
+__all__ = ["TaskOutcome", "callback_at", "ends_data", "run_calls"]
 
 #: (outputs, None) on success; (None, (call_index, error)) for the first call that failed,
 #: with call_index -1 when the failure is not tied to one call. The samples are untyped:
@@ -29,6 +29,13 @@ def callback_at(callbacks: Sequence[Callback | RemoteError], index: int) -> Call
         return RemoteError.from_exception(IndexError(
             f"callback index {index} out of range; the pool has {len(callbacks)} callbacks"))
     return callbacks[index]
+
+
+def ends_data(error: BaseException) -> bool:
+    """Whether a call's `error` says that the callback's data ended rather than that the call
+    failed: StopIteration, as DALI's sources raise at the end of an epoch (a task's reply is
+    then `dali_lite_workers.messages.DataEnded`)."""
+    return isinstance(error, StopIteration)
 
 
 def _is_sequence(value: object) -> bool:

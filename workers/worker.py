@@ -42,6 +42,7 @@ from dali_lite_workers.errors import RemoteError
 from dali_lite_workers.heap import keep_freed_memory
 from dali_lite_workers.messages import (
     AttachSegment,
+    DataEnded,
     Reply,
     RunTask,
     Shutdown,
@@ -52,7 +53,7 @@ from dali_lite_workers.messages import (
 from dali_lite_workers.pickling import PicklerSpec, load_callbacks
 from dali_lite_workers.readiness import ReadySet
 from dali_lite_workers.startup import ready, started
-from dali_lite_workers.task_calls import callback_at, run_calls
+from dali_lite_workers.task_calls import callback_at, ends_data, run_calls
 
 __all__ = ["PARENT_CONNECTIONS", "WorkerSetup", "WorkerState", "run_task", "worker_main"]
 
@@ -249,7 +250,11 @@ def run_task(task: RunTask, state: WorkerState) -> Reply:
     with SlotWriter(segment, len(task.args), placement, data) as writer:
         outputs, failure = run_calls(callback, task.args, writer)
         if failure is not None:
-            return failed(*failure)
+            call_index, error = failure
+            if ends_data(error):
+                return DataEnded(task.task_id, state.index, state.pid, call_index,
+                                 RemoteError.from_exception(error))
+            return failed(call_index, error)
         assert outputs is not None  # no failure: the calls made outputs (TaskOutcome)
         try:
             layout = writer.write(outputs)
