@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from dali_lite_workers.callbacks import Callback
+from dali_lite_workers.callbacks import Callback, LoadedCallback
 from dali_lite_workers.errors import CallbackPicklingError, RemoteError
 
 __all__ = [
@@ -132,13 +132,14 @@ def dump_callbacks(callbacks: Sequence[Callback], spec: PicklerSpec) -> list[byt
     return payloads
 
 
-def load_callbacks(payloads: Sequence[bytes], spec: PicklerSpec) -> list[Callback | RemoteError]:
+def load_callbacks(payloads: Sequence[bytes],
+                   spec: PicklerSpec) -> list[LoadedCallback | RemoteError]:
     """Unpickle each callback where it runs (a spawned worker, a Ray actor); one that fails
     becomes its error, reported with every task that uses it instead of ending the worker."""
-    loaded: list[Callback | RemoteError] = []
+    loaded: list[LoadedCallback | RemoteError] = []
     for payload in payloads:
         try:
-            loaded.append(spec.loads(payload))
+            loaded.append(LoadedCallback.of(spec.loads(payload)))
         except BaseException as exc:
             loaded.append(RemoteError.from_exception(exc))
     return loaded

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dali_lite_workers.callbacks import Callback
+from dali_lite_workers.callbacks import LoadedCallback
 from dali_lite_workers.errors import RemoteError
 from dali_lite_workers.heap import keep_freed_memory
 from dali_lite_workers.pickling import PicklerSpec, load_callbacks
@@ -50,7 +50,7 @@ class RayWorker:
         # (functions of the user's modules) import here. On another node, paths that do not
         # exist there are harmless; ship code with Ray's runtime_env (docs/scale-out.md).
         sys.path.extend(entry for entry in driver_path if entry not in sys.path)
-        self.callbacks: list[Callback | RemoteError] = load_callbacks(payloads, pickler)
+        self.callbacks: list[LoadedCallback | RemoteError] = load_callbacks(payloads, pickler)
 
     def ready(self) -> int:
         """The actor's process id, once it runs."""
@@ -62,7 +62,8 @@ class RayWorker:
 
         return str(ray.get_runtime_context().get_node_id())
 
-    def run(self, callback: int, args: Sequence[Any]) -> list[list[Any]] | RayTaskFailure:
+    def run(self, callback: int,
+            args: Sequence[Any]) -> Sequence[Sequence[Any]] | RayTaskFailure:
         """Outputs x samples of arrays, or the failure (``args`` and the samples are
         untyped, as `dali_lite_workers.task_calls.run_calls` has them)."""
         target = callback_at(self.callbacks, callback)

@@ -36,7 +36,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.reduction import recv_handle
 
 from dali_lite_shm import SharedSegment, ShmError, SlotWriter
-from dali_lite_workers.callbacks import Callback
+from dali_lite_workers.callbacks import Callback, LoadedCallback
 from dali_lite_workers.collector import freeze_startup_objects
 from dali_lite_workers.errors import RemoteError
 from dali_lite_workers.heap import keep_freed_memory
@@ -94,7 +94,7 @@ class WorkerState:
 
     index: int
     pid: int
-    callbacks: list[Callback | RemoteError]
+    callbacks: list[LoadedCallback | RemoteError]
     segments: dict[int, SharedSegment] = field(default_factory=dict)
     segment_errors: dict[int, RemoteError] = field(default_factory=dict)
 
@@ -141,9 +141,9 @@ def _prepare_process(setup: WorkerSetup) -> None:
             faulthandler.enable()
 
 
-def _load_callbacks(setup: WorkerSetup) -> list[Callback | RemoteError]:
+def _load_callbacks(setup: WorkerSetup) -> list[LoadedCallback | RemoteError]:
     if setup.callbacks is not None:
-        return list(setup.callbacks)
+        return [LoadedCallback.of(callback) for callback in setup.callbacks]
     if setup.payloads is None or setup.pickler is None:
         raise ValueError("WorkerSetup needs either callbacks (fork) or payloads and a pickler")
     return load_callbacks(setup.payloads, setup.pickler)
