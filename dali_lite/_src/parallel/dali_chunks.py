@@ -38,6 +38,8 @@ from typing import Any
 
 import numpy as np
 
+from dali_lite_shm import align_up
+
 __all__ = ["DaliChunks", "Sample", "SampleMeta", "batch_size_of", "grown_capacity",
            "minibatch_bounds", "needed_bounds", "samples_of"]
 
@@ -67,10 +69,6 @@ class SampleMeta:
 
 
 _MODULE_CORRECTION = len(DALI_META_MODULE) - len(SampleMeta.__module__)
-
-
-def _align(nbytes: int, alignment: int) -> int:
-    return -(-nbytes // alignment) * alignment
 
 
 def samples_of(outputs: Sequence[Sequence[np.ndarray]]) -> list[Sample]:
@@ -118,7 +116,7 @@ def needed_bounds(outputs: Sequence[Sequence[np.ndarray]],
             end = position + block.shape[0]
             # Every array starts at an aligned offset, so the data of a run of n equal
             # samples takes n aligned sample sizes, wherever the run starts.
-            aligned = _align(math.prod(block.shape[1:]) * block.dtype.itemsize,
+            aligned = align_up(math.prod(block.shape[1:]) * block.dtype.itemsize,
                              SAMPLE_ALIGNMENT)
             ndim = block.ndim - 1
             while position < end and minibatch < len(bounds):
@@ -141,8 +139,8 @@ def _data_nbytes(samples: Sequence[Sample]) -> int:
     end = 0
     for sample in samples:
         for _shape, _dtype, nbytes in sample:
-            end = _align(end, SAMPLE_ALIGNMENT) + nbytes
-    return _align(end, SAMPLE_ALIGNMENT)
+            end = align_up(end, SAMPLE_ALIGNMENT) + nbytes
+    return align_up(end, SAMPLE_ALIGNMENT)
 
 
 def _meta_bound(samples: Sequence[Sample]) -> int:
@@ -165,7 +163,7 @@ def meta_nbytes(samples: Sequence[Sample]) -> int:
     for sample in samples:
         entries = []
         for shape, dtype, nbytes in sample:
-            offset = _align(end, SAMPLE_ALIGNMENT)
+            offset = align_up(end, SAMPLE_ALIGNMENT)
             entries.append(SampleMeta(offset, shape, dtype, nbytes))
             end = offset + nbytes
         metas.append(entries[0] if len(entries) == 1 else tuple(entries))
@@ -180,11 +178,11 @@ def grown_capacity(capacity: int, samples: Sequence[Sample]) -> int:
     data = _data_nbytes(samples)
     if data + _meta_bound(samples) + SAMPLE_ALIGNMENT + REPLY_NBYTES <= capacity:
         return capacity  # fits, whatever the exact metadata: no pickling
-    total = _align(data + meta_nbytes(samples), SAMPLE_ALIGNMENT)
+    total = align_up(data + meta_nbytes(samples), SAMPLE_ALIGNMENT)
     if capacity < total:
-        capacity = _align(max(total + TRAILING_NBYTES, 2 * capacity), PAGE)
+        capacity = align_up(max(total + TRAILING_NBYTES, 2 * capacity), PAGE)
     if capacity - total < REPLY_NBYTES:
-        capacity = _align(max(total + REPLY_NBYTES, 2 * capacity), PAGE)
+        capacity = align_up(max(total + REPLY_NBYTES, 2 * capacity), PAGE)
     return capacity
 
 
