@@ -14,6 +14,7 @@ from dali_lite_shm import SlotLayout
 from dali_lite_workers.errors import RemoteError
 from dali_lite_workers.messages import (
     AttachSegment,
+    DataEnded,
     RunTask,
     Shutdown,
     TaskDone,
@@ -35,6 +36,8 @@ messages = st.one_of(
     st.builds(TaskDone, ids, ids, ids, layouts),
     st.builds(TaskFailed, ids, ids, ids, st.integers(-1, 100),
               st.builds(lambda text: RemoteError.from_exception(ValueError(text)), st.text())),
+    st.builds(DataEnded, ids, ids, ids, st.integers(-1, 100),
+              st.builds(lambda text: RemoteError.from_exception(StopIteration(text)), st.text())),
 )
 
 
