@@ -18,7 +18,7 @@ from dali_lite_shm.errors import CorruptSlotError, ShmAllocationError, ShmError
 from dali_lite_shm.lease import leased_mapping
 from dali_lite_shm.placement import Placement
 from dali_lite_shm.segment import SharedSegment
-from dali_lite_shm.slot_format import SUPPORTED_DTYPES
+from dali_lite_shm.slot_format import SUPPORTED_DTYPES, align_up
 from dali_lite_shm.slot_reader import read, read_placed_runs, read_runs
 from dali_lite_shm.stats import SegmentStats, SegmentUsage
 from dali_lite_shm.writer import SlotLayout, SlotWriter
@@ -35,6 +35,7 @@ __all__ = [
     "ShmError",
     "SlotLayout",
     "SlotWriter",
+    "align_up",
     "codec",
     "encoded_size",
     "leased_mapping",

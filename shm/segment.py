@@ -56,6 +56,7 @@ from dali_lite_shm.mapping import (
     punch_hole,
     reserved_prefix,
 )
+from dali_lite_shm.slot_format import align_up
 
 __all__ = ["SharedSegment"]
 
@@ -261,7 +262,7 @@ class SharedSegment:
             mapping = self._mapping
             if mapping is None:
                 return
-            end = min(mapping.size, -(-nbytes // mmap.PAGESIZE) * mmap.PAGESIZE)
+            end = min(mapping.size, align_up(nbytes, mmap.PAGESIZE))
             if end <= mapping.ready:
                 return
             # Pages this process gave back and now writes again count again (and must fit).
@@ -301,7 +302,7 @@ class SharedSegment:
         """
         with self._lock:
             self._check_open()
-            start = -(-offset // mmap.PAGESIZE) * mmap.PAGESIZE
+            start = align_up(offset, mmap.PAGESIZE)
             info = os.fstat(self._fd)
             before = info.st_blocks * 512
             if start >= info.st_size or before == 0:

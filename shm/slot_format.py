@@ -59,7 +59,7 @@ __all__ = [
     "VERSION",
     "RunShape",
     "SlotPlan",
-    "align",
+    "align_up",
     "plan_slot",
 ]
 
@@ -92,8 +92,9 @@ for _dt in SUPPORTED_DTYPES:
 _RUN_RECORD_NBYTES = RUN_HEAD.size + 2 * U8.size
 
 
-def align(value: int, alignment: int) -> int:
-    """``value`` rounded up to a multiple of ``alignment``."""
+def align_up(value: int, alignment: int) -> int:
+    """``value`` rounded up to a multiple of ``alignment`` (the package's one rounding: slot
+    offsets, pages, DALI's chunk geometry)."""
     return (value + alignment - 1) // alignment * alignment
 
 
@@ -140,10 +141,9 @@ def plan_slot(outputs: Sequence[Sequence[RunShape]], base: int = 0) -> SlotPlan:
     for runs in outputs:
         offsets: list[int] = []
         for dtype, shape, count in runs:
-            # align(), inlined: this runs once per run, and a run can be a single sample.
             alignment = dtype.itemsize if offsets else OUTPUT_ALIGNMENT_BYTES
-            position = (position + alignment - 1) // alignment * alignment
+            position = align_up(position, alignment)
             offsets.append(position)
             position += dtype.itemsize * math.prod(shape) * count
         run_offsets.append(offsets)
-    return SlotPlan(outputs, run_offsets, align(position, META_ALIGNMENT_BYTES))
+    return SlotPlan(outputs, run_offsets, align_up(position, META_ALIGNMENT_BYTES))

@@ -56,7 +56,7 @@ from dali_lite_shm.codec import EncodedResult, Run, encode, encode_meta
 from dali_lite_shm.errors import ShmAllocationError
 from dali_lite_shm.placement import Placement
 from dali_lite_shm.segment import SharedSegment
-from dali_lite_shm.slot_format import MAX_NDIM, align, plan_slot
+from dali_lite_shm.slot_format import MAX_NDIM, align_up, plan_slot
 
 __all__ = ["STREAM_MIN_SAMPLE_BYTES", "SlotLayout", "SlotWriter"]
 
@@ -264,7 +264,7 @@ class SlotWriter:
         total = encoded.total_nbytes
         grew = False
         if total > segment.capacity:
-            segment.grow(align(total, _GROW_GRANULARITY_BYTES))
+            segment.grow(align_up(total, _GROW_GRANULARITY_BYTES))
             grew = True
         segment.prepare_write(total)
         target = segment.array(0, total)

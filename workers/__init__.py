@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from dali_lite_workers.callbacks import BatchedCallback, Callback
+    from dali_lite_workers.deadlines import check_timeout
     from dali_lite_workers.errors import (
         CallbackPicklingError,
         PoolClosedError,
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
         TaskTimeoutError,
         WorkerDiedError,
     )
-    from dali_lite_workers.messages import Reply, TaskDone, TaskFailed
+    from dali_lite_workers.messages import DataEnded, Reply, TaskDone, TaskFailed
     from dali_lite_workers.pool import WorkerPool
     from dali_lite_workers.process_launch import usable_cpus
     from dali_lite_workers.task_pool import TaskPool
@@ -36,6 +37,7 @@ __all__ = [
     "BatchedCallback",
     "Callback",
     "CallbackPicklingError",
+    "DataEnded",
     "PoolClosedError",
     "RemoteError",
     "RemoteTraceback",
@@ -46,6 +48,7 @@ __all__ = [
     "TaskTimeoutError",
     "WorkerDiedError",
     "WorkerPool",
+    "check_timeout",
     "usable_cpus",
 ]
 
@@ -54,7 +57,9 @@ _HOMES = {
     "BatchedCallback": "callbacks", "Callback": "callbacks",
     "CallbackPicklingError": "errors", "PoolClosedError": "errors", "RemoteError": "errors",
     "RemoteTraceback": "errors", "TaskTimeoutError": "errors", "WorkerDiedError": "errors",
-    "Reply": "messages", "TaskDone": "messages", "TaskFailed": "messages",
+    "check_timeout": "deadlines",
+    "DataEnded": "messages", "Reply": "messages", "TaskDone": "messages",
+    "TaskFailed": "messages",
     "WorkerPool": "pool", "usable_cpus": "process_launch", "TaskPool": "task_pool",
 }
 

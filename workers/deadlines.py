@@ -31,14 +31,16 @@ _STACK_QUIET_S = 0.1
 _STACK_MAX_BYTES = 64 * 1024
 
 
-def check_timeout(timeout_s: object) -> None:
-    """Raise ``ValueError`` unless ``timeout_s`` is None or a positive number of seconds."""
-    if timeout_s is None:
-        return
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or timeout_s <= 0:
-        raise ValueError(
-            f"timeout_s must be a positive number of seconds or None, got {timeout_s!r}"
-        )
+def check_timeout(value: object, argument: str = "timeout_s") -> float | None:
+    """``value`` if it is None or a positive number of seconds; else a ``ValueError`` naming
+    ``argument``. One rule for every timeout: a pool's ``timeout_s``, and dali_lite's
+    ``py_timeout`` (the pipeline's and a parallel source's)."""
+    if value is None:
+        return None
+    # `value > 0` is false for NaN too, which compares false with everything.
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return value
+    raise ValueError(f"{argument} must be a positive number of seconds or None; got {value!r}")
 
 
 @dataclass(slots=True)

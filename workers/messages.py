@@ -7,12 +7,13 @@ memory (see :mod:`dali_lite_shm.writer`); a reply carries only the
 :class:`~dali_lite_shm.writer.SlotLayout` that says where they lie.
 
 Main process -> worker: :class:`AttachSegment` (immediately followed on the same socket by
-the segment's fd, sent with ``multiprocessing.reduction.send_handle``), :class:`DetachSegment`,
-:class:`RunTask`, :class:`Shutdown`.
+the segment's fd, sent with ``multiprocessing.reduction.send_handle``), :class:`RunTask`,
+:class:`Shutdown`.
 
 Worker -> main process: :class:`TaskStarted` (only for a task submitted with a timeout),
-:class:`TaskDone`, :class:`TaskFailed`; and :class:`StartupFailed`, from a spawned worker that
-failed before its loop began (:mod:`dali_lite_workers.startup`).
+:class:`TaskDone`, :class:`TaskFailed` (:class:`DataEnded` when the callback ended its
+data); and :class:`StartupFailed`, from a spawned worker that failed before its loop began
+(:mod:`dali_lite_workers.startup`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from dali_lite_workers.errors import RemoteError
 
 __all__ = [
     "AttachSegment",
-    "DetachSegment",
+    "DataEnded",
     "Reply",
     "Request",
     "RunTask",
@@ -61,13 +62,6 @@ class AttachSegment(_Message):
 
     Replaces (and closes) any segment the worker already had under the same id.
     """
-
-    segment_id: int
-
-
-@dataclass(frozen=True, slots=True)
-class DetachSegment(_Message):
-    """Close the worker's mapping and fd of segment ``segment_id`` (if it has one)."""
 
     segment_id: int
 
@@ -137,6 +131,17 @@ class TaskFailed(_Message):
 
 
 @dataclass(frozen=True, slots=True)
+class DataEnded(TaskFailed):
+    """Task ``task_id``'s callback ended its data: call ``call_index`` raised StopIteration
+    (``error``, kept with its traceback), DALI's way for a source to say so.
+
+    A :class:`TaskFailed`, since the task made no result: its slot and its batch go as a failed
+    task's do; but the caller ends the epoch there instead of reporting an error. The worker
+    decides (`dali_lite_workers.task_calls.ends_data`), so the caller tests this type.
+    """
+
+
+@dataclass(frozen=True, slots=True)
 class StartupFailed(_Message):
     """A spawned worker raised before its loop began: while multiprocessing imported the
     main module again (as ``__mp_main__``) or unpickled the worker's setup.
@@ -155,5 +160,5 @@ class StartupFailed(_Message):
     main_path: str | None
 
 
-Request = AttachSegment | DetachSegment | RunTask | Shutdown
+Request = AttachSegment | RunTask | Shutdown
 Reply = TaskDone | TaskFailed

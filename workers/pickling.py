@@ -23,11 +23,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from dali_lite_workers.callbacks import Callback
-from dali_lite_workers.errors import CallbackPicklingError
+from dali_lite_workers.callbacks import Callback, LoadedCallback
+from dali_lite_workers.errors import CallbackPicklingError, RemoteError
 from dali_lite_workers.start_methods import StartMethod
 
-__all__ = ["Pickler", "PicklerSpec", "dump_callbacks", "prepare_callbacks", "resolve_pickler"]
+__all__ = [
+    "Pickler",
+    "PicklerSpec",
+    "dump_callbacks",
+    "load_callbacks",
+    "prepare_callbacks",
+    "resolve_pickler",
+]
 
 
 class Pickler(Protocol):
@@ -124,6 +131,19 @@ def dump_callbacks(callbacks: Sequence[Callback], spec: PicklerSpec) -> list[byt
                 "pass a different py_callback_pickler, or use the 'fork' start method."
             ) from exc
     return payloads
+
+
+def load_callbacks(payloads: Sequence[bytes],
+                   spec: PicklerSpec) -> list[LoadedCallback | RemoteError]:
+    """Unpickle each callback where it runs (a spawned worker, a Ray actor); one that fails
+    becomes its error, reported with every task that uses it instead of ending the worker."""
+    loaded: list[LoadedCallback | RemoteError] = []
+    for payload in payloads:
+        try:
+            loaded.append(LoadedCallback.of(spec.loads(payload)))
+        except BaseException as exc:
+            loaded.append(RemoteError.from_exception(exc))
+    return loaded
 
 
 def prepare_callbacks(

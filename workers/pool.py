@@ -52,7 +52,6 @@ from dali_lite_workers.errors import (
 )
 from dali_lite_workers.messages import (
     AttachSegment,
-    DetachSegment,
     Reply,
     RunTask,
     StartupFailed,
@@ -249,24 +248,6 @@ class WorkerPool(PoolBase):
             if timeout_s is not None:
                 self._deadlines.add(task.task_id, float(timeout_s))
             return task.task_id
-
-    def forget_segment(self, worker: int, segment_id: int) -> None:
-        """Make ``worker`` close its mapping of ``segment_id`` (e.g. before freeing it).
-
-        The pool stops holding the segment; closing the main-process side is the caller's.
-        """
-        with self._lock:
-            if not 0 <= worker < len(self._res.segments):
-                return  # not started, or no such worker: it holds nothing
-            if self._res.segments[worker].pop(segment_id, None) is None:
-                return
-            if self._closing or self._broken is not None:
-                return  # the worker is gone or going; its mapping dies with it
-            try:
-                self._res.conns[worker].send(DetachSegment(segment_id))
-            except OSError as exc:
-                error = self._worker_died(worker)
-                raise error from _cause(error, exc)
 
     def collect(self, timeout: float | None) -> list[Reply]:
         """Replies that arrived, waiting up to ``timeout`` seconds (None: until one does).

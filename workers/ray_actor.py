@@ -20,21 +20,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dali_lite_workers.callbacks import Callback
+from dali_lite_workers.callbacks import LoadedCallback
 from dali_lite_workers.errors import RemoteError
 from dali_lite_workers.heap import keep_freed_memory
-from dali_lite_workers.pickling import PicklerSpec
-from dali_lite_workers.task_calls import run_calls
+from dali_lite_workers.pickling import PicklerSpec, load_callbacks
+from dali_lite_workers.task_calls import callback_at, ends_data, run_calls
 
 __all__ = ["RayTaskFailure", "RayWorker"]
 
 
 @dataclass(frozen=True, slots=True)
 class RayTaskFailure:
-    """What a failed task returns: the call that failed (-1: not one call) and the error."""
+    """What a failed task returns: the call that failed (-1: not one call) and the error;
+    ``ended``: the error ended the callback's data (the pool replies `DataEnded`)."""
 
     call_index: int
     error: RemoteError
+    ended: bool = False
 
 
 class RayWorker:
@@ -48,12 +50,7 @@ class RayWorker:
         # (functions of the user's modules) import here. On another node, paths that do not
         # exist there are harmless; ship code with Ray's runtime_env (docs/scale-out.md).
         sys.path.extend(entry for entry in driver_path if entry not in sys.path)
-        self.callbacks: list[Callback | RemoteError] = []
-        for payload in payloads:
-            try:
-                self.callbacks.append(pickler.loads(payload))
-            except BaseException as exc:  # reported when a task uses it, as the pool does
-                self.callbacks.append(RemoteError.from_exception(exc))
+        self.callbacks: list[LoadedCallback | RemoteError] = load_callbacks(payloads, pickler)
 
     def ready(self) -> int:
         """The actor's process id, once it runs."""
@@ -65,18 +62,15 @@ class RayWorker:
 
         return str(ray.get_runtime_context().get_node_id())
 
-    def run(self, callback: int, args: Sequence[Any]) -> list[list[Any]] | RayTaskFailure:
+    def run(self, callback: int,
+            args: Sequence[Any]) -> Sequence[Sequence[Any]] | RayTaskFailure:
         """Outputs x samples of arrays, or the failure (``args`` and the samples are
         untyped, as `dali_lite_workers.task_calls.run_calls` has them)."""
-        if not 0 <= callback < len(self.callbacks):
-            error = IndexError(f"callback index {callback} out of range; the pool has "
-                               f"{len(self.callbacks)} callbacks")
-            return RayTaskFailure(-1, RemoteError.from_exception(error))
-        target = self.callbacks[callback]
+        target = callback_at(self.callbacks, callback)
         if isinstance(target, RemoteError):
             return RayTaskFailure(-1, target)
         outputs, failure = run_calls(target, args)
         if failure is not None:
             index, exc = failure
-            return RayTaskFailure(index, RemoteError.from_exception(exc))
+            return RayTaskFailure(index, RemoteError.from_exception(exc), ends_data(exc))
         return outputs if outputs is not None else []

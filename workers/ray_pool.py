@@ -56,7 +56,7 @@ from dali_lite_workers.errors import (
     RemoteError,
     TaskTimeoutError,
 )
-from dali_lite_workers.messages import Reply, TaskDone, TaskFailed
+from dali_lite_workers.messages import DataEnded, Reply, TaskDone, TaskFailed
 from dali_lite_workers.pool_base import PoolBase
 from dali_lite_workers.ray_actor import RayTaskFailure
 from dali_lite_workers.ray_connect import init_ray
@@ -213,9 +213,6 @@ class RayWorkerPool(PoolBase):
         self._tasks[task.task_id] = task
         self._by_ref[task.ref] = task.task_id
 
-    def forget_segment(self, worker: int, segment_id: int) -> None:
-        """Nothing to do: actors never map the main process's segments."""
-
     def collect(self, timeout: float | None) -> list[Reply]:
         """Replies that arrived, waiting up to ``timeout`` seconds (None: until one does)."""
         import ray
@@ -273,7 +270,8 @@ class RayWorkerPool(PoolBase):
         pid = self._actors[task.worker].pid or -1
         self._finish(task)
         if isinstance(value, RayTaskFailure):
-            return TaskFailed(task_id, task.worker, pid, value.call_index, value.error)
+            reply = DataEnded if value.ended else TaskFailed
+            return reply(task_id, task.worker, pid, value.call_index, value.error)
         try:
             layout = SlotWriter(task.segment, placement=task.placement,
                                 data=task.data_segment).write(value)

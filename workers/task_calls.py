@@ -11,14 +11,32 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from dali_lite_workers.callbacks import Callback, SampleSink
+from dali_lite_workers.callbacks import LoadedCallback, SampleSink
+from dali_lite_workers.errors import RemoteError
 
-__all__ = ["TaskOutcome", "run_calls"]
+__all__ = ["TaskOutcome", "callback_at", "ends_data", "run_calls"]
 
 #: (outputs, None) on success; (None, (call_index, error)) for the first call that failed,
 #: with call_index -1 when the failure is not tied to one call. The samples are untyped:
 #: whatever the callback returned, checked where they are written (`dali_lite_shm.SlotWriter`).
-TaskOutcome = tuple[list[list[Any]] | None, tuple[int, BaseException] | None]
+TaskOutcome = tuple[Sequence[Sequence[Any]] | None, tuple[int, BaseException] | None]
+
+
+def callback_at(callbacks: Sequence[LoadedCallback | RemoteError],
+                index: int) -> LoadedCallback | RemoteError:
+    """The callback a task names, or the error that fails the task: an index out of range, or
+    the error that loading the callback raised (`dali_lite_workers.pickling.load_callbacks`)."""
+    if not 0 <= index < len(callbacks):
+        return RemoteError.from_exception(IndexError(
+            f"callback index {index} out of range; the pool has {len(callbacks)} callbacks"))
+    return callbacks[index]
+
+
+def ends_data(error: BaseException) -> bool:
+    """Whether a call's `error` says that the callback's data ended rather than that the call
+    failed: StopIteration, as DALI's sources raise at the end of an epoch (a task's reply is
+    then `dali_lite_workers.messages.DataEnded`)."""
+    return isinstance(error, StopIteration)
 
 
 def _is_sequence(value: object) -> bool:
@@ -51,31 +69,26 @@ def _merge(outputs: list[list[Any]] | None, result: Any, call_index: int) -> lis
     return outputs
 
 
-def run_calls(callback: Callback, args: Sequence[Any],
+def run_calls(callback: LoadedCallback, args: Sequence[Any],
               sink: SampleSink | None = None) -> TaskOutcome:
-    """Call `callback` on every item of `args` (or its `call_many` once); never raises.
-
-    `sink` (the task's `dali_lite_shm.SlotWriter`) goes to a `call_many` that takes one
-    (``call_many_streams``), which offers it each sample as it is made. ``args`` is untyped,
-    as the pool's caller submitted it (see `dali_lite_workers.callbacks.Callback`)."""
-    call_many = getattr(callback, "call_many", None)
-    if call_many is not None:
-        # The callback takes the whole task at once (see
-        # dali_lite_workers.callbacks.BatchedCallback).
+    """Call `callback` on every item of `args`, or a `BatchedCallback`'s `call_many` once
+    (given `sink`, the task's `dali_lite_shm.SlotWriter`, which takes each sample as it is
+    made); never raises. ``args`` is untyped, as the pool's caller submitted it (see
+    `dali_lite_workers.callbacks.Callback`)."""
+    batched = callback.batched
+    if batched is not None:
         try:
-            if sink is not None and getattr(callback, "call_many_streams", False):
-                outputs, failure = call_many(args, sink)
-            else:
-                outputs, failure = call_many(args)
+            many, failure = batched.call_many(args, sink)
         except BaseException as exc:
             return None, (-1, exc)
         if failure is not None:
             return None, failure
-        return (outputs if outputs is not None else []), None
+        return (many if many is not None else []), None
+    call = callback.call
     outputs = None
     for call_index, arg in enumerate(args):
         try:
-            outputs = _merge(outputs, callback(arg), call_index)
+            outputs = _merge(outputs, call(arg), call_index)
         except BaseException as exc:
             return None, (call_index, exc)
     return (outputs if outputs is not None else []), None

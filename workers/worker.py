@@ -36,13 +36,13 @@ from multiprocessing.connection import Connection
 from multiprocessing.reduction import recv_handle
 
 from dali_lite_shm import SharedSegment, ShmError, SlotWriter
-from dali_lite_workers.callbacks import Callback
+from dali_lite_workers.callbacks import Callback, LoadedCallback
 from dali_lite_workers.collector import freeze_startup_objects
 from dali_lite_workers.errors import RemoteError
 from dali_lite_workers.heap import keep_freed_memory
 from dali_lite_workers.messages import (
     AttachSegment,
-    DetachSegment,
+    DataEnded,
     Reply,
     RunTask,
     Shutdown,
@@ -50,10 +50,10 @@ from dali_lite_workers.messages import (
     TaskFailed,
     TaskStarted,
 )
-from dali_lite_workers.pickling import PicklerSpec
+from dali_lite_workers.pickling import PicklerSpec, load_callbacks
 from dali_lite_workers.readiness import ReadySet
 from dali_lite_workers.startup import ready, started
-from dali_lite_workers.task_calls import run_calls
+from dali_lite_workers.task_calls import callback_at, ends_data, run_calls
 
 __all__ = ["PARENT_CONNECTIONS", "WorkerSetup", "WorkerState", "run_task", "worker_main"]
 
@@ -99,7 +99,7 @@ class WorkerState:
 
     index: int
     pid: int
-    callbacks: list[Callback | RemoteError]
+    callbacks: list[LoadedCallback | RemoteError]
     segments: dict[int, SharedSegment] = field(default_factory=dict)
     segment_errors: dict[int, RemoteError] = field(default_factory=dict)
 
@@ -147,19 +147,12 @@ def _prepare_process(setup: WorkerSetup) -> None:
             faulthandler.enable()
 
 
-def _load_callbacks(setup: WorkerSetup) -> list[Callback | RemoteError]:
+def _load_callbacks(setup: WorkerSetup) -> list[LoadedCallback | RemoteError]:
     if setup.callbacks is not None:
-        return list(setup.callbacks)
+        return [LoadedCallback.of(callback) for callback in setup.callbacks]
     if setup.payloads is None or setup.pickler is None:
         raise ValueError("WorkerSetup needs either callbacks (fork) or payloads and a pickler")
-    loaded: list[Callback | RemoteError] = []
-    for payload in setup.payloads:
-        try:
-            loaded.append(setup.pickler.loads(payload))
-        except BaseException as exc:
-            # Reported with every task that uses this callback, instead of killing the worker.
-            loaded.append(RemoteError.from_exception(exc))
-    return loaded
+    return load_callbacks(setup.payloads, setup.pickler)
 
 
 def worker_main(setup: WorkerSetup) -> None:
@@ -185,7 +178,7 @@ def worker_main(setup: WorkerSetup) -> None:
 
 
 def _serve(conn: Connection, state: WorkerState, parent_pid: int) -> None:
-    # One poll set for the loop's life (readiness.ReadySet): Connection.poll builds and
+    # One selector for the loop's life (readiness.ReadySet): Connection.poll builds and
     # closes a selector on every call (5.7 us against 0.7 us, paid once per task;
     # the `tiny` workload of `python -m benchmarks`). A pipe whose other end closed polls as ready,
     # and recv() then sees the EOF.
@@ -217,8 +210,6 @@ def _serve(conn: Connection, state: WorkerState, parent_pid: int) -> None:
             except BaseException as exc:
                 os.close(fd)
                 state.segment_errors[request.segment_id] = RemoteError.from_exception(exc)
-        elif isinstance(request, DetachSegment):
-            state.drop_segment(request.segment_id)
         elif isinstance(request, RunTask):
             if request.report_start:
                 try:
@@ -257,15 +248,7 @@ def run_task(task: RunTask, state: WorkerState) -> Reply:
         return failed(
             -1, ShmError(f"segment {task.segment_id} was never attached to worker {state.index}")
         )
-    if not 0 <= task.callback < len(state.callbacks):
-        return failed(
-            -1,
-            IndexError(
-                f"callback index {task.callback} out of range; the pool has "
-                f"{len(state.callbacks)} callbacks"
-            ),
-        )
-    callback = state.callbacks[task.callback]
+    callback = callback_at(state.callbacks, task.callback)
     if isinstance(callback, RemoteError):
         return failed(-1, callback)
     placement = task.placement
@@ -274,7 +257,11 @@ def run_task(task: RunTask, state: WorkerState) -> Reply:
     with SlotWriter(segment, len(task.args), placement, data) as writer:
         outputs, failure = run_calls(callback, task.args, writer)
         if failure is not None:
-            return failed(*failure)
+            call_index, error = failure
+            if ends_data(error):
+                return DataEnded(task.task_id, state.index, state.pid, call_index,
+                                 RemoteError.from_exception(error))
+            return failed(call_index, error)
         assert outputs is not None  # no failure: the calls made outputs (TaskOutcome)
         try:
             layout = writer.write(outputs)

@@ -32,17 +32,6 @@ from dali_lite_workers import start_methods
 _QUEUE_KEYS = ("cpu_size", "gpu_size")
 
 
-def check_timeout(value: Any, argument: str) -> float | None:
-    """``value`` if it is None or a positive number of seconds; else a ValueError naming
-    ``argument`` (the pipeline's and a parallel source's ``py_timeout`` share this rule)."""
-    # `not value > 0` also refuses NaN, which compares false with everything.
-    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                              or not value > 0):
-        raise ValueError(f"{argument} must be a positive number of seconds or None; "
-                         f"got {value!r}")
-    return value
-
-
 #: The constructor's arguments DALI's C++ pipeline takes as ints (at build), each with the
 #: range of its C++ type.
 _NATIVE_INTS = {"batch_size": (-2**31, 2**31), "num_threads": (-2**31, 2**31),
@@ -208,7 +197,12 @@ class PipelineOptions:
         if type(arguments["prefetch_queue_depth"]) is dict:
             arguments["prefetch_queue_depth"] = {
                 key: native_int(value) for key, value in arguments["prefetch_queue_depth"].items()}
-        check_timeout(arguments["py_timeout"], "py_timeout")
+        if arguments["py_timeout"] is not None:
+            # The pool's rule for every timeout; imported only when there is one, so that a
+            # pipeline without parallel sources never loads the pool.
+            from dali_lite_workers import check_timeout
+
+            check_timeout(arguments["py_timeout"], "py_timeout")
         _check_ray_options(arguments["py_ray_options"], method)
         if (arguments["exec_dynamic"] is None and arguments["exec_pipelined"]
                 and arguments["exec_async"]

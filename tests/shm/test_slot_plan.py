@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from dali_lite_shm import Placement, SharedSegment, SlotWriter, codec, read, read_runs
+from dali_lite_shm import Placement, SharedSegment, SlotWriter, align_up, codec, read, read_runs
 from dali_lite_shm.slot_format import plan_slot
 
 _CODES = ("b1", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2", "f4", "f8", "c8", "c16")
@@ -124,3 +124,11 @@ def monkeypatch_module() -> Any:
     # function-scoped monkeypatch would not survive cleanly; the test undoes its own patch.
     with pytest.MonkeyPatch.context() as patch:
         yield patch
+
+
+@settings(max_examples=50, deadline=None)
+@given(value=st.integers(-2**40, 2**40), alignment=st.integers(1, 2**20))
+def test_align_up_is_the_smallest_multiple_at_or_above(value: int, alignment: int) -> None:
+    """The package's one rounding up (pages, slots, DALI's chunk geometry use it)."""
+    aligned = align_up(value, alignment)
+    assert aligned % alignment == 0 and value <= aligned < value + alignment

@@ -23,6 +23,7 @@ from typing import Any
 from dali_lite_shm import SharedSegment
 from dali_lite_shm.placement import Placement
 from dali_lite_workers import Reply, TaskTimeoutError, WorkerDiedError
+from dali_lite_workers.callbacks import LoadedCallback
 from dali_lite_workers.messages import RunTask
 from dali_lite_workers.worker import WorkerState, run_task
 
@@ -45,7 +46,8 @@ class FakePool:
 
     def __init__(self, callbacks: Sequence[Any], num_workers: int, rng: random.Random) -> None:
         self._num_workers = num_workers
-        self._states = [WorkerState(index, 10_000 + index, list(callbacks))
+        loaded = [LoadedCallback.of(callback) for callback in callbacks]
+        self._states = [WorkerState(index, 10_000 + index, list(loaded))
                         for index in range(num_workers)]
         self._queues: list[deque[_Queued]] = [deque() for _ in range(num_workers)]
         self._rng = rng

@@ -14,7 +14,7 @@ from dali_lite_shm import SlotLayout
 from dali_lite_workers.errors import RemoteError
 from dali_lite_workers.messages import (
     AttachSegment,
-    DetachSegment,
+    DataEnded,
     RunTask,
     Shutdown,
     TaskDone,
@@ -30,13 +30,14 @@ args = st.one_of(
 )
 messages = st.one_of(
     st.builds(AttachSegment, ids),
-    st.builds(DetachSegment, ids),
     st.builds(RunTask, ids, ids, args, ids, st.booleans()),
     st.just(Shutdown()),
     st.builds(TaskStarted, ids, ids, st.floats(allow_nan=False)),
     st.builds(TaskDone, ids, ids, ids, layouts),
     st.builds(TaskFailed, ids, ids, ids, st.integers(-1, 100),
               st.builds(lambda text: RemoteError.from_exception(ValueError(text)), st.text())),
+    st.builds(DataEnded, ids, ids, ids, st.integers(-1, 100),
+              st.builds(lambda text: RemoteError.from_exception(StopIteration(text)), st.text())),
 )
 
 

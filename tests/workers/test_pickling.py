@@ -8,8 +8,13 @@ from typing import Any
 import cloudpickle
 import pytest
 
-from dali_lite_workers import CallbackPicklingError
-from dali_lite_workers.pickling import PicklerSpec, dump_callbacks, resolve_pickler
+from dali_lite_workers import CallbackPicklingError, RemoteError
+from dali_lite_workers.pickling import (
+    PicklerSpec,
+    dump_callbacks,
+    load_callbacks,
+    resolve_pickler,
+)
 
 
 class _ObjectPickler:
@@ -50,3 +55,31 @@ def test_dump_callbacks_names_the_culprit() -> None:
     spec = resolve_pickler(pickle)
     with pytest.raises(CallbackPicklingError, match=r"callback 1 .*module 'pickle'"):
         dump_callbacks([len, lambda x: x], spec)
+
+
+class _FailsToLoad(_ObjectPickler):
+    def loads(self, data: bytes, **kwargs: Any) -> Any:
+        raise pickle.UnpicklingError("cannot load here")
+
+
+def test_process_workers_and_ray_actors_load_and_pick_callbacks_alike() -> None:
+    """One path: a callback that fails to load, or an index out of range, fails the task with
+    the same error in a spawned worker's state and in a Ray actor (run here, without Ray)."""
+    from dali_lite_workers.ray_actor import RayTaskFailure, RayWorker
+    from dali_lite_workers.task_calls import callback_at
+
+    spec = resolve_pickler(_FailsToLoad())
+    payloads = dump_callbacks([len], spec)
+    loaded = load_callbacks(payloads, spec)
+    actor = RayWorker(0, payloads, spec)
+    messages = []
+    for index in (0, 1):
+        in_worker = callback_at(loaded, index)
+        in_actor = actor.run(index, [()])
+        assert isinstance(in_worker, RemoteError) and isinstance(in_actor, RayTaskFailure)
+        assert in_actor.call_index == -1
+        assert (in_actor.error.type_name, in_actor.error.message) == (in_worker.type_name,
+                                                                      in_worker.message)
+        messages.append(in_worker.message)
+    assert messages == ["cannot load here",
+                        "callback index 1 out of range; the pool has 1 callbacks"]

@@ -137,7 +137,7 @@ def test_submit_validates(start_method: str, segments: list[SharedSegment]) -> N
         pool.start()
 
 
-def test_replacing_and_forgetting_segments(
+def test_replacing_segments(
     start_method: str, segments: list[SharedSegment]
 ) -> None:
     with started_pool(CALLBACKS, 1, start_method) as pool:
@@ -146,8 +146,6 @@ def test_replacing_and_forgetting_segments(
         first, second = collect_all(pool, 2)
         assert read_reply(first, segments[0])[0][0][0, 0] == 1
         assert read_reply(second, segments[1])[0][0][0, 0] == 2
-        pool.forget_segment(0, 5)
-        pool.forget_segment(0, 5)  # unknown: no-op
         pool.submit(0, ARANGE, [3], 5, segments[2])
         (third,) = collect_all(pool, 1)
         assert read_reply(third, segments[2])[0][0][0, 0] == 3

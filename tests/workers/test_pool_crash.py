@@ -148,7 +148,7 @@ def _gone(pid: int) -> bool:
 
 @pytest.mark.parametrize("started_from", ["main", "thread"])
 def test_workers_exit_when_main_process_is_killed(start_method: str, started_from: str) -> None:
-    script = _ORPHAN_SCRIPT.format(helpers_dir=str(Path(__file__).parent))
+    script = _ORPHAN_SCRIPT.format(helpers_dir=str(Path(__file__).parents[1] / "support"))
     main = subprocess.Popen(
         [sys.executable, "-c", script, start_method, started_from],
         stdout=subprocess.PIPE,

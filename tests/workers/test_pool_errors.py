@@ -23,6 +23,7 @@ from pool_helpers import (
 from dali_lite_shm import SHM_LIMIT_ENV, SharedSegment, ShmAllocationError
 from dali_lite_workers import (
     CallbackPicklingError,
+    DataEnded,
     RemoteTraceback,
     TaskDone,
     TaskFailed,
@@ -50,7 +51,7 @@ def test_exception_keeps_type_message_and_remote_traceback(
     start_method: str, segment: SharedSegment
 ) -> None:
     reply = _fail_once(start_method, segment, ["ok", "ok", "value", "ok"])
-    assert reply.call_index == 2
+    assert type(reply) is TaskFailed and reply.call_index == 2  # failed, not DataEnded
     error = reply.error.rebuild()
     assert type(error) is ValueError
     assert str(error) == "bad sample 3"
@@ -60,9 +61,25 @@ def test_exception_keeps_type_message_and_remote_traceback(
 
 
 def test_stop_iteration_round_trips(start_method: str, segment: SharedSegment) -> None:
-    error = _fail_once(start_method, segment, ["stop"]).error.rebuild()
+    reply = _fail_once(start_method, segment, ["ok", "stop"])
+    assert type(reply) is DataEnded and reply.call_index == 1  # the end of data, typed
+    error = reply.error.rebuild()
     assert type(error) is StopIteration
     assert error.args == ("end of data",)
+
+
+def test_a_ray_actor_says_the_data_ended_as_a_worker_does() -> None:
+    """The actor (run here without Ray) flags a StopIteration, and only that, as the end."""
+    from dali_lite_workers.pickling import dump_callbacks, load_callbacks, resolve_pickler
+    from dali_lite_workers.ray_actor import RayTaskFailure, RayWorker
+
+    spec = resolve_pickler(None)
+    actor = RayWorker(0, dump_callbacks(CALLBACKS, spec), spec)
+    assert len(load_callbacks(dump_callbacks(CALLBACKS, spec), spec)) == len(CALLBACKS)
+    ended, failed = actor.run(FAIL, ["ok", "stop"]), actor.run(FAIL, ["value"])
+    assert isinstance(ended, RayTaskFailure) and isinstance(failed, RayTaskFailure)
+    assert (ended.ended, ended.call_index, ended.error.message) == (True, 1, "end of data")
+    assert not failed.ended
 
 
 def test_exception_with_custom_init_round_trips_by_pickle(

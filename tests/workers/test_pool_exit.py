@@ -56,7 +56,7 @@ def _alive(pid: int) -> bool:
 @pytest.mark.parametrize("start_method", START_METHODS)
 @pytest.mark.parametrize("scenario", ["exit", "ctrl-c"])
 def test_program_end_stops_workers(start_method: str, scenario: str) -> None:
-    script = _SCRIPT.format(helpers_dir=str(Path(__file__).parent))
+    script = _SCRIPT.format(helpers_dir=str(Path(__file__).parents[1] / "support"))
     program = subprocess.Popen(
         [sys.executable, "-c", script, start_method, scenario],
         stdout=subprocess.PIPE,

@@ -123,8 +123,9 @@ def test_fast_tasks_with_a_timeout_are_untouched(
 
 def test_timeout_is_validated(segments: list[SharedSegment]) -> None:
     with started_pool(CALLBACKS, 1, "fork") as pool:
-        for bad in (0, -1.0, True, "1"):
-            with pytest.raises(ValueError, match="timeout_s must be a positive number"):
+        for bad in (0, -1.0, float("nan"), True, "1"):
+            with pytest.raises(ValueError, match="timeout_s must be a positive number of "
+                                                 "seconds or None; got"):
                 pool.submit(0, ARANGE, [1], 0, segments[0], timeout_s=bad)  # type: ignore[arg-type]
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import select
+import selectors
 import time
 import types
 from multiprocessing.connection import Connection, Pipe
@@ -94,18 +96,43 @@ def test_a_replaced_connection_on_the_same_fd_is_watched(
         new_writer.close()
 
 
-class _RecordingPoll:
-    """Stands in for ``select.poll()``: records the timeout each poll was given."""
+class _RecordingSelector(selectors.PollSelector):
+    """A real poll selector whose poll object records the timeout (ms) of each poll."""
 
-    def __init__(self, timeouts: list[int | None]) -> None:
+    timeouts: list[int | None] = []
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._selector = _RecordingPoll(self._selector, self.timeouts)
+
+
+class _RecordingPoll:
+    def __init__(self, poll: select.poll, timeouts: list[int | None]) -> None:
+        self._poll = poll
         self._timeouts = timeouts
 
     def register(self, fd: int, events: int) -> None:
-        pass
+        self._poll.register(fd, events)
 
     def poll(self, timeout: int | None) -> list[tuple[int, int]]:
         self._timeouts.append(timeout)
-        return []
+        return self._poll.poll(0)
+
+
+def _poll_timeouts(timeout: float | None) -> list[int | None]:
+    """The timeouts poll() gets for one ``ReadySet().wait`` on an fd that is never ready."""
+    _RecordingSelector.timeouts = timeouts = []
+    real = readiness.selectors
+    readiness.selectors = types.SimpleNamespace(  # hypothesis and monkeypatch do not mix
+        PollSelector=_RecordingSelector, EVENT_READ=selectors.EVENT_READ)
+    reader, writer = Pipe(duplex=False)
+    try:
+        assert ReadySet().wait([reader], timeout) == []
+    finally:
+        readiness.selectors = real
+        reader.close()
+        writer.close()
+    return timeouts
 
 
 @settings(max_examples=80, deadline=None)
@@ -113,24 +140,11 @@ class _RecordingPoll:
 def test_a_short_timeout_never_rounds_down_to_a_busy_poll(timeout: float) -> None:
     """poll() takes whole milliseconds: 0.0004 s must become 1 ms, never 0 (the pool's wait
     loop would spin instead of sleeping) and never less than the time asked for."""
-    timeouts: list[int | None] = []
-    fake_select = types.SimpleNamespace(poll=lambda: _RecordingPoll(timeouts))
-    real = readiness.select
-    readiness.select = fake_select  # hypothesis and monkeypatch do not mix
-    try:
-        assert ReadySet().wait([0], timeout) == []
-    finally:
-        readiness.select = real
-    (timeout_ms,) = timeouts
+    (timeout_ms,) = _poll_timeouts(timeout)
     assert isinstance(timeout_ms, int) and timeout_ms >= 1 and timeout_ms >= timeout * 1000
 
 
 @pytest.mark.parametrize(("timeout", "expected_ms"), [(0.0004, 1), (0, 0), (None, None),
                                                       (0.0015, 2), (2, 2000)])
-def test_poll_timeouts_in_milliseconds(monkeypatch: pytest.MonkeyPatch, timeout: float | None,
-                                       expected_ms: int | None) -> None:
-    timeouts: list[int | None] = []
-    monkeypatch.setattr(readiness, "select",
-                        types.SimpleNamespace(poll=lambda: _RecordingPoll(timeouts)))
-    ReadySet().wait([0], timeout)
-    assert timeouts == [expected_ms]
+def test_poll_timeouts_in_milliseconds(timeout: float | None, expected_ms: int | None) -> None:
+    assert _poll_timeouts(timeout) == [expected_ms]

@@ -42,6 +42,8 @@ from typing import Any
 
 import numpy as np
 
+from dali_lite_shm import align_up
+
 __all__ = ["BACKLOG_LIMIT", "DaliChunks", "Layout", "Sample", "SampleMeta", "batch_size_of",
            "grown_capacity", "layout_of", "minibatch_bounds", "needed_bounds", "samples_of"]
 
@@ -78,10 +80,6 @@ class SampleMeta:
 
 _MODULE_CORRECTION = len(DALI_META_MODULE) - len(SampleMeta.__module__)
 _SHAPE_AND_DTYPE = operator.attrgetter("shape", "dtype")
-
-
-def _align(nbytes: int, alignment: int) -> int:
-    return -(-nbytes // alignment) * alignment
 
 
 def layout_of(outputs: Sequence[Sequence[np.ndarray]]) -> Layout:
@@ -133,7 +131,7 @@ def needed_bounds(layout: Layout, bounds: Sequence[tuple[int, int]]) -> list[int
             end = position + shape[0]
             # Every array starts at an aligned offset, so the data of a run of n equal
             # samples takes n aligned sample sizes, wherever the run starts.
-            aligned = _align(math.prod(shape[1:]) * dtype.itemsize, SAMPLE_ALIGNMENT)
+            aligned = align_up(math.prod(shape[1:]) * dtype.itemsize, SAMPLE_ALIGNMENT)
             ndim = len(shape) - 1
             while position < end and minibatch < len(bounds):
                 start, count = bounds[minibatch]
@@ -155,8 +153,8 @@ def _data_nbytes(samples: Sequence[Sample]) -> int:
     end = 0
     for sample in samples:
         for _shape, _dtype, nbytes in sample:
-            end = _align(end, SAMPLE_ALIGNMENT) + nbytes
-    return _align(end, SAMPLE_ALIGNMENT)
+            end = align_up(end, SAMPLE_ALIGNMENT) + nbytes
+    return align_up(end, SAMPLE_ALIGNMENT)
 
 
 def _meta_bound(samples: Sequence[Sample]) -> int:
@@ -179,7 +177,7 @@ def meta_nbytes(samples: Sequence[Sample]) -> int:
     for sample in samples:
         entries = []
         for shape, dtype, nbytes in sample:
-            offset = _align(end, SAMPLE_ALIGNMENT)
+            offset = align_up(end, SAMPLE_ALIGNMENT)
             entries.append(SampleMeta(offset, shape, dtype, nbytes))
             end = offset + nbytes
         metas.append(entries[0] if len(entries) == 1 else tuple(entries))
@@ -194,11 +192,11 @@ def grown_capacity(capacity: int, samples: Sequence[Sample]) -> int:
     data = _data_nbytes(samples)
     if data + _meta_bound(samples) + SAMPLE_ALIGNMENT + REPLY_NBYTES <= capacity:
         return capacity  # fits, whatever the exact metadata: no pickling
-    total = _align(data + meta_nbytes(samples), SAMPLE_ALIGNMENT)
+    total = align_up(data + meta_nbytes(samples), SAMPLE_ALIGNMENT)
     if capacity < total:
-        capacity = _align(max(total + TRAILING_NBYTES, 2 * capacity), PAGE)
+        capacity = align_up(max(total + TRAILING_NBYTES, 2 * capacity), PAGE)
     if capacity - total < REPLY_NBYTES:
-        capacity = _align(max(total + REPLY_NBYTES, 2 * capacity), PAGE)
+        capacity = align_up(max(total + REPLY_NBYTES, 2 * capacity), PAGE)
     return capacity
 
 

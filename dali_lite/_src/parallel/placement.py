@@ -33,8 +33,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from dali_lite._src.parallel.slots import SLOT_ALIGNMENT_BYTES, Slot, align_up
-from dali_lite_shm import Placement
+from dali_lite._src.parallel.slots import SLOT_ALIGNMENT_BYTES, Slot
+from dali_lite_shm import Placement, align_up
 from dali_lite_shm.slot_format import OUTPUT_ALIGNMENT_BYTES, plan_slot
 
 #: Per output: (dtype.str, sample shape, bytes per sample).

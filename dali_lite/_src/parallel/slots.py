@@ -55,15 +55,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dali_lite._src.parallel.dali_chunks import DaliChunks
-from dali_lite_shm import Placement, SegmentUsage, SharedSegment, ShmAllocationError
+from dali_lite_shm import Placement, SegmentUsage, SharedSegment, ShmAllocationError, align_up
 
 #: DALI's smallest slot (`min_initial_chunk_size`) and the page its capacities are rounded to.
 MIN_SLOT_BYTES = 1 << 20
 SLOT_ALIGNMENT_BYTES = 4096
-
-
-def align_up(nbytes: int, alignment: int) -> int:
-    return -(-nbytes // alignment) * alignment
 
 
 def dali_slot_bytes(minibatch_size: int, hint: int | None) -> int:

@@ -99,7 +99,7 @@ from dali_lite._src.sources.sample_range import SampleRange
 from dali_lite._src.types.source_info import BatchInfo
 from dali_lite_shm import ShmError
 from dali_lite_shm.placement import Placement
-from dali_lite_workers import TaskDone, TaskFailed
+from dali_lite_workers import DataEnded, TaskDone, TaskFailed
 
 __all__ = ["COLLECT_INTERVAL_S", "ParallelSource"]
 
@@ -336,7 +336,7 @@ class ParallelSource:
         task.result = result
         if self.observer is not None:
             outcome = ("item" if isinstance(result, TaskDone)
-                       else "stop" if result.error.type_name == "StopIteration" else "error")
+                       else "stop" if isinstance(result, DataEnded) else "error")
             self.observer(task.batch.epoch_idx, task.batch.iteration, outcome,
                           task.batch.source_epoch)
         if isinstance(result, TaskDone):
@@ -400,10 +400,10 @@ class ParallelSource:
         failure = next((t for t in batch.tasks if isinstance(t.result, TaskFailed)), None)
         if failure is not None:
             self._abandon(batch)
-            error = self._rebuild(failure, ctx)
-            if isinstance(error, StopIteration):
+            if isinstance(failure.result, DataEnded):
                 self.raised_stop = True
-            raise error
+                raise StopIteration
+            raise self._rebuild(failure, ctx)
         # This batch has left the prefetch buffer: refill the buffer now, before reading,
         # rather than when the next iteration starts (see "Prefetching" above).
         self._schedule_through(ctx.iteration + self.depth)
@@ -429,8 +429,6 @@ class ParallelSource:
         if not isinstance(result, TaskFailed):
             raise TypeError("internal error: rebuilding an error from a successful task")
         error = result.error.rebuild()
-        if isinstance(error, StopIteration):
-            return StopIteration()
         if self.per_sample and result.call_index >= 0:
             what = f"sample {task.first_sample + result.call_index}"
         else:

@@ -151,8 +151,6 @@ class PerSampleCall(_SourceCall):
             error = failed.cause
         raise error  # outside the handler, so that it does not chain to _ItemFailed
 
-    call_many_streams = True  # call_many takes a stream (dali_lite_workers.task_calls.run_calls)
-
     def call_many(self, infos: Sequence[SampleInfo],
                   stream: SampleSink | None = None) -> CallManyResult:
         """All of a task's samples at once: the worker's fast path

@@ -25,7 +25,6 @@ from dali_lite._src.data.host import split_block
 from dali_lite._src.data.tensor_list_cpu import TensorListCPU
 from dali_lite._src.errors import RuntimeValueError
 from dali_lite._src.graph.nodes import IterationContext, Operator
-from dali_lite._src.options import check_timeout
 from dali_lite._src.sources.callbacks import (
     IteratorCall,
     Outputs,
@@ -144,7 +143,12 @@ class ExternalSource(Operator):
                                                    "prefetch_queue_depth")
         self.bytes_per_sample_hint = (None if bytes_per_sample_hint is None else self._positive(
             bytes_per_sample_hint, 0, "bytes_per_sample_hint"))
-        self.py_timeout = check_timeout(py_timeout, "py_timeout")
+        self.py_timeout = py_timeout
+        if py_timeout is not None:
+            # The pool's rule (imported only with a timeout, as the pipeline's options do).
+            from dali_lite_workers import check_timeout
+
+            self.py_timeout = check_timeout(py_timeout, "py_timeout")
         if self.py_timeout is not None and not self.parallel:
             raise ValueError(
                 f"external_source {name or self.name!r}: py_timeout={py_timeout!r} limits the "
