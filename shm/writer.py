@@ -1,45 +1,29 @@
 """A task's write into shared memory: :class:`SlotWriter`, the one object a worker writes a
 task's result through, and :class:`SlotLayout`, where the result then lies.
 
-A writer is made per task, with the task's own segment, its number of samples and, for a
-task of a placed batch, its :class:`~dali_lite_shm.placement.Placement` and the batch's data
-segment. Where things go is :func:`dali_lite_shm.slot_format.plan_slot`'s, or the placement's; the
-runs, their metadata records and the copies are :mod:`dali_lite_shm.codec`'s. The write has two
-parts:
+Where bytes go is :func:`dali_lite_shm.slot_format.plan_slot`'s (or a placed task's
+:class:`~dali_lite_shm.placement.Placement`'s); the runs and copies are
+:mod:`dali_lite_shm.codec`'s. What is the writer's own is *when* each sample is copied.
 
-**Streaming** (:meth:`SlotWriter.offer`, :meth:`SlotWriter.put`). A worker that calls a
-task's callback for every sample, holding all the fresh arrays (16 fresh 2 MiB images are
-33 MB), and only then copies them into the slot reads every image back from memory after
-the others pushed it out of the caches, and makes every new image in memory the caches have
-not seen since the last task.
-Measured on a 16-core machine (fresh 2 MiB images, 14 processes at once) that costs 1.09 ms
-per sample against 0.65 ms when each sample is copied as soon as it is made and then let go
-(measured in `python -m benchmarks`). So the per-sample loop offers each sample as the
-callback returned it and gets back views of where it now lies in the slot, which it keeps
-instead of the array, so the array is freed at once and the next one reuses its warm memory.
-Where a sample goes is known from the first one: its dtypes and shapes and the task's sample
-count give the layout the write will choose (or the offsets the placement names). A sample
-that breaks that layout, one too small to be worth it, an unsupported dtype, a slot too
-small: streaming stops and takes nothing more. :meth:`~SlotWriter.offer` never raises: errors
-are the write's to report, in the words of a write without streaming.
+**Streaming** (:meth:`SlotWriter.offer`). Copying a task's samples only after its last call
+reads each fresh array back after the others pushed it out of the caches (16 fresh 2 MiB
+images are 33 MB): 1.09 ms per sample against 0.65 ms when each is copied as soon as it is
+made and let go (16 cores, 14 workers, `python -m benchmarks`). So the per-sample loop offers
+each result as the callback returns it and keeps the views of the slot it gets back, and
+the array's warm memory is reused for the next sample. The first sample fixes the layout;
+a sample that breaks it (or is too small to be worth it, or of a dtype the slot does not
+hold) ends streaming for the task. ``offer`` never raises: errors are the write's to
+report, in the words of a write without streaming.
 
-**The write** (:meth:`SlotWriter.write`), with the task's outputs after its last call. Placed
-if they match the placement: their data at its offsets in the data segment (which the main
-process sized, so a placed write never grows it), their metadata at its offset in the task's
-own segment; the layout then says ``placed``. Otherwise the codec's layout in the task's own
-segment, from the placement's ``fallback_base`` (0 without one), growing it if needed. Either
-way only what streaming did not put in place is copied; streamed samples that must move are
-copied out of the slot first, so no copy ever reads bytes that the same write overwrites.
-
-Every byte is reserved before it is copied (:meth:`SharedSegment.prepare_write`), including
-pages that the owner gave back since this process last wrote the segment: a writer rechecks
-its segments when it is made (:meth:`SharedSegment.recheck_reserved`).
+**The write** (:meth:`SlotWriter.write`), after the last call, copies only what streaming
+did not put in place, placed if the samples match the placement, else in the codec's layout
+in the task's own segment. Streamed samples that must move are copied out first, so no copy
+reads bytes the same write overwrites. Every byte is reserved before it is copied,
+including pages the owner gave back since (:meth:`SharedSegment.recheck_reserved`).
 
 The one difference a callback can see: a streamed sample's bytes are taken when it is
-returned, not after the task's last call. A callback that overwrites an array it returned
-earlier in the same task (one buffer reused for every sample) delivers, unstreamed, every
-sample with the buffer's last contents; streamed, each sample is what was returned. The same
-unchanged array returned again (a cache of prepared samples) streams like any other.
+returned. A callback that reuses one buffer for every sample delivers, unstreamed, every
+sample with the buffer's last contents; streamed, each sample as it was returned.
 """
 
 from __future__ import annotations
