@@ -438,7 +438,8 @@ class Pipeline:
 
     @property
     def py_start_method(self) -> str:
-        """How Python worker processes are started ("fork" or "spawn")."""
+        """How the parallel sources' workers are started: "fork", "spawn" (DALI's two) or "ray"
+        (dali_lite's: Ray actors)."""
         return self._options.py_start_method
 
     @property
