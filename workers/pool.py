@@ -153,7 +153,8 @@ class WorkerPool(PoolBase):
                     for index, gate in enumerate(gates):
                         start_worker(self._res, self._launch, index, gate)
                 self._res.wakeup_fds = os.pipe()
-                os.set_blocking(self._res.wakeup_fds[1], False)
+                for fd in self._res.wakeup_fds:
+                    os.set_blocking(fd, False)
             except BaseException:
                 # Including a Ctrl-C delivered when the mask is restored: a half-started
                 # pool is shut down at once and cannot be started again.
@@ -174,6 +175,16 @@ class WorkerPool(PoolBase):
                 os.write(wakeup[1], b"x")
         with self._lock:
             self._finalizer()
+
+    def wake(self) -> None:
+        """Make a ``collect`` waiting in another thread return now (with what arrived, perhaps
+        nothing). Any thread, at any point (a finalizer's): one byte into the pool's own
+        wakeup pipe, never blocking, never a worker's pipe."""
+        wakeup = self._res.wakeup_fds
+        if wakeup is not None and not self._closing:
+            # Full (wakes already pending) or closed meanwhile: nothing more to do.
+            with contextlib.suppress(OSError):
+                os.write(wakeup[1], b"x")
 
     # -- tasks --------------------------------------------------------------------------
 
@@ -297,15 +308,20 @@ class WorkerPool(PoolBase):
                 ready = self._ready.wait(watched, remaining)
                 if self._closing:
                     raise PoolClosedError("the worker pool was closed while collecting")
+                woken = False
                 for obj in ready:
                     # Not a connection: a sentinel or the wakeup pipe's fd, an int.
                     if isinstance(obj, int) and obj in sentinels:
                         raise self._worker_died(sentinels[obj])
+                    if wakeup is not None and obj == wakeup[0]:
+                        woken = True
+                        with contextlib.suppress(OSError):  # every pending wake at once
+                            os.read(wakeup[0], 4096)
                 replies: list[Reply] = []
                 for worker, conn in enumerate(conns):
                     if conn in ready:
                         self._drain(worker, conn, replies)
-                if replies:
+                if replies or woken:
                     return replies
                 overdue = self._deadlines.expired(time.monotonic())
                 if overdue is not None:

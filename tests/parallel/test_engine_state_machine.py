@@ -10,10 +10,14 @@ After every step it checks what the engine promises:
   against DALI) says, in order, epoch after epoch, with StopIteration where DALI raises it;
 - no array the program holds changes (no slot is written while it is leased);
 - no segment is given to a task while a queued task may still write it (a placed batch's
-  data slot included);
-- a prefetch that waited for a slot is scheduled the moment the program drops an output;
-- once everything is dropped and every task answered, no slot stays leased; after close,
-  every segment is closed.
+  data slot included), and no slot is free while one may: a placed batch that goes stale or
+  fails (an epoch's end, a stuck task) frees its data slot only once its writers are done;
+- every slot is given back exactly once: each free slot is on its free list once, and once
+  everything is dropped and every task answered, every slot is free or held by a batch still
+  scheduled (none leased, none lost);
+- a dropped output only records its lease's end and wakes the executor's wait (the fake
+  pool counts the wakes), and the executor, woken, schedules the prefetch that waited for
+  the slot; after close, every segment is closed.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ from programs import (
 from dali_lite._src.graph.nodes import IterationContext
 from dali_lite._src.options import PipelineOptions
 from dali_lite._src.parallel.group import ParallelSourceGroup, SourceDescription
-from dali_lite._src.parallel.slots import SlotState
+from dali_lite._src.parallel.slot_life import SlotState
 from dali_lite._src.sources.callbacks import IteratorCall, PerBatchCall, PerSampleCall
 from dali_lite._src.sources.kinds import SourceKind
 from dali_lite_workers import TaskTimeoutError, WorkerDiedError
@@ -139,6 +143,7 @@ class EngineMachine(RuleBasedStateMachine):
         #: queue at the next one, as DALI's do after an error.
         self.failed_fetch = False
         self.timed_out = False
+        self.wakes_seen = 0
 
     def teardown(self) -> None:
         group = getattr(self, "group", None)
@@ -152,9 +157,15 @@ class EngineMachine(RuleBasedStateMachine):
                 for source in group.sources:
                     assert source.wait_idle(30), "a task never answered"
                     # The slots of batches still scheduled are given to tasks; none is leased.
-                    source.ring.drain()
-                    leased = [s for s in source.ring.slots if s.state is SlotState.LEASED]
+                    source.life.drain()
+                    leased = [s for s in source.ring.slots
+                              if source.life.state(s) is SlotState.LEASED]
                     assert not leased, f"{source.name}: {len(leased)} slots leased, none held"
+                    scheduled = list(source.scheduled.values())
+                    lost = [s.segment_id for s in source.ring.slots
+                            if source.life.state(s) is SlotState.TASK
+                            and not any(source.life.holder(s) is b for b in scheduled)]
+                    assert not lost, f"{source.name}: slots {lost} never given back"
         finally:
             self.held = []
             group.close()
@@ -268,6 +279,20 @@ class EngineMachine(RuleBasedStateMachine):
         gc.collect()
 
     @invariant()
+    def a_dropped_output_wakes_the_executor(self) -> None:
+        """A lease's end only records and wakes the executor's wait; the executor then
+        schedules what waited for the slot (as its fetch does after a wait for replies).
+        (Hypothesis runs the invariants by name: this one before the check that it did.)"""
+        if not hasattr(self, "group"):
+            return
+        ended = any(source.life.leases_ended for source in self.group.sources)
+        assert not ended or self.pool.wakes > self.wakes_seen, (
+            "a lease ended without waking the executor")
+        if self.pool.wakes > self.wakes_seen:
+            self.wakes_seen = self.pool.wakes
+            self.group.schedule_deferred()
+
+    @invariant()
     def held_outputs_never_change(self) -> None:
         if hasattr(self, "held"):
             for outputs, values in self.held:
@@ -280,6 +305,23 @@ class EngineMachine(RuleBasedStateMachine):
             assert not self.pool.violations, self.pool.violations
 
     @invariant()
+    def no_slot_is_free_while_a_task_may_write_it(self) -> None:
+        """Every slot is given back exactly once, and only when no task out (queued on a
+        worker of the fake pool) may write into it."""
+        if not hasattr(self, "group") or self.broken:
+            return
+        for source in self.group.sources:
+            free = source.life.free_slots()
+            ids = [slot.segment_id for slot in free]
+            assert len(set(ids)) == len(ids), f"{source.name}: a slot freed twice: {ids}"
+            for slot in free:
+                assert source.life.state(slot) is SlotState.FREE, (
+                    f"{source.name}: slot {slot.segment_id} free and "
+                    f"{source.life.state(slot).value}")
+                assert not self.pool.may_write(slot.segment_id), (
+                    f"{source.name}: slot {slot.segment_id} freed while a task may write it")
+
+    @invariant()
     def a_freed_slot_lets_the_waiting_prefetch_go(self) -> None:
         if not hasattr(self, "group") or self.broken or self.ended or self.failed_fetch:
             return
@@ -290,7 +332,7 @@ class EngineMachine(RuleBasedStateMachine):
             groups = ([g for g, (_, count) in enumerate(source.task_ranges) if count > 0]
                       if source.per_sample else [0])
             if source.next_iteration <= target:
-                assert not all(source.ring.has_free(g) for g in groups), (
+                assert not all(source.life.has_free(g) for g in groups), (
                     f"{source.name}: a slot is free but iteration {source.next_iteration} "
                     f"(up to {target}) is not scheduled")
 
@@ -355,7 +397,9 @@ FOUND_RUNS: dict[str, tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]] =
 def _check_invariants(machine: EngineMachine) -> None:
     machine.garbage_is_collected()
     machine.held_outputs_never_change()
+    machine.a_dropped_output_wakes_the_executor()
     machine.no_segment_is_given_while_a_task_may_write_it()
+    machine.no_slot_is_free_while_a_task_may_write_it()
     machine.a_freed_slot_lets_the_waiting_prefetch_go()
 
 

@@ -57,6 +57,7 @@ class FakePool:
         self._idle_collects = 0
         self.started = False
         self.closed = False
+        self.wakes = 0
         #: Broken promises seen, in words; the test asserts this stays empty.
         self.violations: list[str] = []
 
@@ -115,6 +116,11 @@ class FakePool:
             replies.append(run_task(queued.task, self._states[worker]))
         return replies
 
+    def wake(self) -> None:
+        # A lease's end (any thread) may only wake the collector: the count lets the tests
+        # see that it did (the engine's collect here never blocks).
+        self.wakes += 1
+
     def close(self) -> None:
         self.closed = True
         for state in self._states:  # the pool lets go of the segments, as a real one does
@@ -125,6 +131,10 @@ class FakePool:
     def _check_alive(self) -> None:
         if self._dead is not None:
             raise WorkerDiedError(self._dead, 10_000 + self._dead, -9, broken=True)
+
+    def may_write(self, segment_id: int) -> bool:
+        """Whether a task still queued may write `segment_id`."""
+        return any(segment_id in q.writes for queue in self._queues for q in queue)
 
     # ------------------------------------------------------------------ faults
     def in_flight(self, worker: int) -> int:
