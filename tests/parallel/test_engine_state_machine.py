@@ -23,9 +23,10 @@ After every step it checks what the engine promises:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -110,9 +111,18 @@ class EngineMachine(RuleBasedStateMachine):
 
     @initialize(specs=st.lists(_parallel_spec(), min_size=1, max_size=3),
                 batch_size=st.integers(1, 3), workers=st.integers(1, 4),
-                keep_alive=st.integers(1, 3), seed=st.integers(0, 2**32 - 1))
+                keep_alive=st.integers(1, 3), seed=st.integers(0, 2**32 - 1),
+                placed=st.booleans())
     def start(self, specs: list[SourceSpec], batch_size: int, workers: int, keep_alive: int,
-              seed: int) -> None:
+              seed: int, placed: bool = False) -> None:
+        if placed:
+            # Half the runs split the first source's batches over 2-4 workers, so that once a
+            # batch showed the samples' layout the next ones are placed (every task writing
+            # into the batch's data slot): a placed batch then goes stale or fails (an epoch's
+            # end, a reset, a stuck task) while some of its writers are still queued.
+            specs = [dataclasses.replace(specs[0], kind="sample", depth=1, cycle=None,
+                                         length=max(specs[0].length, 6)), *specs[1:]]
+            batch_size, workers = max(batch_size, 2), max(workers, 2)
         self.specs = specs
         self.batch_size = batch_size
         self.model = ModelPipeline(Program(tuple(specs), (), batch_size, 1, workers))
@@ -132,6 +142,7 @@ class EngineMachine(RuleBasedStateMachine):
         _STARTED.append(self)
         self.group.start()
         self.pool = pools[0]
+        self.pool.audit = _free_slot_audit(self.group, self.pool)
         self.epoch = 0
         self.iteration = 0
         self.ended = False
@@ -306,20 +317,11 @@ class EngineMachine(RuleBasedStateMachine):
 
     @invariant()
     def no_slot_is_free_while_a_task_may_write_it(self) -> None:
-        """Every slot is given back exactly once, and only when no task out (queued on a
-        worker of the fake pool) may write into it."""
-        if not hasattr(self, "group") or self.broken:
-            return
-        for source in self.group.sources:
-            free = source.life.free_slots()
-            ids = [slot.segment_id for slot in free]
-            assert len(set(ids)) == len(ids), f"{source.name}: a slot freed twice: {ids}"
-            for slot in free:
-                assert source.life.state(slot) is SlotState.FREE, (
-                    f"{source.name}: slot {slot.segment_id} free and "
-                    f"{source.life.state(slot).value}")
-                assert not self.pool.may_write(slot.segment_id), (
-                    f"{source.name}: slot {slot.segment_id} freed while a task may write it")
+        """Between steps; the fake pool runs the same audit inside them (at every submit and
+        collect), where a slot freed too early shows while its writer is still queued."""
+        if hasattr(self, "group") and not self.broken:
+            problems = _free_slot_audit(self.group, self.pool)()
+            assert not problems, problems
 
     @invariant()
     def a_freed_slot_lets_the_waiting_prefetch_go(self) -> None:
@@ -335,6 +337,30 @@ class EngineMachine(RuleBasedStateMachine):
                 assert not all(source.life.has_free(g) for g in groups), (
                     f"{source.name}: a slot is free but iteration {source.next_iteration} "
                     f"(up to {target}) is not scheduled")
+
+
+def _free_slot_audit(group: ParallelSourceGroup, pool: FakePool) -> Callable[[], list[str]]:
+    """Every slot is given back exactly once (each free slot is on its free list once), and
+    only when no task out (queued on a worker of the fake pool) may write into it. (Not a
+    method: the pool keeps it, and must not keep the machine and its held arrays.)"""
+
+    def audit() -> list[str]:
+        problems = []
+        for source in group.sources:
+            free = source.life.free_slots()
+            ids = [slot.segment_id for slot in free]
+            if len(set(ids)) != len(ids):
+                problems.append(f"{source.name}: a slot freed twice: {ids}")
+            for slot in free:
+                if source.life.state(slot) is not SlotState.FREE:
+                    problems.append(f"{source.name}: slot {slot.segment_id} free and "
+                                    f"{source.life.state(slot).value}")
+                if pool.may_write(slot.segment_id):
+                    problems.append(f"{source.name}: slot {slot.segment_id} free while a "
+                                    "queued task may write it")
+        return problems
+
+    return audit
 
 
 #: Every machine started: hypothesis does not tear down a run it abandons (one that ran
@@ -391,6 +417,13 @@ FOUND_RUNS: dict[str, tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]] =
          "batch_size": 1, "workers": 1, "keep_alive": 1, "seed": 0},
         [("run_iteration", {"hold": False}), ("reset", {}), ("run_iteration", {"hold": False}),
          ("reset", {}), ("run_iteration", {"hold": False})]),
+    # A placed batch past the epoch's end fails (StopIteration) task by task: its data slot
+    # went back when its own task failed, while the other task, which writes into it too,
+    # was still queued (the data slot must wait for every task that writes into it).
+    "a placed batch fails while a task writing into its data slot is queued": (
+        {"specs": [SourceSpec("sample", 4, True, 1)],
+         "batch_size": 2, "workers": 2, "keep_alive": 1, "seed": 2},
+        [("run_iteration", {"hold": False})] * 3),
 }
 
 

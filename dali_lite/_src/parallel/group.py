@@ -88,14 +88,15 @@ class ParallelSourceGroup:
         if self._closed or self.pool is None:
             return
         with self.lock:
-            try:
-                for source in self.sources:
-                    if source.life.freed_since_drain:
-                        source.life.drain()
-                        source.schedule_deferred()
-            except Exception:
-                # A dead worker or a closed pool: the next fetch reports it, where it can.
-                pass
+            waiting = [source for source in self.sources if source.life.freed_since_drain]
+            for source in waiting:
+                source.life.drain()
+            for source in waiting:
+                try:
+                    source.schedule_deferred()
+                except Exception:
+                    # A dead worker or a closed pool: the next fetch reports it, where it can.
+                    continue
 
     def _check(self) -> None:
         if self.options.batch_size < 1:
