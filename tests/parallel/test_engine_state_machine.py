@@ -417,13 +417,14 @@ FOUND_RUNS: dict[str, tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]] =
          "batch_size": 1, "workers": 1, "keep_alive": 1, "seed": 0},
         [("run_iteration", {"hold": False}), ("reset", {}), ("run_iteration", {"hold": False}),
          ("reset", {}), ("run_iteration", {"hold": False})]),
-    # A placed batch past the epoch's end fails (StopIteration) task by task: its data slot
-    # went back when its own task failed, while the other task, which writes into it too,
-    # was still queued (the data slot must wait for every task that writes into it).
-    "a placed batch fails while a task writing into its data slot is queued": (
-        {"specs": [SourceSpec("sample", 4, True, 1)],
-         "batch_size": 2, "workers": 2, "keep_alive": 1, "seed": 2},
-        [("run_iteration", {"hold": False})] * 3),
+    # Placed batches read (a placed task's slot, which held only its metadata, goes back at
+    # once: once lost for good), then one past the epoch's end fails task by task: its data
+    # slot went back when its own task failed, while the other task, which writes into it
+    # too, was still queued (the data slot must wait for every task that writes into it).
+    "placed batches read, then one fails while a task writing into its data slot is queued": (
+        {"specs": [SourceSpec("sample", 6, True, 1)],
+         "batch_size": 2, "workers": 2, "keep_alive": 1, "seed": 5},
+        [("run_iteration", {"hold": False})] * 4),
 }
 
 
