@@ -31,7 +31,6 @@ Why it is shaped so:
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 import weakref
@@ -70,7 +69,7 @@ from dali_lite_workers.process_launch import (
     usable_cpus,
 )
 from dali_lite_workers.readiness import ReadySet, Waitable
-from dali_lite_workers.resources import PoolResources, shutdown
+from dali_lite_workers.resources import PoolResources, shutdown, take_wakes, wake_collect
 from dali_lite_workers.startup import describe
 
 __all__ = ["WorkerPool"]
@@ -153,8 +152,7 @@ class WorkerPool(PoolBase):
                     for index, gate in enumerate(gates):
                         start_worker(self._res, self._launch, index, gate)
                 self._res.wakeup_fds = os.pipe()
-                for fd in self._res.wakeup_fds:
-                    os.set_blocking(fd, False)
+                os.set_blocking(self._res.wakeup_fds[1], False)
             except BaseException:
                 # Including a Ctrl-C delivered when the mask is restored: a half-started
                 # pool is shut down at once and cannot be started again.
@@ -168,23 +166,13 @@ class WorkerPool(PoolBase):
     def close(self) -> None:
         """Shut the workers down and release pipes and segments. Idempotent, thread-safe."""
         self._closing = True
-        wakeup = self._res.wakeup_fds
-        if wakeup is not None:
-            # Wake a collect() blocked in another thread so it lets go of the lock.
-            with contextlib.suppress(OSError):
-                os.write(wakeup[1], b"x")
+        wake_collect(self._res)  # a collect() blocked in another thread lets go of the lock
         with self._lock:
             self._finalizer()
 
     def wake(self) -> None:
-        """Make a ``collect`` waiting in another thread return now (with what arrived, perhaps
-        nothing). Any thread, at any point (a finalizer's): one byte into the pool's own
-        wakeup pipe, never blocking, never a worker's pipe."""
-        wakeup = self._res.wakeup_fds
-        if wakeup is not None and not self._closing:
-            # Full (wakes already pending) or closed meanwhile: nothing more to do.
-            with contextlib.suppress(OSError):
-                os.write(wakeup[1], b"x")
+        """Make a ``collect`` waiting in another thread return now (any thread, any point)."""
+        wake_collect(self._res)
 
     # -- tasks --------------------------------------------------------------------------
 
@@ -308,21 +296,16 @@ class WorkerPool(PoolBase):
                 ready = self._ready.wait(watched, remaining)
                 if self._closing:
                     raise PoolClosedError("the worker pool was closed while collecting")
-                woken = False
                 for obj in ready:
                     # Not a connection: a sentinel or the wakeup pipe's fd, an int.
                     if isinstance(obj, int) and obj in sentinels:
                         raise self._worker_died(sentinels[obj])
-                    if wakeup is not None and obj == wakeup[0]:
-                        woken = True
-                        with contextlib.suppress(OSError):  # every pending wake at once
-                            os.read(wakeup[0], 4096)
                 replies: list[Reply] = []
                 for worker, conn in enumerate(conns):
                     if conn in ready:
                         self._drain(worker, conn, replies)
-                if replies or woken:
-                    return replies
+                if replies or take_wakes(self._res, ready):
+                    return replies  # a wake left pending beside replies costs one more return
                 overdue = self._deadlines.expired(time.monotonic())
                 if overdue is not None:
                     replies = self._time_out(overdue)

@@ -11,8 +11,9 @@ several files could only share through each other's private state.
 The geometry of a source: its ring of slots, how a batch is split into tasks, which worker
 runs each. The life of its tasks: sent to the pool (with, for a placed batch, where each
 writes in the batch's data slot), sent again when a stuck worker never started them, their
-replies recorded, every slot given back exactly once, when no task and no batch needs it any
-more. A per-sample source's batch is split into contiguous slices; a per-batch callable is one
+replies recorded. The life of its slots is `slot_life.SlotLife`'s (NOTE [a slot's life]):
+every move goes through it, and it gives a slot back once no task and no batch needs it.
+A per-sample source's batch is split into contiguous slices; a per-batch callable is one
 task; an iterator lives on a dedicated worker. Any worker may write any slot of its source
 (see `slots`).
 
@@ -22,7 +23,9 @@ into mini-batches, one per worker for a per-sample source and one otherwise, eve
 for a mini-batch (`bytes_per_sample_hint` per sample, at least 1 MiB, in whole pages). Their
 number then stays fixed, so `external_source_shm_statistics()` reports what DALI reports,
 from build() on. A prefetch that finds no free slot waits for one (a batch the program still
-holds); the lease's end schedules it at once. Only the batch an iteration needs gets a new
+holds); the lease's end wakes the executor's wait for replies, and the executor schedules it
+at once (a waiting fetch after its wait, or at the end of the fetch in progress; with nothing
+waiting, as in `exec_async=False`, at the next fetch). Only the batch an iteration needs gets a new
 slot, when every slot is held by outputs the program keeps past DALI's validity.
 
 How many tasks a per-sample batch gets: just enough that the tasks in flight keep every worker
@@ -35,7 +38,8 @@ parallel, on different batches. With a smaller depth (DALI's default is 1) the b
 so that all workers share it; once a batch has shown the samples' dtypes and shapes, the next
 ones are placed (`placement`): each task writes its samples at their final offsets in the
 first task's slot, so that the batch is still one block. That slot (a batch's *data
-slot*) goes back to the free list only when no task of its batch can still write into it.
+slot*) goes back to the free list only when no task of its batch can still write into it
+(`slot_life`).
 The other tasks' slots then hold only metadata: as each is given its task, the pages past
 that go back to the system (`slots.pages_to_keep`), so that the source holds about DALI's
 shared memory rather than keeping what the unplaced batches wrote there as well.
