@@ -31,7 +31,6 @@ Why it is shaped so:
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 import weakref
@@ -69,7 +68,7 @@ from dali_lite_workers.process_launch import (
     usable_cpus,
 )
 from dali_lite_workers.readiness import ReadySet, Waitable
-from dali_lite_workers.resources import PoolResources, shutdown
+from dali_lite_workers.resources import PoolResources, shutdown, take_wakes, wake_collect
 from dali_lite_workers.start_methods import PoolKind, run_by
 from dali_lite_workers.startup import describe
 
@@ -165,13 +164,13 @@ class WorkerPool(PoolBase):
     def close(self) -> None:
         """Shut the workers down and release pipes and segments. Idempotent, thread-safe."""
         self._closing = True
-        wakeup = self._res.wakeup_fds
-        if wakeup is not None:
-            # Wake a collect() blocked in another thread so it lets go of the lock.
-            with contextlib.suppress(OSError):
-                os.write(wakeup[1], b"x")
+        wake_collect(self._res)  # a collect() blocked in another thread lets go of the lock
         with self._lock:
             self._finalizer()
+
+    def wake(self) -> None:
+        """Make a ``collect`` waiting in another thread return now (any thread, any point)."""
+        wake_collect(self._res)
 
     # -- tasks --------------------------------------------------------------------------
 
@@ -285,8 +284,8 @@ class WorkerPool(PoolBase):
                 for worker, conn in enumerate(conns):
                     if conn in ready:
                         self._drain(worker, conn, replies)
-                if replies:
-                    return replies
+                if replies or take_wakes(self._res, ready):
+                    return replies  # a wake left pending beside replies costs one more return
                 overdue = self._deadlines.expired(time.monotonic())
                 if overdue is not None:
                     replies = self._time_out(overdue)

@@ -122,6 +122,8 @@ class RayWorkerPool(PoolBase):
         self._actors: list[ActorState] = self._launcher.actors
         self._tasks: dict[int, _Task] = {}
         self._by_ref: dict[ObjectRef, int] = {}
+        #: A wake() asked the current collect to return (a plain flag: set from any thread).
+        self._woken = False
         self._finalizer = weakref.finalize(self, kill_actors, self._launcher.handles)
 
     # -- properties ---------------------------------------------------------------------
@@ -185,6 +187,11 @@ class RayWorkerPool(PoolBase):
 
     # -- tasks --------------------------------------------------------------------------
 
+    def wake(self) -> None:
+        """Make a ``collect`` waiting in another thread return after its current wait slice
+        (``ray.wait`` cannot be interrupted). Any thread: it only sets a flag."""
+        self._woken = True
+
     def submit(self, worker: int, callback: int, args: Sequence[Any], segment_id: int,
                segment: SharedSegment, timeout_s: float | None = None,
                placement: Placement | None = None,
@@ -235,7 +242,8 @@ class RayWorkerPool(PoolBase):
                 if self._closing:
                     raise PoolClosedError("the worker pool was closed while collecting")
                 replies = [r for r in (self._receive(ref) for ref in ready) if r is not None]
-                if replies:
+                if replies or self._woken:
+                    self._woken = False
                     return replies
                 self._check_deadlines()
                 if deadline is not None and time.monotonic() >= deadline:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -21,7 +22,7 @@ from dali_lite_shm import SharedSegment
 from dali_lite_workers.messages import Shutdown
 from dali_lite_workers.worker import PARENT_CONNECTIONS
 
-__all__ = ["PoolResources", "shutdown"]
+__all__ = ["PoolResources", "shutdown", "take_wakes", "wake_collect"]
 
 #: How long ``close`` waits for workers to exit after the Shutdown message (all together).
 _JOIN_TIMEOUT_S = 2.0
@@ -50,6 +51,25 @@ class PoolResources:
     #: task id -> worker, for tasks not answered yet.
     pending: dict[int, int] = field(default_factory=dict)
     done: bool = False
+
+
+def wake_collect(res: PoolResources) -> None:
+    """One byte into the pool's wakeup pipe, so that a ``collect`` waiting on it returns: from
+    any thread (a finalizer's too), never blocking (a full pipe has wakes pending already)."""
+    fds = res.wakeup_fds
+    if fds is not None and not res.done:
+        with contextlib.suppress(OSError):
+            os.write(fds[1], b"x")
+
+
+def take_wakes(res: PoolResources, ready: Sequence[object]) -> bool:
+    """Whether the wakeup pipe is among ``ready`` (a poll's result); reads every wake pending."""
+    fds = res.wakeup_fds
+    if fds is None or fds[0] not in ready:
+        return False
+    with contextlib.suppress(OSError):
+        os.read(fds[0], 4096)
+    return True
 
 
 def shutdown(res: PoolResources) -> None:

@@ -48,8 +48,12 @@ class TaskPool(Protocol):
 
     def collect(self, timeout: float | None) -> list[Reply]:
         """The replies that arrived, waiting up to `timeout` seconds (None: until one does);
-        [] on timeout."""
+        [] on timeout, or when `wake` was called."""
         ...
+
+    def wake(self) -> None:
+        """Make a `collect` waiting in another thread return soon. Any thread, at any point
+        (a finalizer's); never blocks, never raises, never talks to a worker."""
 
     def close(self) -> None:
         """Stop every worker (idempotent); nothing is left running."""

@@ -10,18 +10,23 @@ After every step it checks what the engine promises:
   against DALI) says, in order, epoch after epoch, with StopIteration where DALI raises it;
 - no array the program holds changes (no slot is written while it is leased);
 - no segment is given to a task while a queued task may still write it (a placed batch's
-  data slot included);
-- a prefetch that waited for a slot is scheduled the moment the program drops an output;
-- once everything is dropped and every task answered, no slot stays leased; after close,
-  every segment is closed.
+  data slot included), and no slot is free while one may: a placed batch that goes stale or
+  fails (an epoch's end, a stuck task) frees its data slot only once its writers are done;
+- every slot is given back exactly once: each free slot is on its free list once, and once
+  everything is dropped and every task answered, every slot is free or held by a batch still
+  scheduled (none leased, none lost);
+- a dropped output only records its lease's end and, when a prefetch waits for a slot,
+  wakes the executor's wait (the fake pool counts the wakes), and the executor, woken,
+  schedules the prefetch that waited for the slot; after close, every segment is closed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -49,7 +54,7 @@ from programs import (
 from dali_lite._src.graph.nodes import IterationContext
 from dali_lite._src.options import PipelineOptions
 from dali_lite._src.parallel.group import ParallelSourceGroup, SourceDescription
-from dali_lite._src.parallel.slots import SlotState
+from dali_lite._src.parallel.slot_life import SlotState
 from dali_lite._src.sources.callbacks import IteratorCall, PerBatchCall, PerSampleCall
 from dali_lite._src.sources.kinds import SourceKind
 from dali_lite_workers import TaskTimeoutError, WorkerDiedError
@@ -106,9 +111,18 @@ class EngineMachine(RuleBasedStateMachine):
 
     @initialize(specs=st.lists(_parallel_spec(), min_size=1, max_size=3),
                 batch_size=st.integers(1, 3), workers=st.integers(1, 4),
-                keep_alive=st.integers(1, 3), seed=st.integers(0, 2**32 - 1))
+                keep_alive=st.integers(1, 3), seed=st.integers(0, 2**32 - 1),
+                placed=st.booleans())
     def start(self, specs: list[SourceSpec], batch_size: int, workers: int, keep_alive: int,
-              seed: int) -> None:
+              seed: int, placed: bool = False) -> None:
+        if placed:
+            # Half the runs split the first source's batches over 2-4 workers, so that once a
+            # batch showed the samples' layout the next ones are placed (every task writing
+            # into the batch's data slot): a placed batch then goes stale or fails (an epoch's
+            # end, a reset, a stuck task) while some of its writers are still queued.
+            specs = [dataclasses.replace(specs[0], kind="sample", depth=1, cycle=None,
+                                         length=max(specs[0].length, 6)), *specs[1:]]
+            batch_size, workers = max(batch_size, 2), max(workers, 2)
         self.specs = specs
         self.batch_size = batch_size
         self.model = ModelPipeline(Program(tuple(specs), (), batch_size, 1, workers))
@@ -128,6 +142,7 @@ class EngineMachine(RuleBasedStateMachine):
         _STARTED.append(self)
         self.group.start()
         self.pool = pools[0]
+        self.pool.audit = _free_slot_audit(self.group, self.pool)
         self.epoch = 0
         self.iteration = 0
         self.ended = False
@@ -139,6 +154,7 @@ class EngineMachine(RuleBasedStateMachine):
         #: queue at the next one, as DALI's do after an error.
         self.failed_fetch = False
         self.timed_out = False
+        self.wakes_seen = 0
 
     def teardown(self) -> None:
         group = getattr(self, "group", None)
@@ -152,9 +168,15 @@ class EngineMachine(RuleBasedStateMachine):
                 for source in group.sources:
                     assert source.wait_idle(30), "a task never answered"
                     # The slots of batches still scheduled are given to tasks; none is leased.
-                    source.ring.drain()
-                    leased = [s for s in source.ring.slots if s.state is SlotState.LEASED]
+                    source.life.drain()
+                    leased = [s for s in source.ring.slots
+                              if source.life.state(s) is SlotState.LEASED]
                     assert not leased, f"{source.name}: {len(leased)} slots leased, none held"
+                    scheduled = list(source.scheduled.values())
+                    lost = [s.segment_id for s in source.ring.slots
+                            if source.life.state(s) is SlotState.TASK
+                            and not any(source.life.holder(s) is b for b in scheduled)]
+                    assert not lost, f"{source.name}: slots {lost} never given back"
         finally:
             self.held = []
             group.close()
@@ -268,6 +290,22 @@ class EngineMachine(RuleBasedStateMachine):
         gc.collect()
 
     @invariant()
+    def a_dropped_output_wakes_the_executor(self) -> None:
+        """A lease's end only records, and wakes the executor's wait when a prefetch waits
+        for a slot; the executor then schedules what waited for the slot (as its fetch does
+        after a wait for replies).
+        (Hypothesis runs the invariants by name: this one before the check that it did.)"""
+        if not hasattr(self, "group"):
+            return
+        ended = any(source.life.leases_ended and source.life.wanted
+                    for source in self.group.sources)
+        assert not ended or self.pool.wakes > self.wakes_seen, (
+            "a lease ended while a prefetch waited for a slot, without waking the executor")
+        if self.pool.wakes > self.wakes_seen:
+            self.wakes_seen = self.pool.wakes
+            self.group.schedule_deferred()
+
+    @invariant()
     def held_outputs_never_change(self) -> None:
         if hasattr(self, "held"):
             for outputs, values in self.held:
@@ -280,6 +318,14 @@ class EngineMachine(RuleBasedStateMachine):
             assert not self.pool.violations, self.pool.violations
 
     @invariant()
+    def no_slot_is_free_while_a_task_may_write_it(self) -> None:
+        """Between steps; the fake pool runs the same audit inside them (at every submit and
+        collect), where a slot freed too early shows while its writer is still queued."""
+        if hasattr(self, "group") and not self.broken:
+            problems = _free_slot_audit(self.group, self.pool)()
+            assert not problems, problems
+
+    @invariant()
     def a_freed_slot_lets_the_waiting_prefetch_go(self) -> None:
         if not hasattr(self, "group") or self.broken or self.ended or self.failed_fetch:
             return
@@ -290,9 +336,33 @@ class EngineMachine(RuleBasedStateMachine):
             groups = ([g for g, (_, count) in enumerate(source.task_ranges) if count > 0]
                       if source.per_sample else [0])
             if source.next_iteration <= target:
-                assert not all(source.ring.has_free(g) for g in groups), (
+                assert not all(source.life.has_free(g) for g in groups), (
                     f"{source.name}: a slot is free but iteration {source.next_iteration} "
                     f"(up to {target}) is not scheduled")
+
+
+def _free_slot_audit(group: ParallelSourceGroup, pool: FakePool) -> Callable[[], list[str]]:
+    """Every slot is given back exactly once (each free slot is on its free list once), and
+    only when no task out (queued on a worker of the fake pool) may write into it. (Not a
+    method: the pool keeps it, and must not keep the machine and its held arrays.)"""
+
+    def audit() -> list[str]:
+        problems = []
+        for source in group.sources:
+            free = source.life.free_slots()
+            ids = [slot.segment_id for slot in free]
+            if len(set(ids)) != len(ids):
+                problems.append(f"{source.name}: a slot freed twice: {ids}")
+            for slot in free:
+                if source.life.state(slot) is not SlotState.FREE:
+                    problems.append(f"{source.name}: slot {slot.segment_id} free and "
+                                    f"{source.life.state(slot).value}")
+                if pool.may_write(slot.segment_id):
+                    problems.append(f"{source.name}: slot {slot.segment_id} free while a "
+                                    "queued task may write it")
+        return problems
+
+    return audit
 
 
 #: Every machine started: hypothesis does not tear down a run it abandons (one that ran
@@ -349,13 +419,23 @@ FOUND_RUNS: dict[str, tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]] =
          "batch_size": 1, "workers": 1, "keep_alive": 1, "seed": 0},
         [("run_iteration", {"hold": False}), ("reset", {}), ("run_iteration", {"hold": False}),
          ("reset", {}), ("run_iteration", {"hold": False})]),
+    # Placed batches read (a placed task's slot, which held only its metadata, goes back at
+    # once: once lost for good), then one past the epoch's end fails task by task: its data
+    # slot went back when its own task failed, while the other task, which writes into it
+    # too, was still queued (the data slot must wait for every task that writes into it).
+    "placed batches read, then one fails while a task writing into its data slot is queued": (
+        {"specs": [SourceSpec("sample", 6, True, 1)],
+         "batch_size": 2, "workers": 2, "keep_alive": 1, "seed": 5},
+        [("run_iteration", {"hold": False})] * 4),
 }
 
 
 def _check_invariants(machine: EngineMachine) -> None:
     machine.garbage_is_collected()
     machine.held_outputs_never_change()
+    machine.a_dropped_output_wakes_the_executor()
     machine.no_segment_is_given_while_a_task_may_write_it()
+    machine.no_slot_is_free_while_a_task_may_write_it()
     machine.a_freed_slot_lets_the_waiting_prefetch_go()
 
 

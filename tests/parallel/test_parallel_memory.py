@@ -4,7 +4,8 @@ sees it.
 * A slot that no task wrote costs nothing: its file is sized but has no page allocated
   (the writer reserves the pages it writes, `shm/test_reservation.py`).
 * A prefetch that waited for a slot (every slot held by outputs the program keeps) starts the
-  moment the program drops them, not at the next `run()`.
+  moment the program drops them while the executor waits for the workers, not when the
+  batch it waits for comes, nor at the next `run()`.
 * The main process keeps no reference to old batches: once the program drops an iteration's
   outputs and runs the next one, they can be collected.
 * A placed batch's data slot, which all its tasks write into, goes back only when none of
@@ -21,6 +22,7 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import threading
 import weakref
 from typing import Any
 
@@ -92,32 +94,56 @@ def test_a_slot_no_task_wrote_has_no_page_allocated() -> None:
         pipe.close()
 
 
+class GatedStarts(IterationStarts):
+    """IterationStarts whose batch `gated` waits for the test's `gate` once started."""
+
+    def __init__(self, iterations: int, batch_size: int, gated: int) -> None:
+        super().__init__(iterations, batch_size)
+        self.gated = gated
+        self.gate = _FORK.Event()
+
+    def __call__(self, info: types.BatchInfo) -> np.ndarray:
+        batch = super().__call__(info)
+        if info.iteration == self.gated:
+            self.gate.wait(EVENT_TIMEOUT_S)
+        return batch
+
+
 @pytest.mark.timeout(120)
 def test_a_deferred_prefetch_starts_when_the_program_drops_its_outputs() -> None:
-    """Two slots (a pipeline queue of 1 plus a source queue of 1), both held by outputs the
-    program keeps: the prefetch of iteration 2 has no slot and waits. Dropping the outputs
-    ends their leases, and that alone must start it: the workers must not idle until the
-    program calls run() again. (exec_async=False: no executor thread computes ahead, so
-    nothing but the leases' end can schedule it.)"""
-    source = IterationStarts(4, 4)
+    """Three slots (a pipeline queue of 1 plus a source queue of 2): the program keeps the
+    outputs of iterations 0 and 1 while the executor's thread waits for batch 2 (which
+    waits for the test), so the prefetch of iteration 3 has no slot and waits. Dropping the
+    outputs ends their leases; a lease's end only records and wakes the executor's wait, and
+    the executor schedules the prefetch at once: the idle worker must not wait for batch 2,
+    nor for the program's next run()."""
+    source = GatedStarts(5, 4, gated=2)
     pipe = pipeline(lambda: fn.external_source(source, parallel=True, batch=True,
-                                               batch_info=True, prefetch_queue_depth=1),
-                    4, py_num_workers=1, py_start_method="fork", prefetch_queue_depth=1,
-                    exec_async=False, exec_pipelined=False)
+                                               batch_info=True, prefetch_queue_depth=2),
+                    4, py_num_workers=2, py_start_method="fork", prefetch_queue_depth=1)
+    third: list[Any] = []
+    runner = threading.Thread(target=lambda: third.append(pipe.run()))
     try:
         pipe.build()
         held: list[Any] = [pipe.run(), pipe.run()]
         assert [int(out[0].as_array()[0, 0]) for out in held] == [0, 1]
-        assert len(pipe.external_source_shm_statistics()["capacities"]) == 2
-        assert not source.started[2].is_set()  # no slot is free: the prefetch waits
+        assert len(pipe.external_source_shm_statistics()["capacities"]) == 3
+        runner.start()  # the executor computes iteration 2 and waits for its batch
+        assert source.started[2].wait(EVENT_TIMEOUT_S)
+        assert not source.started[3].is_set()  # no slot is free: the prefetch waits
         del held
         gc.collect()
-        assert source.started[2].wait(EVENT_TIMEOUT_S), (
-            "the prefetch of iteration 2 did not start when its slot was released")
-        (batch,) = pipe.run()
+        assert source.started[3].wait(EVENT_TIMEOUT_S), (
+            "the prefetch of iteration 3 did not start when its slot was released")
+        source.gate.set()
+        runner.join(EVENT_TIMEOUT_S)
+        ((batch,),) = third
         assert int(batch.as_array()[0, 0]) == 2
-        del batch
+        del batch, third[:]
     finally:
+        source.gate.set()
+        if runner.is_alive() or runner.ident is not None:
+            runner.join(EVENT_TIMEOUT_S)
         pipe.close()
 
 

@@ -33,7 +33,8 @@ import dali_lite_shm.segment as segment_module
 from dali_lite._src.graph.nodes import IterationContext
 from dali_lite._src.options import PipelineOptions
 from dali_lite._src.parallel.group import ParallelSourceGroup, SourceDescription
-from dali_lite._src.parallel.slots import SLOT_ALIGNMENT_BYTES, Slot, SlotState
+from dali_lite._src.parallel.slot_life import SlotState
+from dali_lite._src.parallel.slots import SLOT_ALIGNMENT_BYTES, Slot
 from dali_lite._src.sources.callbacks import PerSampleCall
 from dali_lite_shm import Placement, SharedSegment
 from dali_lite_workers import Reply, TaskDone
@@ -78,10 +79,6 @@ class WatchedPool(FakePool):
                 self.events.append(("reply", self._segment_of[reply.task_id],
                                     reply.layout.placed))
         return replies
-
-    def may_write(self, segment_id: int) -> bool:
-        """Whether a queued task may still write `segment_id`."""
-        return any(segment_id in q.writes for queue in self._queues for q in queue)
 
 
 def _options(batch_size: int, workers: int, keep_alive: int) -> PipelineOptions:
@@ -137,8 +134,9 @@ def _run(sizes: tuple[int, ...], steps: list[tuple[bool, int]], workers: int, de
         # errors: what is wrong is recorded, and asserted after the step.
         (slot,) = [s for s in source.ring.slots if s.segment is segment]
         # The lease rule and the writers' rule: given to a task now, no queued task on it.
-        if slot.state is not SlotState.TASK or fake.may_write(slot.segment_id):
-            wrong.append(f"pages of slot {slot.segment_id} ({slot.state.value}) given back")
+        state = source.life.state(slot)
+        if state is not SlotState.TASK or fake.may_write(slot.segment_id):
+            wrong.append(f"pages of slot {slot.segment_id} ({state.value}) given back")
         punches.append((slot.segment_id, offset))
         fake.events.append(("punch", slot.segment_id, offset))
         return real_release(segment, offset)

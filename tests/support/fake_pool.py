@@ -9,14 +9,15 @@ worker's death or a stuck task, as the real pools do (see `dali_lite_workers.tas
 
 It also checks what the engine promises the pool: a segment given to a new task is not one a
 task still in the queue may write (its own slot, or the data slot of a placed batch other
-than the new task's own), and a task's segments are open when it runs.
+than the new task's own), and a task's segments are open when it runs; and it runs the
+test's `audit` of the engine's state whenever the engine submits or collects.
 """
 
 from __future__ import annotations
 
 import random
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,8 +60,13 @@ class FakePool:
         self._idle_collects = 0
         self.started = False
         self.closed = False
+        self.wakes = 0
         #: Broken promises seen, in words; the test asserts this stays empty.
         self.violations: list[str] = []
+        #: The test's own check of the engine's state, run whenever the engine submits or
+        #: collects (in the middle of its steps, where a promise may be broken for a moment):
+        #: what it returns is added to `violations`.
+        self.audit: Callable[[], list[str]] | None = None
 
     # ------------------------------------------------------------------ TaskPool
     @property
@@ -75,6 +81,7 @@ class FakePool:
                placement: Placement | None = None,
                data_segment: SharedSegment | None = None) -> int:
         self._check_alive()
+        self._audit()
         data_id = None if placement is None else placement.data_segment_id
         for queued in (q for queue in self._queues for q in queue):
             same_batch = data_id is not None and queued.data_segment == data_id
@@ -96,6 +103,7 @@ class FakePool:
 
     def collect(self, timeout: float | None) -> list[Reply]:
         self._check_alive()
+        self._audit()
         if self._faults:
             return self._fault(*self._faults.popleft())
         busy = [worker for worker, queue in enumerate(self._queues) if queue]
@@ -117,6 +125,11 @@ class FakePool:
             replies.append(run_task(queued.task, self._states[worker]))
         return replies
 
+    def wake(self) -> None:
+        # A lease's end (any thread) may only wake the collector: the count lets the tests
+        # see that it did (the engine's collect here never blocks).
+        self.wakes += 1
+
     def close(self) -> None:
         self.closed = True
         for state in self._states:  # the pool lets go of the segments, as a real one does
@@ -124,9 +137,17 @@ class FakePool:
         for queue in self._queues:
             queue.clear()
 
+    def _audit(self) -> None:
+        if self.audit is not None:
+            self.violations.extend(self.audit())
+
     def _check_alive(self) -> None:
         if self._dead is not None:
             raise WorkerDiedError(self._dead, 10_000 + self._dead, -9, broken=True)
+
+    def may_write(self, segment_id: int) -> bool:
+        """Whether a task still queued may write `segment_id`."""
+        return any(segment_id in q.writes for queue in self._queues for q in queue)
 
     # ------------------------------------------------------------------ faults
     def in_flight(self, worker: int) -> int:

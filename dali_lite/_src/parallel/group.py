@@ -56,9 +56,9 @@ class ParallelSourceGroup:
         self._segment_ids = itertools.count()
         self._closed = False
         self._owner_pid = os.getpid()
-        # Guards the sources' scheduling state: the executor's thread fetches, reset() comes
-        # from the program's thread, and a lease may end (and refill) in any thread. Never
-        # waited for by a lease's end (see schedule_deferred), so it need not be reentrant.
+        # Guards the sources' scheduling state: the executor's thread fetches, and reset()
+        # comes from the program's thread. A lease's end (any thread) never takes it: it only
+        # records, and wakes the executor's wait (NOTE [a slot's life] in `slot_life`).
         self.lock = threading.Lock()
 
     def new_segment_id(self) -> int:
@@ -74,22 +74,30 @@ class ParallelSourceGroup:
             data_segment=data_segment)
         self.tasks[task_id] = task
 
+    def wake(self) -> None:
+        """A lease ended (any thread, at any point): make a wait for replies (`pump`) in the
+        executor's thread return now, so that it schedules the prefetch that waited for the
+        slot (see `ParallelSource.fetch`)."""
+        pool = self.pool
+        if pool is not None and not self._closed and os.getpid() == self._owner_pid:
+            pool.wake()
+
     def schedule_deferred(self) -> None:
-        """Let every source schedule the prefetches that waited for a released slot, unless
-        another thread (or this one, further up) is scheduling: it will see the slot."""
-        if self._closed or self.pool is None or os.getpid() != self._owner_pid:
+        """Let every source schedule the prefetches that waited for a slot freed meanwhile (a
+        lease ended, another source's wait collected a failed or stale task): the executor's
+        thread, after a fetch."""
+        if self._closed or self.pool is None:
             return
-        if not self.lock.acquire(blocking=False):
-            return
-        try:
-            for source in self.sources:
-                if source.ring.released:
+        with self.lock:
+            waiting = [source for source in self.sources if source.life.freed_since_drain]
+            for source in waiting:
+                source.life.drain()
+            for source in waiting:
+                try:
                     source.schedule_deferred()
-        except Exception:  # a lease's end must not raise
-            # A dead worker or a closed pool: the next fetch reports it, where it can.
-            pass
-        finally:
-            self.lock.release()
+                except Exception:
+                    # A dead worker or a closed pool: the next fetch reports it, where it can.
+                    continue
 
     @property
     def start_method(self) -> StartMethod:

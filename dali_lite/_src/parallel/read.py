@@ -35,7 +35,6 @@ def read_batch(batch: ScheduledBatch, lease: Callable[[Slot, int], np.ndarray],
     outputs: list[list[np.ndarray]] = []
     data = None
     if batch.data_slot is not None:
-        batch.data_slot_done = True
         data = lease(batch.data_slot, batch.data_slot.segment.capacity)
     for task in batch.tasks:
         result = task.result
@@ -54,7 +53,6 @@ def read_batch(batch: ScheduledBatch, lease: Callable[[Slot, int], np.ndarray],
                                layout.meta_offset + layout.meta_nbytes].tobytes()
             del meta_source
             if own is None:
-                task.slot_released = True
                 release(task.slot)
             assert data is not None  # a placed task's batch has a data slot
             runs = read_placed_runs(data, meta)

@@ -37,19 +37,15 @@ batch holds the whole batch, as DALI's mini-batch chunks of it do together). A p
 whose samples do not match writes its own layout into its slot after all, and its writer
 reserves those pages again first.
 
-A slot is FREE, given to a TASK (until its result is read, or dropped), or LEASED (arrays the
-program may hold point into it). A lease's end may come in any thread: `release` only appends
-to a deque, which the scheduling thread drains. Pages go back only from a slot just given to a
-task and not yet sent to a worker (`give_back_pages`): a FREE slot's last writer is done, and
-no lease points into it.
+Which slots are free, and when one may be written or freed, is `slot_life.SlotLife`'s (NOTE
+[a slot's life]). Pages go back only from a slot just given to a task and not yet sent to a
+worker (`give_back_pages`): a free slot's last writer is done, and no lease points into it.
 """
 
 from __future__ import annotations
 
-import enum
 import math
 import warnings
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,12 +83,6 @@ def pages_to_keep(placement: Placement | None, data_slot: bool) -> int | None:
     return align_up(placement.meta_offset + placement.meta_capacity, SLOT_ALIGNMENT_BYTES)
 
 
-class SlotState(enum.Enum):
-    FREE = "free"
-    TASK = "task"  # given to a task whose result is not read yet (or will be dropped)
-    LEASED = "leased"  # read: arrays the program may hold point into it
-
-
 @dataclass(slots=True, eq=False)
 class Slot:
     """A shared-memory file that the tasks of one part of a batch (a run of consecutive
@@ -106,7 +96,6 @@ class Slot:
     segment: SharedSegment
     #: DALI's chunks of the source (`SlotRing.dali`), which a batch read is recorded in.
     dali: DaliChunks
-    state: SlotState = SlotState.FREE
     worker: int | None = None  # the worker that last wrote it
     usage: SegmentUsage = field(default_factory=SegmentUsage)
 
@@ -123,20 +112,18 @@ class SlotRing:
         self.hint = hint
         self.slot_bytes = dali_slot_bytes(minibatch_size, hint)
         self.dali = DaliChunks(parts * minibatches_per_slot, self.slot_bytes)
+        self.parts = parts
         self.slots: list[Slot] = []
-        self.free: dict[int, deque[Slot]] = {p: deque() for p in range(parts)}
-        self.released: deque[Slot] = deque()  # appended by leases' ends, from any thread
         #: Giving pages back failed once (and was warned of).
         self.give_back_failed = False
 
-    def create(self, batches: int) -> None:
+    def create(self, batches: int) -> list[Slot]:
         """Create the slots of `batches` batches (DALI's ring)."""
         self.dali.add_rows(batches)
-        for _ in range(batches):
-            for part in self.free:
-                self.free[part].append(self._new(part))
+        return [self.new(part) for _ in range(batches) for part in range(self.parts)]
 
-    def _new(self, part: int) -> Slot:
+    def new(self, part: int) -> Slot:
+        """A new slot of `part` (one beyond DALI's ring once the ring is created)."""
         # The worker reserves the pages when it first writes
         # (dali_lite_shm.SharedSegment.prepare_write): creating a slot costs microseconds, and a
         # slot never written costs no memory.
@@ -161,38 +148,12 @@ class SlotRing:
         return (f"The slots are at DALI's smallest size (1 MiB a mini-batch), so a smaller "
                 f"bytes_per_sample_hint cannot help: {error.more_memory()}.")
 
-    def release(self, slot: Slot) -> None:
-        """The slot is no longer used (any thread): free it at the next `drain`."""
-        self.released.append(slot)
-
-    def drain(self) -> None:
-        while self.released:
-            slot = self.released.popleft()
-            slot.state = SlotState.FREE
-            self.free[slot.part].append(slot)
-
-    def has_free(self, part: int) -> bool:
-        self.drain()
-        return bool(self.free[part])
-
-    def take_free(self, part: int) -> Slot | None:
-        """A free slot of `part`, now given to a task; None if there is none."""
-        self.drain()
-        free = self.free[part]
-        if not free:
-            return None
-        slot = free.popleft()
-        slot.state = SlotState.TASK
-        return slot
-
     def give_back_pages(self, slot: Slot, keep_nbytes: int | None) -> int:
         """Give back the pages of `slot` past its first `keep_nbytes` (None: keep all), as
         `pages_to_keep` says for the task it was just given to, before the task is sent;
         the bytes given back."""
         if keep_nbytes is None:
             return 0
-        if slot.state is not SlotState.TASK:
-            raise RuntimeError(f"internal error: pages of a {slot.state.value} slot given back")
         if slot.segment.held_nbytes <= keep_nbytes:
             return 0
         try:
@@ -206,20 +167,10 @@ class SlotRing:
                               stacklevel=2)
             return 0
 
-    def any_with_task(self, part: int) -> bool:
-        """Whether a slot of `part` waits for a task's result (it frees itself soon)."""
-        return any(s.state is SlotState.TASK for s in self.slots if s.part == part)
-
-    def take_new(self, part: int) -> Slot:
-        """One slot more, given to a task: every slot of `part` is held by the program."""
-        slot = self._new(part)
-        slot.state = SlotState.TASK
-        return slot
-
     def shm_statistics(self) -> tuple[list[int], list[int]]:
         """DALI's `capacities` and `per_sample_capacities`: one entry per mini-batch slot,
         the capacity DALI's chunk would have (see the module's docstring). A slot added
-        beyond DALI's ring (`take_new`) is listed at its initial size."""
+        beyond DALI's ring (`new`) is listed at its initial size."""
         capacities = self.dali.capacities()
         extra = len(self.slots) * self.minibatches_per_slot - len(capacities)
         capacities += [self.slot_bytes] * max(0, extra)

@@ -13,8 +13,9 @@ state.
 The geometry of a source: its ring of slots, how a batch is split into tasks, which worker
 runs each. The life of its tasks: sent to the pool (with, for a placed batch, where each
 writes in the batch's data slot), sent again when a stuck worker never started them, their
-replies recorded, every slot given back exactly once, when no task and no batch needs it any
-more. A per-sample source's batch is split into contiguous slices; a per-batch callable is one
+replies recorded. The life of its slots is `slot_life.SlotLife`'s (NOTE [a slot's life]):
+every move goes through it, and it gives a slot back once no task and no batch needs it.
+A per-sample source's batch is split into contiguous slices; a per-batch callable is one
 task; an iterator lives on a dedicated worker. Any worker may write any slot of its source
 (see `slots`).
 
@@ -24,7 +25,9 @@ into mini-batches, one per worker for a per-sample source and one otherwise, eve
 for a mini-batch (`bytes_per_sample_hint` per sample, at least 1 MiB, in whole pages). Their
 number then stays fixed, so `external_source_shm_statistics()` reports what DALI reports,
 from build() on. A prefetch that finds no free slot waits for one (a batch the program still
-holds); the lease's end schedules it at once. Only the batch an iteration needs gets a new
+holds); the lease's end wakes the executor's wait for replies, and the executor schedules it
+at once (a waiting fetch after its wait, or at the end of the fetch in progress; with nothing
+waiting, as in `exec_async=False`, at the next fetch). Only the batch an iteration needs gets a new
 slot, when every slot is held by outputs the program keeps past DALI's validity.
 
 How many tasks a per-sample batch gets: just enough that the tasks in flight keep every worker
@@ -37,7 +40,8 @@ parallel, on different batches. With a smaller depth (DALI's default is 1) the b
 so that all workers share it; once a batch has shown the samples' dtypes and shapes, the next
 ones are placed (`placement`): each task writes its samples at their final offsets in the
 first task's slot, so that the batch is still one block. That slot (a batch's *data
-slot*) goes back to the free list only when no task of its batch can still write into it.
+slot*) goes back to the free list only when no task of its batch can still write into it
+(`slot_life`).
 The other tasks' slots then hold only metadata: as each is given its task, the pages past
 that go back to the system (`slots.pages_to_keep`), so that the source holds about DALI's
 shared memory rather than keeping what the unplaced batches wrote there as well.
@@ -80,13 +84,8 @@ from dali_lite._src.graph.nodes import IterationContext
 from dali_lite._src.parallel.description import SourceDescription
 from dali_lite._src.parallel.placement import DenseLayout, dense_layout_of, plan_placements
 from dali_lite._src.parallel.read import read_batch
-from dali_lite._src.parallel.slots import (
-    Slot,
-    SlotRing,
-    SlotState,
-    pages_to_keep,
-    tasks_per_batch,
-)
+from dali_lite._src.parallel.slot_life import SlotLife
+from dali_lite._src.parallel.slots import Slot, SlotRing, pages_to_keep, tasks_per_batch
 from dali_lite._src.parallel.tasks import (
     IterationCancelled,
     ScheduledBatch,
@@ -145,6 +144,8 @@ class ParallelSource:
             start += count
         self.ring = SlotRing(group.new_segment_id, self.tasks_per_batch, per_task,
                              minibatch_size, self.hint)
+        #: Every move of every slot (NOTE [a slot's life]); a lease's end wakes the group.
+        self.life = SlotLife(self.ring, group.wake)
         #: Every output's dtype and sample shape, once a split batch showed them: the next
         #: batches are placed, each task writing its samples at their final offsets in the
         #: first task's slot, so that a dense batch is one array however many tasks wrote it.
@@ -178,54 +179,50 @@ class ParallelSource:
     # ------------------------------------------------------------------ slots
     def create_slots(self) -> None:
         """Create every slot of the ring now (DALI creates them when its workers start)."""
-        self.ring.create(self.positions)
+        self.life.create(self.positions)
 
-    def _take_slot(self, part: int, must: bool, ctx: IterationContext | None) -> Slot | None:
+    def _take_slot(self, part: int, batch: ScheduledBatch, must: bool,
+                   ctx: IterationContext | None) -> Slot | None:
         """A free slot for `part` of a batch. Prefetching (`must` false) takes only a free one. The
         iteration being computed waits for one that a task still holds (a batch reset()
         discarded), and past that gets a new slot: every slot is then held by arrays the
         program keeps, longer than DALI would keep them valid."""
         while True:
-            slot = self.ring.take_free(part)
+            slot = self.life.take(part, batch)
             if slot is not None:
                 return slot
             if not must:
                 return None
-            if not self.ring.any_with_task(part):
-                return self.ring.take_new(part)
+            if not self.life.any_given(part):
+                return self.life.take_new(part, batch)
             if ctx is not None and ctx.is_cancelled():
                 raise IterationCancelled
             self.group.pump(COLLECT_INTERVAL_S)
-
-    def _release(self, slot: Slot) -> None:
-        self.ring.release(slot)
-
-    def _release_and_refill(self, slot: Slot) -> None:
-        """A lease's end (any thread, at any point): free the slot and let a prefetch that
-        waited for it go now, so the workers do not idle until the next iteration."""
-        self.ring.release(slot)
-        self.group.schedule_deferred()
-
-    def schedule_deferred(self) -> None:
-        """Schedule the prefetches that waited for a slot; with the group's lock held."""
-        self._schedule_through(self.last_fetched + self.depth)
 
     # ------------------------------------------------------------------ scheduling
     def _try_schedule(self, iteration: int, must: bool, ctx: IterationContext | None) -> bool:
         ranges = ([(g, r) for g, r in enumerate(self.task_ranges) if r[1] > 0]
                   if self.per_sample else [(0, (0, self.batch_size))])
-        if not must and not all(self.ring.has_free(g) for g, _ in ranges):
-            return False  # no slot yet: scheduled later, when one is released
+        if not must and not self._slots_free(ranges):
+            return False  # no slot yet: scheduled when a lease's end wakes the executor
+        self.life.wanted = False
         batch = ScheduledBatch(iteration, self.epoch_idx,
                                self.generation if self.is_iterator else self.epoch_idx)
         try:
             self._send_batch(batch, ranges, must, ctx)
         except BaseException:
             # Never to be read: the tasks already sent free their slots as they finish.
-            self._abandon(batch)
+            self.life.abandon(batch)
             raise
         self.scheduled[iteration] = batch
         return True
+
+    def _slots_free(self, ranges: list[tuple[int, tuple[int, int]]]) -> bool:
+        if all(self.life.has_free(g) for g, _ in ranges):
+            return True
+        self.life.wanted = True
+        # A lease that ended before `wanted` was set woke no one: look once more.
+        return self.life.leases_ended and all(self.life.has_free(g) for g, _ in ranges)
 
     def _send_batch(self, batch: ScheduledBatch, ranges: list[tuple[int, tuple[int, int]]],
                     must: bool, ctx: IterationContext | None) -> None:
@@ -234,7 +231,7 @@ class ParallelSource:
         if not self.per_sample:
             worker = (self.dedicated_worker if self.dedicated_worker is not None
                       else iteration % self.num_workers)
-            slot = self._take_slot(0, must, ctx)
+            slot = self._take_slot(0, batch, must, ctx)
             if slot is None:
                 raise RuntimeError("internal error: a slot checked free is not")
             self._submit(batch, 0, worker, [BatchInfo(iteration, batch.source_epoch)], slot,
@@ -247,21 +244,15 @@ class ParallelSource:
             rotation += iteration
         placements: list[Placement | None] = [None] * len(ranges)
         for position, (part, (start, count)) in enumerate(ranges):
-            slot = self._take_slot(part, must, ctx)
+            slot = self._take_slot(part, batch, must, ctx)
             if slot is None:
                 raise RuntimeError("internal error: a slot checked free is not")
-            try:
-                if position == 0 and len(ranges) > 1 and self.dense_layout is not None:
-                    placements = self._placements(slot, batch, [r for _, r in ranges])
-                # A placed task that only writes metadata here lets the rest of the slot go.
-                self.ring.give_back_pages(slot, pages_to_keep(placements[position],
-                                                              slot is batch.data_slot))
-            except BaseException:
-                # No task has the slot: free it now (a data slot goes with its batch,
-                # which the caller abandons), or it would stay taken for good.
-                if slot is not batch.data_slot:
-                    self._release(slot)
-                raise
+            # (On an error the caller abandons the batch, which frees the slots it took.)
+            if position == 0 and len(ranges) > 1 and self.dense_layout is not None:
+                placements = self._placements(slot, batch, [r for _, r in ranges])
+            # A placed task that only writes metadata here lets the rest of the slot go.
+            self.life.give_back_pages(slot, pages_to_keep(placements[position],
+                                                          slot is batch.data_slot))
             worker = (position + rotation) % self.num_workers
             args = SampleRange(first + start, start, count, iteration, self.epoch_idx)
             self._submit(batch, position, worker, args, slot, first + start,
@@ -292,32 +283,16 @@ class ParallelSource:
         task = Task(self, batch, position, worker, slot, first_sample, args, placement)
         slot.worker = worker
         batch.tasks.append(task)
+        self.life.give(task)
         try:
             self._send(task)
         except BaseException:
-            task.dropped = True  # the caller abandons the batch, which frees its slot
+            self.life.dropped(task)  # the caller abandons the batch, which frees its slot
             raise
 
     def _send(self, task: Task) -> None:
         data_slot = task.batch.data_slot if task.placement is not None else None
         self.group.send(task, None if data_slot is None else data_slot.segment)
-
-    def _release_task(self, task: Task) -> None:
-        """Free `task`'s slot, which its batch will not read. A placed batch's data slot
-        (its first task's) waits until no task of the batch can write into it any more."""
-        batch = task.batch
-        if not task.slot_released:
-            task.slot_released = True
-            if task.slot is not batch.data_slot:
-                self._release(task.slot)
-        self._release_data_slot_if_unused(batch)
-
-    def _release_data_slot_if_unused(self, batch: ScheduledBatch) -> None:
-        if (batch.data_slot is not None and not batch.data_slot_done
-                and (batch.stale or any(isinstance(t.result, TaskFailed) for t in batch.tasks))
-                and batch.writers_done):
-            batch.data_slot_done = True
-            self._release(batch.data_slot)
 
     def replay(self, task: Task) -> bool:
         """Send again a task that its worker never started (it was queued behind a stuck
@@ -326,8 +301,7 @@ class ParallelSource:
         if self.is_iterator:
             return False
         if task.batch.stale:
-            task.dropped = True
-            self._release_task(task)
+            self.life.dropped(task)
             return True
         self._send(task)
         return True
@@ -346,16 +320,7 @@ class ParallelSource:
             # Pages given back at its hand-out that the task wrote after all (a placed task
             # whose samples did not match) are held again.
             task.slot.segment.note_written(result.layout.used_nbytes)
-        if task.batch.stale or isinstance(result, TaskFailed):
-            self._release_task(task)
-
-    def _abandon(self, batch: ScheduledBatch) -> None:
-        """Free the slots of a batch that will not be read (now, or when its tasks finish)."""
-        batch.stale = True
-        for task in batch.tasks:
-            if isinstance(task.result, TaskDone) or task.dropped:
-                self._release_task(task)
-        self._release_data_slot_if_unused(batch)
+        self.life.done(task)
 
     # ------------------------------------------------------------------ one iteration
     def fetch(self, ctx: IterationContext) -> list[list[np.ndarray]]:
@@ -365,8 +330,12 @@ class ParallelSource:
             with self.group.lock:
                 return self._fetch(ctx)
         finally:
-            # A lease that ended while the lock was held could not schedule its refill.
+            # Leases that ended during the fetch (its own waits schedule only this source).
             self.group.schedule_deferred()
+
+    def schedule_deferred(self) -> None:
+        """Schedule the prefetches that waited for a slot; with the group's lock held."""
+        self._schedule_through(self.last_fetched + self.depth)
 
     def _fetch(self, ctx: IterationContext) -> list[list[np.ndarray]]:
         if ctx.is_cancelled():
@@ -380,7 +349,7 @@ class ParallelSource:
         # that iteration raised an error first) and will never be read; free its slots first,
         # or this iteration could wait forever for a slot that the skipped batch holds.
         for skipped in [i for i in self.scheduled if i < ctx.iteration]:
-            self._abandon(self.scheduled.pop(skipped))
+            self.life.abandon(self.scheduled.pop(skipped))
         # Nor is a skipped iteration that was never scheduled worth a slot (an iterator then
         # takes no item for it, as DALI's takes none for a source its failed round skipped).
         self.next_iteration = max(self.next_iteration, ctx.iteration)
@@ -395,11 +364,11 @@ class ParallelSource:
                 # A slot released meanwhile lets a deferred prefetch go.
                 self._schedule_through(ctx.iteration + self.depth - 1)
         except BaseException:
-            self._abandon(batch)
+            self.life.abandon(batch)
             raise
         failure = next((t for t in batch.tasks if isinstance(t.result, TaskFailed)), None)
         if failure is not None:
-            self._abandon(batch)
+            self.life.abandon(batch)
             if isinstance(failure.result, DataEnded):
                 self.raised_stop = True
                 raise StopIteration
@@ -409,16 +378,8 @@ class ParallelSource:
         self._schedule_through(ctx.iteration + self.depth)
         return self._read(batch)
 
-    def _lease(self, slot: Slot, nbytes: int) -> np.ndarray:
-        slot.state = SlotState.LEASED
-
-        def release(s: Slot = slot) -> None:
-            self._release_and_refill(s)
-
-        return slot.segment.lease(nbytes, on_release=release)
-
     def _read(self, batch: ScheduledBatch) -> list[list[np.ndarray]]:
-        outputs = read_batch(batch, self._lease, self._release)
+        outputs = read_batch(batch, self.life.lease, self.life.free_read)
         if self.tasks_per_batch > 1:
             self.dense_layout = dense_layout_of(outputs, self.batch_size)
         return outputs
@@ -454,7 +415,7 @@ class ParallelSource:
             kept: dict[int, ScheduledBatch] = {}
             for iteration, batch in sorted(self.scheduled.items()):
                 if iteration <= consumed:
-                    self._abandon(batch)
+                    self.life.abandon(batch)
                 else:
                     # The new epoch's batch now; its reply is told to the observer as such.
                     batch.iteration = iteration - consumed - 1
@@ -464,7 +425,7 @@ class ParallelSource:
             self.next_iteration = max(0, self.next_iteration - consumed - 1)
         else:
             for batch in self.scheduled.values():
-                self._abandon(batch)
+                self.life.abandon(batch)
             self.scheduled.clear()
             self.next_iteration = 0
             # DALI's context reset: an iterator's batches scheduled from now on ask for a new

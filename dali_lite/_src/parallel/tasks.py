@@ -3,8 +3,8 @@
 A batch is one task (a per-batch callable, an iterator, a per-sample batch that one worker
 writes) or several (a per-sample batch split over the workers). A task is given a slot and,
 when its batch is placed (`placement`), a `Placement` in the batch's data slot.
-The flags here are what `source.ParallelSource` needs to give every slot back exactly once, and a
-data slot only when no task of its batch can still write into it.
+Which task may still write into which slot, and when a slot goes back, is
+`slot_life.SlotLife`'s (NOTE [a slot's life]).
 `TaskOwner` is a source as the replies reach it, and `TaskRouter` the group as a source uses it
 (`group.ParallelSourceGroup`), so that `source` and `group` each know the other by its protocol
 alone.
@@ -65,8 +65,12 @@ class TaskRouter(Protocol):
     def pump(self, timeout: float) -> None:
         """Collect finished tasks and hand them to their sources."""
 
+    def wake(self) -> None:
+        """Make a `pump` waiting in another thread return now (any thread: a lease ended)."""
+
     def schedule_deferred(self) -> None:
-        """Let every source schedule the prefetches that waited for a released slot."""
+        """Let every source schedule the prefetches that waited for a slot whose lease ended
+        (the executor's thread, never a lease's end)."""
 
 
 class IterationCancelled(Exception):
@@ -87,10 +91,6 @@ class Task:
     #: Where its samples go in the batch's data slot, if the batch is placed.
     placement: Placement | None = None
     result: TaskDone | TaskFailed | None = None
-    #: Never to run (dropped, unsent, with its stale batch): it will write nothing.
-    dropped: bool = False
-    #: Its slot went back to the free list (it goes back once).
-    slot_released: bool = False
 
 
 @dataclass(slots=True, eq=False)
@@ -101,17 +101,11 @@ class ScheduledBatch:
     #: generation (see `ParallelSource.generation`).
     source_epoch: int
     tasks: list[Task] = field(default_factory=list)
+    #: Abandoned: never to be read (set by `slot_life.SlotLife.abandon`).
     stale: bool = False
     #: A placed batch's data slot (its first task's slot), which every task writes into.
     data_slot: Slot | None = None
-    #: Whether the data slot went back (or was leased), so that it goes back once.
-    data_slot_done: bool = False
 
     @property
     def complete(self) -> bool:
         return all(task.result is not None for task in self.tasks)
-
-    @property
-    def writers_done(self) -> bool:
-        """No task of this batch will write into shared memory any more."""
-        return all(task.result is not None or task.dropped for task in self.tasks)
