@@ -287,10 +287,8 @@ class EngineMachine(RuleBasedStateMachine):
             if source.last_fetched < 0 or source.raised_stop:
                 continue
             target = source.last_fetched + source.depth
-            groups = ([g for g, (_, count) in enumerate(source.task_ranges) if count > 0]
-                      if source.per_sample else [0])
             if source.next_iteration <= target:
-                assert not all(source.ring.has_free(g) for g in groups), (
+                assert not all(source.ring.has_free(g) for g in source.split.parts), (
                     f"{source.name}: a slot is free but iteration {source.next_iteration} "
                     f"(up to {target}) is not scheduled")
 

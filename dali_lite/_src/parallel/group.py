@@ -141,7 +141,7 @@ class ParallelSourceGroup:
             # More spawned workers than CPUs start staged (dali_lite_workers.startup): at once, one
             # per CPU and at least those the first iteration's tasks go to, which are then ready
             # after one main-module import's time rather than after all of them.
-            first = max((source.first_workers for source in self.sources), default=1)
+            first = max((source.split.first_workers for source in self.sources), default=1)
             return WorkerPool(callbacks, options.py_num_workers, options.py_start_method,
                               pickler=options.py_callback_pickler,
                               start_at_once=max(usable_cpus(), first))

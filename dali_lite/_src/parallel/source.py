@@ -8,13 +8,11 @@ exactly once, and follows DALI's epochs. It is longer than the project's ~400 li
 is one state machine (the scheduled batches, the slots they hold, the epoch), which pieces in
 several files could only share through each other's private state.
 
-The geometry of a source: its ring of slots, how a batch is split into tasks, which worker
-runs each. The life of its tasks: sent to the pool (with, for a placed batch, where each
-writes in the batch's data slot), sent again when a stuck worker never started them, their
-replies recorded, every slot given back exactly once, when no task and no batch needs it any
-more. A per-sample source's batch is split into contiguous slices; a per-batch callable is one
-task; an iterator lives on a dedicated worker. Any worker may write any slot of its source
-(see `slots`).
+The geometry of a source: its ring of slots, and (`task_split`) how a batch is split into
+tasks and which worker runs each. The life of its tasks: sent to the pool (with, for a placed
+batch, where each writes in the batch's data slot), sent again when a stuck worker never
+started them, their replies recorded, every slot given back exactly once, when no task and no
+batch needs it any more. Any worker may write any slot of its source (see `slots`).
 
 Slots, as DALI has them: when the workers start, each source creates the slots of DALI's ring
 (its `ShmChunkManager`): (the pipeline's prefetch depth + the source's) batches, each split
@@ -25,20 +23,19 @@ from build() on. A prefetch that finds no free slot waits for one (a batch the p
 holds); the lease's end schedules it at once. Only the batch an iteration needs gets a new
 slot, when every slot is held by outputs the program keeps past DALI's validity.
 
-How many tasks a per-sample batch gets: just enough that the tasks in flight keep every worker
-busy, `ceil(num_workers / prefetch_queue_depth)`, rounded up to a divisor of the mini-batches,
-so that a task covers whole mini-batches and writes one file that stands for their slots.
-With a depth of at least the number of workers a batch is one task, written by one worker
-into one slot, so that a dense batch is a single block that `as_array()` returns without a
-copy, and the main process handles one task and one reply per batch; the workers still run in
+How many tasks a per-sample batch gets (`task_split`): just enough that the tasks in flight
+keep every worker busy, each covering whole mini-batches and writing one file that stands for
+their slots. With a depth of at least the number of workers a batch is one task, written by one
+worker into one slot, so that a dense batch is a single block that `as_array()` returns without
+a copy, and the main process handles one task and one reply per batch; the workers still run in
 parallel, on different batches. With a smaller depth (DALI's default is 1) the batch is split
 so that all workers share it; once a batch has shown the samples' dtypes and shapes, the next
-ones are placed (`placement`): each task writes its samples at their final offsets in the
-first task's slot, so that the batch is still one block. That slot (a batch's *data
-slot*) goes back to the free list only when no task of its batch can still write into it.
-The other tasks' slots then hold only metadata: as each is given its task, the pages past
-that go back to the system (`slots.pages_to_keep`), so that the source holds about DALI's
-shared memory rather than keeping what the unplaced batches wrote there as well.
+ones are placed (`placement`): each task writes its samples at their final offsets in the first
+task's slot, so that the batch is still one block. That slot (a batch's *data slot*) goes back
+to the free list only when no task of its batch can still write into it. The other tasks' slots
+then hold only metadata: as each is given its task, the pages past that go back to the system
+(`slots.pages_to_keep`), so that the source holds about DALI's shared memory rather than
+keeping what the unplaced batches wrote there as well.
 
 A task's arguments travel as a `SampleRange`, a few integers that the worker expands into
 `SampleInfo`s, not as one pickled object per sample.
@@ -66,7 +63,6 @@ memory between iterations.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -78,13 +74,8 @@ from dali_lite._src.graph.nodes import IterationContext
 from dali_lite._src.parallel.description import SourceDescription
 from dali_lite._src.parallel.placement import DenseLayout, dense_layout_of, plan_placements
 from dali_lite._src.parallel.read import read_batch
-from dali_lite._src.parallel.slots import (
-    Slot,
-    SlotRing,
-    SlotState,
-    pages_to_keep,
-    tasks_per_batch,
-)
+from dali_lite._src.parallel.slots import Slot, SlotRing, SlotState, pages_to_keep
+from dali_lite._src.parallel.task_split import SplitKind, TaskSplit
 from dali_lite._src.parallel.tasks import (
     IterationCancelled,
     ScheduledBatch,
@@ -116,33 +107,20 @@ class ParallelSource:
         callback = description.callback
         self.callback_index = callback_index
         self.batch_size = batch_size
-        self.num_workers = num_workers
-        self.dedicated_worker = dedicated_worker
         self.is_iterator = isinstance(callback, IteratorCall)
         self.per_sample = isinstance(callback, PerSampleCall)
         self.depth = description.prefetch_queue_depth
         self.hint = description.bytes_per_sample_hint
         # DALI's geometry (its ShmChunkManager): `keep_alive + depth` batches in the ring, a
-        # per-sample batch split into one mini-batch per worker, every slot sized for a
-        # mini-batch (at least 1 MiB, in whole pages). The statistics report exactly these.
+        # batch split into mini-batches, every slot sized for a mini-batch (at least 1 MiB, in
+        # whole pages); the split and the workers of its tasks are `split`'s.
         self.positions = keep_alive + self.depth
-        self.minibatches = num_workers if self.per_sample else 1
-        minibatch_size = math.ceil(batch_size / self.minibatches)
-        # A task covers whole mini-batches: the fewest tasks that keep the workers busy, so
-        # that with depth >= workers a dense batch is one block in one slot.
-        self.tasks_per_batch = (tasks_per_batch(self.minibatches, num_workers, self.depth)
-                                if self.per_sample else 1)
-        per_task = self.minibatches // self.tasks_per_batch
-        sizes = [batch_size // self.minibatches + (i < batch_size % self.minibatches)
-                 for i in range(self.minibatches)]
-        self.task_ranges: list[tuple[int, int]] = []  # (first sample in batch, samples)
-        start = 0
-        for t in range(self.tasks_per_batch):
-            count = sum(sizes[t * per_task:(t + 1) * per_task])
-            self.task_ranges.append((start, count))
-            start += count
-        self.ring = SlotRing(group.new_segment_id, self.tasks_per_batch, per_task,
-                             minibatch_size, self.hint)
+        kind = (SplitKind.ITERATOR if dedicated_worker is not None
+                else SplitKind.PER_SAMPLE if self.per_sample else SplitKind.PER_BATCH)
+        self.split = TaskSplit(kind, batch_size, num_workers, self.depth, dedicated_worker)
+        split = self.split
+        self.ring = SlotRing(group.new_segment_id, split.tasks_per_batch,
+                             split.minibatches_per_task, split.minibatch_size, self.hint)
         #: Every output's dtype and sample shape, once a split batch showed them: the next
         #: batches are placed, each task writing its samples at their final offsets in the
         #: first task's slot, so that a dense batch is one array however many tasks wrote it.
@@ -162,16 +140,6 @@ class ParallelSource:
         #: of every reply, in the order the worker ran the calls: how checkpoints follow an
         #: iterator on a worker.
         self.observer: Callable[[int, int, str, int], None] | None = None
-
-    @property
-    def first_workers(self) -> int:
-        """The fewest leading workers (0, 1, ...) among which are all that the tasks of
-        iteration 0 go to."""
-        if self.dedicated_worker is not None:
-            return self.dedicated_worker + 1
-        if not self.per_sample:
-            return 1  # iteration 0's batch goes to worker 0 (see _send_batch)
-        return min(self.num_workers, sum(1 for _, count in self.task_ranges if count > 0))
 
     # ------------------------------------------------------------------ slots
     def create_slots(self) -> None:
@@ -210,14 +178,12 @@ class ParallelSource:
 
     # ------------------------------------------------------------------ scheduling
     def _try_schedule(self, iteration: int, must: bool, ctx: IterationContext | None) -> bool:
-        ranges = ([(g, r) for g, r in enumerate(self.task_ranges) if r[1] > 0]
-                  if self.per_sample else [(0, (0, self.batch_size))])
-        if not must and not all(self.ring.has_free(g) for g, _ in ranges):
+        if not must and not all(self.ring.has_free(part) for part in self.split.parts):
             return False  # no slot yet: scheduled later, when one is released
         batch = ScheduledBatch(iteration, self.epoch_idx,
                                self.generation if self.is_iterator else self.epoch_idx)
         try:
-            self._send_batch(batch, ranges, must, ctx)
+            self._send_batch(batch, must, ctx)
         except BaseException:
             # Never to be read: the tasks already sent free their slots as they finish.
             self._abandon(batch)
@@ -225,32 +191,35 @@ class ParallelSource:
         self.scheduled[iteration] = batch
         return True
 
-    def _send_batch(self, batch: ScheduledBatch, ranges: list[tuple[int, tuple[int, int]]],
-                    must: bool, ctx: IterationContext | None) -> None:
+    def _in_flight(self) -> list[int]:
+        """Each worker's tasks in flight (every source's: they share the pool)."""
+        loads = [0] * self.split.num_workers
+        for task in self.group.tasks.values():
+            loads[task.worker] += 1
+        return loads
+
+    def _send_batch(self, batch: ScheduledBatch, must: bool,
+                    ctx: IterationContext | None) -> None:
         iteration = batch.iteration
         first = iteration * self.batch_size
+        ranges = self.split.ranges
         if not self.per_sample:
-            worker = (self.dedicated_worker if self.dedicated_worker is not None
-                      else iteration % self.num_workers)
             slot = self._take_slot(0, must, ctx)
             if slot is None:
                 raise RuntimeError("internal error: a slot checked free is not")
+            worker = self.split.worker(iteration, 0, self._in_flight)
             self._submit(batch, 0, worker, [BatchInfo(iteration, batch.source_epoch)], slot,
                          first)
             return
-        # Consecutive tasks go to consecutive workers; when every batch covers all of them,
-        # the start rotates so that uneven loads even out over iterations.
-        rotation = iteration * self.tasks_per_batch
-        if self.tasks_per_batch % self.num_workers == 0:
-            rotation += iteration
         placements: list[Placement | None] = [None] * len(ranges)
-        for position, (part, (start, count)) in enumerate(ranges):
-            slot = self._take_slot(part, must, ctx)
+        for position, task_range in enumerate(ranges):
+            slot = self._take_slot(task_range.part, must, ctx)
             if slot is None:
                 raise RuntimeError("internal error: a slot checked free is not")
             try:
                 if position == 0 and len(ranges) > 1 and self.dense_layout is not None:
-                    placements = self._placements(slot, batch, [r for _, r in ranges])
+                    placements = self._placements(slot, batch,
+                                                  [(r.start, r.count) for r in ranges])
                 # A placed task that only writes metadata here lets the rest of the slot go.
                 self.ring.give_back_pages(slot, pages_to_keep(placements[position],
                                                               slot is batch.data_slot))
@@ -260,9 +229,10 @@ class ParallelSource:
                 if slot is not batch.data_slot:
                     self._release(slot)
                 raise
-            worker = (position + rotation) % self.num_workers
-            args = SampleRange(first + start, start, count, iteration, self.epoch_idx)
-            self._submit(batch, position, worker, args, slot, first + start,
+            worker = self.split.worker(iteration, position, self._in_flight)
+            args = SampleRange(first + task_range.start, task_range.start, task_range.count,
+                               iteration, self.epoch_idx)
+            self._submit(batch, position, worker, args, slot, first + task_range.start,
                          placements[position])
 
     def _schedule_through(self, last_iteration: int, must_through: int = -1,
@@ -417,7 +387,7 @@ class ParallelSource:
 
     def _read(self, batch: ScheduledBatch) -> list[list[np.ndarray]]:
         outputs = read_batch(batch, self._lease, self._release)
-        if self.tasks_per_batch > 1:
+        if self.split.tasks_per_batch > 1:
             self.dense_layout = dense_layout_of(outputs, self.batch_size)
         return outputs
 
