@@ -21,6 +21,7 @@ from dali_lite._src.errors import RuntimeValueError, add_context
 from dali_lite._src.options import PipelineOptions
 from dali_lite._src.parallel.description import SourceCall, SourceDescription
 from dali_lite._src.parallel.source import ParallelSource
+from dali_lite._src.parallel.task_split import WorkerLoad
 from dali_lite._src.parallel.tasks import Task
 from dali_lite._src.sources.callbacks import IteratorCall
 from dali_lite_shm import SharedSegment
@@ -51,6 +52,9 @@ class ParallelSourceGroup:
         self._pool_factory = pool_factory or self._new_pool
         self.pool: TaskPool | None = None
         self.tasks: dict[int, Task] = {}
+        #: Per worker, the number of the latest reply collected from it (-1: none yet).
+        self._last_reply: dict[int, int] = {}
+        self._replies = itertools.count()
         self.sources: list[ParallelSource] = []
         self._segment_ids = itertools.count()
         self._closed = False
@@ -72,6 +76,15 @@ class ParallelSourceGroup:
             task.slot.segment, timeout_s=task.source.timeout_s, placement=task.placement,
             data_segment=data_segment)
         self.tasks[task_id] = task
+
+    def worker_loads(self, num_workers: int) -> list[WorkerLoad]:
+        """Each worker's tasks in flight (every source's: they share the pool) and how
+        recently it replied."""
+        counts = [0] * num_workers
+        for task in self.tasks.values():
+            counts[task.worker] += 1
+        return [WorkerLoad(count, self._last_reply.get(worker, -1))
+                for worker, count in enumerate(counts)]
 
     def schedule_deferred(self) -> None:
         """Let every source schedule the prefetches that waited for a released slot, unless
@@ -185,6 +198,7 @@ class ParallelSourceGroup:
         for result in results:
             task = self.tasks.pop(result.task_id, None)
             if task is not None:
+                self._last_reply[task.worker] = next(self._replies)
                 task.source.on_result(task, result)
 
     def statistics(self) -> dict[str, Any]:

@@ -75,7 +75,7 @@ from dali_lite._src.parallel.description import SourceDescription
 from dali_lite._src.parallel.placement import DenseLayout, dense_layout_of, plan_placements
 from dali_lite._src.parallel.read import read_batch
 from dali_lite._src.parallel.slots import Slot, SlotRing, SlotState, pages_to_keep
-from dali_lite._src.parallel.task_split import SplitKind, TaskSplit
+from dali_lite._src.parallel.task_split import SplitKind, TaskSplit, WorkerLoad
 from dali_lite._src.parallel.tasks import (
     IterationCancelled,
     ScheduledBatch,
@@ -191,12 +191,8 @@ class ParallelSource:
         self.scheduled[iteration] = batch
         return True
 
-    def _in_flight(self) -> list[int]:
-        """Each worker's tasks in flight (every source's: they share the pool)."""
-        loads = [0] * self.split.num_workers
-        for task in self.group.tasks.values():
-            loads[task.worker] += 1
-        return loads
+    def _loads(self) -> list[WorkerLoad]:
+        return self.group.worker_loads(self.split.num_workers)
 
     def _send_batch(self, batch: ScheduledBatch, must: bool,
                     ctx: IterationContext | None) -> None:
@@ -207,7 +203,7 @@ class ParallelSource:
             slot = self._take_slot(0, must, ctx)
             if slot is None:
                 raise RuntimeError("internal error: a slot checked free is not")
-            worker = self.split.worker(iteration, 0, self._in_flight)
+            worker = self.split.worker(iteration, 0, self._loads)
             self._submit(batch, 0, worker, [BatchInfo(iteration, batch.source_epoch)], slot,
                          first)
             return
@@ -229,7 +225,7 @@ class ParallelSource:
                 if slot is not batch.data_slot:
                     self._release(slot)
                 raise
-            worker = self.split.worker(iteration, position, self._in_flight)
+            worker = self.split.worker(iteration, position, self._loads)
             args = SampleRange(first + task_range.start, task_range.start, task_range.count,
                                iteration, self.epoch_idx)
             self._submit(batch, position, worker, args, slot, first + task_range.start,

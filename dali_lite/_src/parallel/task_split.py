@@ -8,9 +8,13 @@ whole mini-batches (docs/shared-memory.md). A per-batch callable's batch is one 
 iterator's too, on its dedicated worker (its position lives there).
 
 Which worker runs a task (`TaskSplit.worker`): with idle assignment (the default) the one with
-the fewest tasks in flight, so that a task never queues behind a slow one while another worker
-idles (DALI's workers share one task queue); ties go by the rotation, so that loads even out
-over iterations. Iteration 0 goes by the rotation alone: its tasks go to the leading workers
+the fewest tasks in flight, so that a task does not queue behind a slow one while another
+worker idles (DALI's workers share one task queue). Among equals, the one that replied last:
+a worker that has not replied for a while may be busy with a slow sample, one that just
+replied is getting through its tasks (and a spawned worker that never replied may still be
+importing); then the rotation. The main process assigns a task when it schedules it, and
+schedules batches in order, so a worker already given a task keeps it. Iteration 0 goes by
+the rotation alone: its tasks go to the leading workers
 (`first_workers`), which a staged spawn start starts first. Fixed assignment (the rotation
 always, what dali_lite did before) stays selectable for comparison:
 `DALI_LITE_TASK_ASSIGNMENT=fixed`, read once, when this module is imported.
@@ -23,8 +27,9 @@ import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
-__all__ = ["ASSIGNMENT_ENV", "Assignment", "SplitKind", "TaskRange", "TaskSplit",
+__all__ = ["ASSIGNMENT_ENV", "Assignment", "SplitKind", "TaskRange", "TaskSplit", "WorkerLoad",
            "assignment_from_environment", "tasks_per_batch"]
 
 #: The environment variable that selects the assignment of tasks to workers.
@@ -74,6 +79,16 @@ class TaskRange:
     part: int
     start: int
     count: int
+
+
+class WorkerLoad(NamedTuple):
+    """What the choice of a worker knows of it."""
+
+    #: Its tasks in flight (sent, their replies not collected yet).
+    tasks: int
+    #: The number of the latest reply collected from it, counting the pool's replies in the
+    #: order they came (-1: none yet): higher is more recent.
+    last_reply: int
 
 
 class TaskSplit:
@@ -129,15 +144,16 @@ class TaskSplit:
         return (position + offset) % self.num_workers
 
     def worker(self, iteration: int, position: int,
-               in_flight: Callable[[], Sequence[int]]) -> int:
-        """The worker that runs task `position` of batch `iteration`; `in_flight()`: each
-        worker's tasks in flight (asked only where the choice depends on them)."""
+               loads: Callable[[], Sequence[WorkerLoad]]) -> int:
+        """The worker that runs task `position` of batch `iteration`; `loads()`: each
+        worker's (asked only where the choice depends on them)."""
         if self.dedicated_worker is not None:
             return self.dedicated_worker
         preferred = self.rotation(iteration, position)
         if self.assignment is Assignment.FIXED or iteration == 0 or self.num_workers == 1:
             return preferred
-        loads = in_flight()
+        known = loads()
         n = self.num_workers
         # min() keeps the first of equals: ties go by the rotation, from its worker on.
-        return min(((preferred + k) % n for k in range(n)), key=lambda w: loads[w])
+        return min(((preferred + k) % n for k in range(n)),
+                   key=lambda w: (known[w].tasks, -known[w].last_reply))
