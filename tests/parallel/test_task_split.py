@@ -91,10 +91,12 @@ def test_the_worker_is_an_idle_one_when_there_is_one(split: TaskSplit, iteration
             fewest = min(load.tasks for load in loads)
             assert loads[worker].tasks == fewest  # an idle worker when there is one
             equals = [w for w in range(workers) if loads[w].tasks == fewest]
-            latest = max(loads[w].last_reply for w in equals)
-            assert loads[worker].last_reply == latest  # of those, the one that replied last
+            if fewest:  # of busy ones, the one that replied last
+                latest = max(loads[w].last_reply for w in equals)
+                assert loads[worker].last_reply == latest
+                equals = [w for w in equals if loads[w].last_reply == latest]
             # ... and of those, the first from the rotation's worker on.
-            ties = [w for w in equals if loads[w].last_reply == latest]
+            ties = equals
             assert worker == min(ties, key=lambda w: (w - rotation) % workers)
     if split.assignment is Assignment.FIXED or split.kind is SplitKind.ITERATOR:
         assert not asked  # the loads are not even looked at

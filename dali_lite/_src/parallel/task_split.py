@@ -7,17 +7,15 @@ fewest tasks that keep every worker busy with `depth` batches in flight,
 whole mini-batches (docs/shared-memory.md). A per-batch callable's batch is one task, and an
 iterator's too, on its dedicated worker (its position lives there).
 
-Which worker runs a task (`TaskSplit.worker`): with idle assignment (the default) the one with
+Which worker runs a task (`TaskSplit.worker`), with idle assignment (the default): the one with
 the fewest tasks in flight, so that a task does not queue behind a slow one while another
-worker idles (DALI's workers share one task queue). Among equals, the one that replied last:
-a worker that has not replied for a while may be busy with a slow sample, one that just
-replied is getting through its tasks (and a spawned worker that never replied may still be
-importing); then the rotation. The main process assigns a task when it schedules it, and
-schedules batches in order, so a worker already given a task keeps it. Iteration 0 goes by
-the rotation alone: its tasks go to the leading workers
-(`first_workers`), which a staged spawn start starts first. Fixed assignment (the rotation
-always, what dali_lite did before) stays selectable for comparison:
-`DALI_LITE_TASK_ASSIGNMENT=fixed`, read once, when this module is imported.
+worker idles (DALI's workers share one task queue); among busy equals the one that replied
+last (one that has not replied for a while may be on a slow sample); then the rotation, so
+that idle workers take turns and a slot tends to stay with one worker. A task gets its worker
+when its batch is scheduled: one already queued behind a slow task stays there. Iteration 0
+goes by the rotation alone, to the leading workers (`first_workers`), which a staged spawn
+start starts first. Fixed assignment (the rotation always, as before) stays selectable for
+comparison: `DALI_LITE_TASK_ASSIGNMENT=fixed`, read once, when this module is first imported.
 """
 
 from __future__ import annotations
@@ -154,6 +152,12 @@ class TaskSplit:
             return preferred
         known = loads()
         n = self.num_workers
+
+        def key(w: int) -> tuple[int, int]:
+            tasks, last_reply = known[w]
+            # Idle workers are equals; a busy one is the likelier to finish next the more
+            # recently it replied.
+            return tasks, (-last_reply if tasks else 0)
+
         # min() keeps the first of equals: ties go by the rotation, from its worker on.
-        return min(((preferred + k) % n for k in range(n)),
-                   key=lambda w: (known[w].tasks, -known[w].last_reply))
+        return min(((preferred + k) % n for k in range(n)), key=key)
