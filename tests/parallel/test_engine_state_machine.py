@@ -50,6 +50,7 @@ from dali_lite._src.graph.nodes import IterationContext
 from dali_lite._src.options import PipelineOptions
 from dali_lite._src.parallel.group import ParallelSourceGroup, SourceDescription
 from dali_lite._src.parallel.slots import SlotState
+from dali_lite._src.parallel.task_split import Assignment
 from dali_lite._src.sources.callbacks import IteratorCall, PerBatchCall, PerSampleCall
 from dali_lite._src.sources.kinds import SourceKind
 from dali_lite_workers import TaskTimeoutError, WorkerDiedError
@@ -106,9 +107,10 @@ class EngineMachine(RuleBasedStateMachine):
 
     @initialize(specs=st.lists(_parallel_spec(), min_size=1, max_size=3),
                 batch_size=st.integers(1, 3), workers=st.integers(1, 4),
-                keep_alive=st.integers(1, 3), seed=st.integers(0, 2**32 - 1))
+                keep_alive=st.integers(1, 3), seed=st.integers(0, 2**32 - 1),
+                assignment=st.sampled_from(Assignment))
     def start(self, specs: list[SourceSpec], batch_size: int, workers: int, keep_alive: int,
-              seed: int) -> None:
+              seed: int, assignment: Assignment = Assignment.IDLE) -> None:
         self.specs = specs
         self.batch_size = batch_size
         self.model = ModelPipeline(Program(tuple(specs), (), batch_size, 1, workers))
@@ -127,6 +129,8 @@ class EngineMachine(RuleBasedStateMachine):
                                                                 keep_alive), pool)
         _STARTED.append(self)
         self.group.start()
+        for source in self.group.sources:  # before the first task: which worker runs each
+            source.split.assignment = assignment
         self.pool = pools[0]
         self.epoch = 0
         self.iteration = 0
@@ -280,6 +284,13 @@ class EngineMachine(RuleBasedStateMachine):
             assert not self.pool.violations, self.pool.violations
 
     @invariant()
+    def an_iterator_runs_on_its_own_worker(self) -> None:
+        if hasattr(self, "group"):
+            for task in self.group.tasks.values():
+                dedicated = task.source.split.dedicated_worker  # type: ignore[attr-defined]
+                assert dedicated is None or task.worker == dedicated
+
+    @invariant()
     def a_freed_slot_lets_the_waiting_prefetch_go(self) -> None:
         if not hasattr(self, "group") or self.broken or self.ended or self.failed_fetch:
             return
@@ -354,6 +365,7 @@ def _check_invariants(machine: EngineMachine) -> None:
     machine.garbage_is_collected()
     machine.held_outputs_never_change()
     machine.no_segment_is_given_while_a_task_may_write_it()
+    machine.an_iterator_runs_on_its_own_worker()
     machine.a_freed_slot_lets_the_waiting_prefetch_go()
 
 
