@@ -23,19 +23,20 @@ from build() on. A prefetch that finds no free slot waits for one (a batch the p
 holds); the lease's end schedules it at once. Only the batch an iteration needs gets a new
 slot, when every slot is held by outputs the program keeps past DALI's validity.
 
-How many tasks a per-sample batch gets (`task_split`): just enough that the tasks in flight
-keep every worker busy, each covering whole mini-batches and writing one file that stands for
-their slots. With a depth of at least the number of workers a batch is one task, written by one
-worker into one slot, so that a dense batch is a single block that `as_array()` returns without
-a copy, and the main process handles one task and one reply per batch; the workers still run in
+How many tasks a per-sample batch gets: just enough that the tasks in flight keep every worker
+busy, `ceil(num_workers / prefetch_queue_depth)`, rounded up to a divisor of the mini-batches,
+so that a task covers whole mini-batches and writes one file that stands for their slots.
+With a depth of at least the number of workers a batch is one task, written by one worker
+into one slot, so that a dense batch is a single block that `as_array()` returns without a
+copy, and the main process handles one task and one reply per batch; the workers still run in
 parallel, on different batches. With a smaller depth (DALI's default is 1) the batch is split
 so that all workers share it; once a batch has shown the samples' dtypes and shapes, the next
-ones are placed (`placement`): each task writes its samples at their final offsets in the first
-task's slot, so that the batch is still one block. That slot (a batch's *data slot*) goes back
-to the free list only when no task of its batch can still write into it. The other tasks' slots
-then hold only metadata: as each is given its task, the pages past that go back to the system
-(`slots.pages_to_keep`), so that the source holds about DALI's shared memory rather than
-keeping what the unplaced batches wrote there as well.
+ones are placed (`placement`): each task writes its samples at their final offsets in the
+first task's slot, so that the batch is still one block. That slot (a batch's *data
+slot*) goes back to the free list only when no task of its batch can still write into it.
+The other tasks' slots then hold only metadata: as each is given its task, the pages past
+that go back to the system (`slots.pages_to_keep`), so that the source holds about DALI's
+shared memory rather than keeping what the unplaced batches wrote there as well.
 
 A task's arguments travel as a `SampleRange`, a few integers that the worker expands into
 `SampleInfo`s, not as one pickled object per sample.
