@@ -378,6 +378,11 @@ def _groups_note(workloads: Sequence[str]) -> str:
            for name in workloads):
         notes.append(" memory-cached runs in a measurement process whose main module imports "
                      "torch (benchmarks/training_main.py), as a training script's does.")
+    if any(name in GROUPS["assignment"] for name in workloads):
+        notes.append(" straggler and io: DALI and dali_lite with the source's "
+                     "prefetch_queue_depth=4 (more batches in flight than workers); "
+                     f"{FIXED_LABEL} is dali_lite with its tasks on a fixed rotation of "
+                     f"workers ({FIXED_ENV}=fixed) rather than on the idle worker.")
     return "".join(notes)
 
 
