@@ -171,6 +171,8 @@ def measure(loader_name: str, workload_name: str, scale: float) -> dict[str, Any
         # them: the noise of a shared machine (clock-tick resolution: small values are ~0).
         "foreign_cpu_frac": max(0.0, machine_busy - main_cpu - workers_cpu - runner_cpu)
         / (elapsed * len(cpus)),
+        # dali_lite's choice of worker for a task (run.py's --fixed-assignment sets it).
+        "task_assignment": os.environ.get("DALI_LITE_TASK_ASSIGNMENT") or "idle",
         "library_path": loader_library(loader_name),
         "support_paths": support_libraries(),
     }

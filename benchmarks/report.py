@@ -104,6 +104,10 @@ METRICS: tuple[Metric, ...] = (
            "dali", 1.0, "<= 1x DALI"),
     Metric("varying", "samples/s", lambda r: r["samples_per_s"], _k, True),
     Metric("varying", "GB/s", lambda r: r["bytes_per_s"], _gbs, True),
+    Metric("straggler", "samples/s (every 50th sample 20x slower, batches of 25, source depth 4)",
+           lambda r: r["samples_per_s"], _count, True),
+    Metric("io", "samples/s (callbacks that wait 0.5-3.5 ms, source depth 4)",
+           lambda r: r["samples_per_s"], _count, True),
     Metric("chain", "samples/s (cast, scale, crop_mirror_normalize)",
            lambda r: r["samples_per_s"], _count, True, "dali", 1.0, ">= 1x DALI"),
 )

@@ -23,7 +23,9 @@ The measured dali_lite is the one in the tree that holds this ``benchmarks`` pac
 measurement processes run with that tree first on ``sys.path``. ``--compare LABEL=PATH``
 measures another tree's dali_lite as well: its measurement processes import dali_lite and its
 worker and shared-memory packages from PATH (:func:`import_root`), nothing of it from the
-editable install of this tree.
+editable install of this tree. ``--fixed-assignment`` measures this tree's dali_lite once more
+with its tasks on a fixed rotation of workers rather than on the idle one (column
+``dali_lite@fixed``; the ``assignment`` workloads are what it is for).
 """
 
 from __future__ import annotations
@@ -83,6 +85,10 @@ _QUICK_SCALE = 0.25
 _GIB = 1024**3
 _NOISE_LIMIT = 0.1
 _RETRIES = 2
+#: dali_lite's choice of worker for a task (dali_lite/_src/parallel/task_split.py), and the
+#: column of --fixed-assignment.
+FIXED_ENV = "DALI_LITE_TASK_ASSIGNMENT"
+FIXED_LABEL = "dali_lite@fixed"
 
 
 def _log(message: str) -> None:
@@ -148,15 +154,16 @@ _BOOT = (
 
 
 def run_one(loader: str, workload: str, scale: float, timeout_s: float,
-            tree: Path | None = None) -> dict[str, Any]:
+            tree: Path | None = None, env: dict[str, str] | None = None) -> dict[str, Any]:
     """One measurement in a fresh interpreter; memory is sampled for the start workload.
 
     ``loader`` is a name of :data:`LOADERS`; ``tree``, if given, is a source tree whose
-    dali_lite (and shm, workers) is measured instead of this one's.
+    dali_lite (and shm, workers) is measured instead of this one's; ``env``, variables the
+    measurement process gets besides this one's.
     """
     with contextlib.ExitStack() as stack:
         root = None if tree is None else stack.enter_context(import_root(tree))
-        return _run_child(loader, workload, scale, timeout_s, root)
+        return _run_child(loader, workload, scale, timeout_s, root, env or {})
 
 
 class _SteadyState:
@@ -212,19 +219,21 @@ def _command(loader: str, workload: str, scale: float, root: Path | None) -> lis
 
 
 def _run_child(loader: str, workload: str, scale: float, timeout_s: float,
-               root: Path | None) -> dict[str, Any]:
+               root: Path | None, extra_env: dict[str, str]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-ack-") as ack_dir:
-        return _run_child_in(loader, workload, scale, timeout_s, root, Path(ack_dir) / "ack")
+        return _run_child_in(loader, workload, scale, timeout_s, root, Path(ack_dir) / "ack",
+                             extra_env)
 
 
 def _run_child_in(loader: str, workload: str, scale: float, timeout_s: float,
-                  root: Path | None, ack_path: Path) -> dict[str, Any]:
+                  root: Path | None, ack_path: Path,
+                  extra_env: dict[str, str]) -> dict[str, Any]:
     command = _command(loader, workload, scale, root)
-    env = None
+    env = {**os.environ, **extra_env} if extra_env else None
     if root is not None:
         # Also for processes that do not inherit sys.path from the measurement (Ray's
         # workers): the compared tree first, then this one's benchmarks package.
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        env = {**(env or os.environ), "PYTHONPATH": os.pathsep.join(
             filter(None, [str(root), str(ROOT), os.environ.get("PYTHONPATH")]))}
     sample_memory = WORKLOADS[workload].startup
     steady = _SteadyState(ack_path) if WORKLOADS[workload].memory else None
@@ -369,6 +378,11 @@ def _groups_note(workloads: Sequence[str]) -> str:
            for name in workloads):
         notes.append(" memory-cached runs in a measurement process whose main module imports "
                      "torch (benchmarks/training_main.py), as a training script's does.")
+    if any(name in GROUPS["assignment"] for name in workloads):
+        notes.append(" straggler and io: DALI and dali_lite with the source's "
+                     "prefetch_queue_depth=4 (more batches in flight than workers); "
+                     f"{FIXED_LABEL} is dali_lite with its tasks on a fixed rotation of "
+                     f"workers ({FIXED_ENV}=fixed) rather than on the idle worker.")
     return "".join(notes)
 
 
@@ -458,6 +472,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--compare", action="append", metavar="LABEL=PATH",
                         help="also measure the dali_lite of the source tree PATH (e.g. a "
                              "patched copy), as column dali_lite@LABEL")
+    parser.add_argument("--fixed-assignment", action="store_true",
+                        help="also measure this tree's dali_lite with its tasks on a fixed "
+                             f"rotation of workers ({FIXED_ENV}), as column {FIXED_LABEL}")
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     if args.repeats is None:
@@ -474,7 +491,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def _run_quietest(loader: str, workload: str, args: argparse.Namespace,
-                  tree: Path | None) -> dict[str, Any]:
+                  tree: Path | None, env: dict[str, str] | None = None) -> dict[str, Any]:
     """:func:`run_one`, rerun (at most ``args.retries`` times) while other processes of the
     machine took more than ``args.noise_limit`` of its CPU; the quietest attempt counts.
 
@@ -486,7 +503,7 @@ def _run_quietest(loader: str, workload: str, args: argparse.Namespace,
     failed: list[str] = []
     attempt = 0
     while True:
-        result = run_one(loader, workload, args.scale, args.timeout, tree)
+        result = run_one(loader, workload, args.scale, args.timeout, tree, env)
         attempt += 1
         noise = result.get("foreign_cpu_frac", 0.0)
         if "error" in result:
@@ -530,12 +547,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                        [name for name, workload in WORKLOADS.items() if workload.default])
     missing = {name: f"not installed ({LOADERS[name]})" for name in loaders
                if not available(name)}
-    # (column label, loader, source tree or None for this one)
-    entries: list[tuple[str, str, Path | None]] = [
-        (name, name, None) for name in loaders if name not in missing]
+    # (column label, loader, source tree or None for this one, environment added)
+    entries: list[tuple[str, str, Path | None, dict[str, str]]] = [
+        (name, name, None, {}) for name in loaders if name not in missing]
     variants = [f"dali_lite@{label}" for label, _ in _compare_trees(args.compare)]
-    entries += [(f"dali_lite@{label}", "dali_lite", tree)
+    entries += [(f"dali_lite@{label}", "dali_lite", tree, {})
                 for label, tree in _compare_trees(args.compare)]
+    if args.fixed_assignment:
+        variants.append(FIXED_LABEL)
+        entries.append((FIXED_LABEL, "dali_lite", None, {FIXED_ENV: "fixed"}))
     for name, why in missing.items():
         _log(f"{name}: {why}; its column says so")
     load_before = os.getloadavg()
@@ -544,12 +564,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     for repeat in range(args.repeats):
         for workload in workloads:
             shift = repeat % max(1, len(entries))
-            for label, loader, tree in entries[shift:] + entries[:shift]:
+            for label, loader, tree, env in entries[shift:] + entries[:shift]:
                 if loader in DENSE_ONLY and not WORKLOADS[workload].dense:
                     continue  # a tensor per batch: not for batches of unequal shapes
                 if not WORKLOADS[workload].applies_to(loader):
                     continue  # e.g. the DataLoader has no operators for the chain
-                result = _run_quietest(loader, workload, args, tree)
+                result = _run_quietest(loader, workload, args, tree, env)
                 result["loader"], result["repeat"] = label, repeat
                 results.append(result)
                 summary = result.get("error") or (

@@ -27,6 +27,17 @@ The functions are built so that the loader, not the callback, is what is measure
   and ``fn.crop_mirror_normalize`` (224x224, ImageNet mean and std, mirrored by
   ``fn.random.coin_flip``, CHW). For dali_lite and DALI only: the DataLoader has no such
   operators (:attr:`Workload.loaders`);
+* ``straggler`` (group ``assignment``): a fresh 16 KiB array per sample after 0.5 ms (waited,
+  see :func:`straggler_sample`), every 50th sample 20x slower (10 ms), in batches of 25: every
+  other batch has a slow sample and takes 1.8 times as long, so that a fixed rotation of 2
+  workers gives all of them to one worker. The source's ``prefetch_queue_depth=4``: more
+  batches in flight than workers, so that which worker a batch goes to matters (with a depth of
+  at most the workers, every batch in flight has a worker of its own either way);
+* ``io`` (group ``assignment``): a fresh 16 KiB array per sample after a wait of 0.5 to 3.5 ms
+  (``time.sleep``, a pseudo-random function of the index), as reading a file over a network
+  does, in batches of 8, also at source depth 4. Run both beside ``--fixed-assignment``
+  (dali_lite's tasks on the rotation of workers rather than on the idle one,
+  ``DALI_LITE_TASK_ASSIGNMENT=fixed``);
 * ``memory-tiny``, ``memory-large`` (group ``memory``): the tiny and large workloads, their
   process tree's memory read in steady state, after the warm-up: USS, PSS and shared memory
   (:mod:`benchmarks.memory`);
@@ -72,8 +83,10 @@ __all__ = [
     "Workload",
     "chain_sample",
     "heavy_sample",
+    "io_sample",
     "large_fresh_sample",
     "large_sample",
+    "straggler_sample",
     "tiny_sample",
     "varying_sample",
 ]
@@ -82,6 +95,15 @@ TINY_NBYTES = 1024
 LARGE_SHAPE = (1024, 683, 3)
 HEAVY_CPU_S = 0.001
 HEAVY_NBYTES = 1024
+#: straggler: the time per sample, every STRAGGLER_EVERY-th STRAGGLER_FACTOR times as long.
+STRAGGLER_S = 0.0005
+STRAGGLER_EVERY = 50
+STRAGGLER_FACTOR = 20
+#: io: the wait per sample is IO_WAIT_S times 1 to IO_WAIT_STEPS.
+IO_WAIT_S = 0.0005
+IO_WAIT_STEPS = 7
+#: The straggler and io samples' size.
+ASSIGNMENT_NBYTES = 16 * 1024
 #: The dataset size of memory-cached: one record per index is kept, in every worker.
 CACHED_ITEMS = 100_000
 VARYING_MIN_SIDE = 19  # 19 * 19 * 3 = 1083 bytes >= 1 KiB
@@ -136,13 +158,35 @@ def cached_tiny_sample(index: int) -> np.ndarray:
     return tiny_sample(index)
 
 
-def heavy_sample(index: int) -> np.ndarray:
-    """1 KiB, after spending ``HEAVY_CPU_S`` of this thread's CPU time."""
+def _spin(cpu_s: float) -> None:
+    """Spend ``cpu_s`` of this thread's CPU time (time stolen by other tenants not counted)."""
     clock = time.thread_time
-    deadline = clock() + HEAVY_CPU_S
+    deadline = clock() + cpu_s
     while clock() < deadline:
         pass
+
+
+def heavy_sample(index: int) -> np.ndarray:
+    """1 KiB, after spending ``HEAVY_CPU_S`` of this thread's CPU time."""
+    _spin(HEAVY_CPU_S)
     return np.full(HEAVY_NBYTES, index & 0xFF, dtype=np.uint8)
+
+
+def straggler_sample(index: int) -> np.ndarray:
+    """A fresh 16 KiB array after ``STRAGGLER_S``, every ``STRAGGLER_EVERY``-th sample
+    ``STRAGGLER_FACTOR`` times as long. The time is waited, not spun: on a machine shared with
+    other tenants a spun millisecond stretches with their load, and the figure would show
+    their load rather than how the work was spread over the workers."""
+    slow = index % STRAGGLER_EVERY == STRAGGLER_EVERY - 1
+    time.sleep(STRAGGLER_S * (STRAGGLER_FACTOR if slow else 1))
+    return np.full(ASSIGNMENT_NBYTES, index & 0xFF, dtype=np.uint8)
+
+
+def io_sample(index: int) -> np.ndarray:
+    """A fresh 16 KiB array after waiting (not computing) 1 to ``IO_WAIT_STEPS`` times
+    ``IO_WAIT_S``, a pseudo-random function of ``index``, as a read over a network waits."""
+    time.sleep(IO_WAIT_S * (1 + (index * 2654435761 >> 7) % IO_WAIT_STEPS))
+    return np.full(ASSIGNMENT_NBYTES, index & 0xFF, dtype=np.uint8)
 
 
 def varying_shape(index: int) -> tuple[int, int, int]:
@@ -306,6 +350,14 @@ WORKLOADS: dict[str, Workload] = {
                  bytes_per_sample_hint=_CHAIN_NBYTES + 64, chain=True,
                  loaders=frozenset({"dali_lite", "dali"}),
                  not_applicable="n/a (no such operators)"),
+        # Which worker runs a task: more batches in flight (source depth 4) than workers.
+        # Batches of 25: every other batch has a slow sample, and so takes 1.8 times as long.
+        Workload("straggler", straggler_sample, 25, warmup_batches=10, timed_batches=120,
+                 bytes_per_sample_hint=ASSIGNMENT_NBYTES + 64, source_depth=4,
+                 default=False),
+        Workload("io", io_sample, 8, warmup_batches=20, timed_batches=150,
+                 bytes_per_sample_hint=ASSIGNMENT_NBYTES + 64, source_depth=4,
+                 default=False),
         # Steady state: long enough (about 1 s for the fastest loader here) for several
         # samples of the tree's memory, and past every loader's warm-up allocations.
         Workload("memory-tiny", tiny_sample, 256, warmup_batches=40, timed_batches=1500,
@@ -338,4 +390,5 @@ WORKLOADS: dict[str, Workload] = {
 GROUPS: dict[str, tuple[str, ...]] = {
     "memory": ("memory-tiny", "memory-large", "memory-cached", "memory-split"),
     "first-batch": tuple(name for name in WORKLOADS if name.startswith("first-batch-")),
+    "assignment": ("straggler", "io"),
 }

@@ -657,3 +657,23 @@ def test_the_benchmark_command_draws_its_chart(tmp_path: Path,
     pytest.importorskip("matplotlib")
     assert run.main(args) == 0
     assert _png_size(chart)[0] > 0
+
+
+def test_the_assignment_workloads_run_beside_the_fixed_assignment(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The straggler and io workloads (group assignment), each measured with tasks on the idle
+    worker and, as column dali_lite@fixed, on the fixed rotation (DALI_LITE_TASK_ASSIGNMENT)."""
+    from benchmarks import run
+
+    raw = tmp_path / "results.json"
+    code = run.main(["--only", "dali_lite", "--fixed-assignment", "--workloads", "assignment",
+                     "--repeats", "1", "--scale", "0.02", "--retries", "0", "--json", str(raw)])
+    assert code == 0
+    assert sorted((r["loader"], r["task_assignment"]) for r in json.loads(raw.read_text())) == [
+        ("dali_lite", "idle"), ("dali_lite", "idle"),
+        ("dali_lite@fixed", "fixed"), ("dali_lite@fixed", "fixed")]
+    out = capsys.readouterr().out
+    rows = _table(out, "against the compared trees")
+    assert [row["workload"] for row in rows] == ["straggler", "io"]
+    for row in rows:
+        assert _figure(row["dali_lite"]) > 0 and _figure(row["dali_lite@fixed"]) > 0

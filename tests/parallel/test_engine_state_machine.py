@@ -55,6 +55,7 @@ from dali_lite._src.graph.nodes import IterationContext
 from dali_lite._src.options import PipelineOptions
 from dali_lite._src.parallel.group import ParallelSourceGroup, SourceDescription
 from dali_lite._src.parallel.slot_life import SlotState
+from dali_lite._src.parallel.task_split import Assignment
 from dali_lite._src.sources.callbacks import IteratorCall, PerBatchCall, PerSampleCall
 from dali_lite._src.sources.kinds import SourceKind
 from dali_lite_workers import TaskTimeoutError, WorkerDiedError
@@ -112,9 +113,10 @@ class EngineMachine(RuleBasedStateMachine):
     @initialize(specs=st.lists(_parallel_spec(), min_size=1, max_size=3),
                 batch_size=st.integers(1, 3), workers=st.integers(1, 4),
                 keep_alive=st.integers(1, 3), seed=st.integers(0, 2**32 - 1),
-                placed=st.booleans())
+                placed=st.booleans(), assignment=st.sampled_from(Assignment))
     def start(self, specs: list[SourceSpec], batch_size: int, workers: int, keep_alive: int,
-              seed: int, placed: bool = False) -> None:
+              seed: int, placed: bool = False,
+              assignment: Assignment = Assignment.IDLE) -> None:
         if placed:
             # Half the runs split the first source's batches over 2-4 workers, so that once a
             # batch showed the samples' layout the next ones are placed (every task writing
@@ -141,6 +143,8 @@ class EngineMachine(RuleBasedStateMachine):
                                                                 keep_alive), pool)
         _STARTED.append(self)
         self.group.start()
+        for source in self.group.sources:  # before the first task: which worker runs each
+            source.split.assignment = assignment
         self.pool = pools[0]
         self.pool.audit = _free_slot_audit(self.group, self.pool)
         self.epoch = 0
@@ -326,6 +330,13 @@ class EngineMachine(RuleBasedStateMachine):
             assert not problems, problems
 
     @invariant()
+    def an_iterator_runs_on_its_own_worker(self) -> None:
+        if hasattr(self, "group"):
+            for task in self.group.tasks.values():
+                dedicated = task.source.split.dedicated_worker  # type: ignore[attr-defined]
+                assert dedicated is None or task.worker == dedicated
+
+    @invariant()
     def a_freed_slot_lets_the_waiting_prefetch_go(self) -> None:
         if not hasattr(self, "group") or self.broken or self.ended or self.failed_fetch:
             return
@@ -333,10 +344,8 @@ class EngineMachine(RuleBasedStateMachine):
             if source.last_fetched < 0 or source.raised_stop:
                 continue
             target = source.last_fetched + source.depth
-            groups = ([g for g, (_, count) in enumerate(source.task_ranges) if count > 0]
-                      if source.per_sample else [0])
             if source.next_iteration <= target:
-                assert not all(source.life.has_free(g) for g in groups), (
+                assert not all(source.life.has_free(g) for g in source.split.parts), (
                     f"{source.name}: a slot is free but iteration {source.next_iteration} "
                     f"(up to {target}) is not scheduled")
 
@@ -436,6 +445,7 @@ def _check_invariants(machine: EngineMachine) -> None:
     machine.a_dropped_output_wakes_the_executor()
     machine.no_segment_is_given_while_a_task_may_write_it()
     machine.no_slot_is_free_while_a_task_may_write_it()
+    machine.an_iterator_runs_on_its_own_worker()
     machine.a_freed_slot_lets_the_waiting_prefetch_go()
 
 

@@ -1,6 +1,6 @@
 """What a parallel source's first batch needs of the pool: the workers that
 iteration 0's tasks go to, which a spawn pool that starts staged starts at once
-(`ParallelSource.first_workers`, `dali_lite_workers.startup`).
+(`TaskSplit.first_workers`, `dali_lite_workers.startup`).
 
 The engine runs over `FakePool`, in this process; the staged start itself, in real spawned
 processes, is tests/workers/test_pool_staged_start.py.
@@ -70,8 +70,8 @@ def test_the_first_workers_are_those_iteration_0s_tasks_go_to(
                      if task.source is source and task.batch.iteration == 0}
             # The fewest leading workers that cover them (a per-sample source's are exactly
             # those; an iterator's one is its dedicated worker).
-            assert max(first) == source.first_workers - 1, (source.name, first)
+            assert max(first) == source.split.first_workers - 1, (source.name, first)
             if source.per_sample:
-                assert first == set(range(source.first_workers)), (source.name, first)
+                assert first == set(range(source.split.first_workers)), (source.name, first)
     finally:
         group.close()

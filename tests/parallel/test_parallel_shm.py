@@ -255,7 +255,9 @@ def test_statistics_report_every_source_and_worker_consistently() -> None:
         pipe.close()
     assert set(stats["per_source"]) == {"samples", "batches", "iterable"}
     assert len(stats["per_source"]["iterable"]["workers"]) == 1  # its dedicated worker
-    assert len(stats["per_source"]["samples"]["workers"]) == 3
+    # A batch split over the workers: its tasks went to the idle ones (the iterable's keeps
+    # its own busy), so the last writers of the slots are at least two of the three.
+    assert len(stats["per_source"]["samples"]["workers"]) >= 2
     assert stats["per_source"]["samples"]["bytes_per_sample_hint"] == hint
     assert stats["per_source"]["batches"]["bytes_per_sample_hint"] is None
     assert len(stats["capacities"]) == len(stats["per_sample_capacities"])

@@ -9,7 +9,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dali_lite._src.parallel.slots import tasks_per_batch
+from dali_lite._src.parallel.task_split import tasks_per_batch
 
 
 @given(workers=st.integers(1, 64), depth=st.integers(1, 16))

@@ -21,6 +21,7 @@ from dali_lite._src.errors import RuntimeValueError, add_context
 from dali_lite._src.options import PipelineOptions
 from dali_lite._src.parallel.description import SourceCall, SourceDescription
 from dali_lite._src.parallel.source import ParallelSource
+from dali_lite._src.parallel.task_split import WorkerLoad
 from dali_lite._src.parallel.tasks import Task
 from dali_lite._src.sources.callbacks import IteratorCall
 from dali_lite_shm import SharedSegment
@@ -52,6 +53,9 @@ class ParallelSourceGroup:
         self._pool_factory = pool_factory or self._new_pool
         self.pool: TaskPool | None = None
         self.tasks: dict[int, Task] = {}
+        #: Per worker, the number of the latest reply collected from it (-1: none yet).
+        self._last_reply: dict[int, int] = {}
+        self._replies = itertools.count()
         self.sources: list[ParallelSource] = []
         self._segment_ids = itertools.count()
         self._closed = False
@@ -81,6 +85,15 @@ class ParallelSourceGroup:
         pool = self.pool
         if pool is not None and not self._closed and os.getpid() == self._owner_pid:
             pool.wake()
+
+    def worker_loads(self, num_workers: int) -> list[WorkerLoad]:
+        """Each worker's tasks in flight (every source's: they share the pool) and how
+        recently it replied."""
+        counts = [0] * num_workers
+        for task in self.tasks.values():
+            counts[task.worker] += 1
+        return [WorkerLoad(count, self._last_reply.get(worker, -1))
+                for worker, count in enumerate(counts)]
 
     def schedule_deferred(self) -> None:
         """Let every source schedule the prefetches that waited for a slot freed meanwhile (a
@@ -158,7 +171,7 @@ class ParallelSourceGroup:
             # More spawned workers than CPUs start staged (dali_lite_workers.startup): at once, one
             # per CPU and at least those the first iteration's tasks go to, which are then ready
             # after one main-module import's time rather than after all of them.
-            first = max((source.first_workers for source in self.sources), default=1)
+            first = max((source.split.first_workers for source in self.sources), default=1)
             return WorkerPool(callbacks, options.py_num_workers, options.py_start_method,
                               pickler=options.py_callback_pickler,
                               start_at_once=max(usable_cpus(), first))
@@ -202,6 +215,7 @@ class ParallelSourceGroup:
         for result in results:
             task = self.tasks.pop(result.task_id, None)
             if task is not None:
+                self._last_reply[task.worker] = next(self._replies)
                 task.source.on_result(task, result)
 
     def statistics(self) -> dict[str, Any]:

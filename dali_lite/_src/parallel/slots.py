@@ -44,7 +44,6 @@ worker (`give_back_pages`): a free slot's last writer is done, and no lease poin
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -62,14 +61,6 @@ def dali_slot_bytes(minibatch_size: int, hint: int | None) -> int:
     """DALI's initial slot size for a mini-batch of `minibatch_size` samples."""
     nbytes = max(MIN_SLOT_BYTES, minibatch_size * hint) if hint else MIN_SLOT_BYTES
     return align_up(nbytes, SLOT_ALIGNMENT_BYTES)
-
-
-def tasks_per_batch(minibatches: int, num_workers: int, depth: int) -> int:
-    """How many tasks a per-sample batch is split into: the fewest that keep every worker busy
-    with `depth` batches in flight (`ceil(workers / depth)`), rounded up to a divisor of the
-    number of mini-batches, so that each task covers whole, equally many mini-batches."""
-    wanted = max(1, math.ceil(num_workers / depth))
-    return next(t for t in range(wanted, minibatches + 1) if minibatches % t == 0)
 
 
 def pages_to_keep(placement: Placement | None, data_slot: bool) -> int | None:

@@ -10,14 +10,12 @@ Why one module: `ParallelSource` is one state machine (the scheduled batches, th
 hold, the epoch), which pieces in several files could only share through each other's private
 state.
 
-The geometry of a source: its ring of slots, how a batch is split into tasks, which worker
-runs each. The life of its tasks: sent to the pool (with, for a placed batch, where each
-writes in the batch's data slot), sent again when a stuck worker never started them, their
-replies recorded. The life of its slots is `slot_life.SlotLife`'s (NOTE [a slot's life]):
-every move goes through it, and it gives a slot back once no task and no batch needs it.
-A per-sample source's batch is split into contiguous slices; a per-batch callable is one
-task; an iterator lives on a dedicated worker. Any worker may write any slot of its source
-(see `slots`).
+The geometry of a source: its ring of slots, and (`task_split`) how a batch is split into
+tasks and which worker runs each. The life of its tasks: sent to the pool (with, for a placed
+batch, where each writes in the batch's data slot), sent again when a stuck worker never
+started them, their replies recorded. The life of its slots is `slot_life.SlotLife`'s (NOTE
+[a slot's life]): every move goes through it, and it gives a slot back once no task and no
+batch needs it. Any worker may write any slot of its source (see `slots`).
 
 Slots, as DALI has them: when the workers start, each source creates the slots of DALI's ring
 (its `ShmChunkManager`): (the pipeline's prefetch depth + the source's) batches, each split
@@ -72,7 +70,6 @@ memory between iterations.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -85,7 +82,8 @@ from dali_lite._src.parallel.description import SourceDescription
 from dali_lite._src.parallel.placement import DenseLayout, dense_layout_of, plan_placements
 from dali_lite._src.parallel.read import read_batch
 from dali_lite._src.parallel.slot_life import SlotLife
-from dali_lite._src.parallel.slots import Slot, SlotRing, pages_to_keep, tasks_per_batch
+from dali_lite._src.parallel.slots import Slot, SlotRing, pages_to_keep
+from dali_lite._src.parallel.task_split import SplitKind, TaskSplit, WorkerLoad
 from dali_lite._src.parallel.tasks import (
     IterationCancelled,
     ScheduledBatch,
@@ -117,33 +115,20 @@ class ParallelSource:
         callback = description.callback
         self.callback_index = callback_index
         self.batch_size = batch_size
-        self.num_workers = num_workers
-        self.dedicated_worker = dedicated_worker
         self.is_iterator = isinstance(callback, IteratorCall)
         self.per_sample = isinstance(callback, PerSampleCall)
         self.depth = description.prefetch_queue_depth
         self.hint = description.bytes_per_sample_hint
         # DALI's geometry (its ShmChunkManager): `keep_alive + depth` batches in the ring, a
-        # per-sample batch split into one mini-batch per worker, every slot sized for a
-        # mini-batch (at least 1 MiB, in whole pages). The statistics report exactly these.
+        # batch split into mini-batches, every slot sized for a mini-batch (at least 1 MiB, in
+        # whole pages); the split and the workers of its tasks are `split`'s.
         self.positions = keep_alive + self.depth
-        self.minibatches = num_workers if self.per_sample else 1
-        minibatch_size = math.ceil(batch_size / self.minibatches)
-        # A task covers whole mini-batches: the fewest tasks that keep the workers busy, so
-        # that with depth >= workers a dense batch is one block in one slot.
-        self.tasks_per_batch = (tasks_per_batch(self.minibatches, num_workers, self.depth)
-                                if self.per_sample else 1)
-        per_task = self.minibatches // self.tasks_per_batch
-        sizes = [batch_size // self.minibatches + (i < batch_size % self.minibatches)
-                 for i in range(self.minibatches)]
-        self.task_ranges: list[tuple[int, int]] = []  # (first sample in batch, samples)
-        start = 0
-        for t in range(self.tasks_per_batch):
-            count = sum(sizes[t * per_task:(t + 1) * per_task])
-            self.task_ranges.append((start, count))
-            start += count
-        self.ring = SlotRing(group.new_segment_id, self.tasks_per_batch, per_task,
-                             minibatch_size, self.hint)
+        kind = (SplitKind.ITERATOR if dedicated_worker is not None
+                else SplitKind.PER_SAMPLE if self.per_sample else SplitKind.PER_BATCH)
+        self.split = TaskSplit(kind, batch_size, num_workers, self.depth, dedicated_worker)
+        split = self.split
+        self.ring = SlotRing(group.new_segment_id, split.tasks_per_batch,
+                             split.minibatches_per_task, split.minibatch_size, self.hint)
         #: Every move of every slot (NOTE [a slot's life]); a lease's end wakes the group.
         self.life = SlotLife(self.ring, group.wake)
         #: Every output's dtype and sample shape, once a split batch showed them: the next
@@ -165,16 +150,6 @@ class ParallelSource:
         #: of every reply, in the order the worker ran the calls: how checkpoints follow an
         #: iterator on a worker.
         self.observer: Callable[[int, int, str, int], None] | None = None
-
-    @property
-    def first_workers(self) -> int:
-        """The fewest leading workers (0, 1, ...) among which are all that the tasks of
-        iteration 0 go to."""
-        if self.dedicated_worker is not None:
-            return self.dedicated_worker + 1
-        if not self.per_sample:
-            return 1  # iteration 0's batch goes to worker 0 (see _send_batch)
-        return min(self.num_workers, sum(1 for _, count in self.task_ranges if count > 0))
 
     # ------------------------------------------------------------------ slots
     def create_slots(self) -> None:
@@ -201,15 +176,13 @@ class ParallelSource:
 
     # ------------------------------------------------------------------ scheduling
     def _try_schedule(self, iteration: int, must: bool, ctx: IterationContext | None) -> bool:
-        ranges = ([(g, r) for g, r in enumerate(self.task_ranges) if r[1] > 0]
-                  if self.per_sample else [(0, (0, self.batch_size))])
-        if not must and not self._slots_free(ranges):
+        if not must and not self._slots_free():
             return False  # no slot yet: scheduled when a lease's end wakes the executor
         self.life.wanted = False
         batch = ScheduledBatch(iteration, self.epoch_idx,
                                self.generation if self.is_iterator else self.epoch_idx)
         try:
-            self._send_batch(batch, ranges, must, ctx)
+            self._send_batch(batch, must, ctx)
         except BaseException:
             # Never to be read: the tasks already sent free their slots as they finish.
             self.life.abandon(batch)
@@ -217,45 +190,45 @@ class ParallelSource:
         self.scheduled[iteration] = batch
         return True
 
-    def _slots_free(self, ranges: list[tuple[int, tuple[int, int]]]) -> bool:
-        if all(self.life.has_free(g) for g, _ in ranges):
+    def _slots_free(self) -> bool:
+        parts = self.split.parts
+        if all(self.life.has_free(part) for part in parts):
             return True
         self.life.wanted = True
         # A lease that ended before `wanted` was set woke no one: look once more.
-        return self.life.leases_ended and all(self.life.has_free(g) for g, _ in ranges)
+        return self.life.leases_ended and all(self.life.has_free(part) for part in parts)
 
-    def _send_batch(self, batch: ScheduledBatch, ranges: list[tuple[int, tuple[int, int]]],
-                    must: bool, ctx: IterationContext | None) -> None:
+    def _loads(self) -> list[WorkerLoad]:
+        return self.group.worker_loads(self.split.num_workers)
+
+    def _send_batch(self, batch: ScheduledBatch, must: bool,
+                    ctx: IterationContext | None) -> None:
         iteration = batch.iteration
         first = iteration * self.batch_size
+        ranges = self.split.ranges
         if not self.per_sample:
-            worker = (self.dedicated_worker if self.dedicated_worker is not None
-                      else iteration % self.num_workers)
             slot = self._take_slot(0, batch, must, ctx)
             if slot is None:
                 raise RuntimeError("internal error: a slot checked free is not")
+            worker = self.split.worker(iteration, 0, self._loads)
             self._submit(batch, 0, worker, [BatchInfo(iteration, batch.source_epoch)], slot,
                          first)
             return
-        # Consecutive tasks go to consecutive workers; when every batch covers all of them,
-        # the start rotates so that uneven loads even out over iterations.
-        rotation = iteration * self.tasks_per_batch
-        if self.tasks_per_batch % self.num_workers == 0:
-            rotation += iteration
         placements: list[Placement | None] = [None] * len(ranges)
-        for position, (part, (start, count)) in enumerate(ranges):
-            slot = self._take_slot(part, batch, must, ctx)
+        for position, task_range in enumerate(ranges):
+            slot = self._take_slot(task_range.part, batch, must, ctx)
             if slot is None:
                 raise RuntimeError("internal error: a slot checked free is not")
             # (On an error the caller abandons the batch, which frees the slots it took.)
             if position == 0 and len(ranges) > 1 and self.dense_layout is not None:
-                placements = self._placements(slot, batch, [r for _, r in ranges])
+                placements = self._placements(slot, batch, [(r.start, r.count) for r in ranges])
             # A placed task that only writes metadata here lets the rest of the slot go.
             self.life.give_back_pages(slot, pages_to_keep(placements[position],
                                                           slot is batch.data_slot))
-            worker = (position + rotation) % self.num_workers
-            args = SampleRange(first + start, start, count, iteration, self.epoch_idx)
-            self._submit(batch, position, worker, args, slot, first + start,
+            worker = self.split.worker(iteration, position, self._loads)
+            args = SampleRange(first + task_range.start, task_range.start, task_range.count,
+                               iteration, self.epoch_idx)
+            self._submit(batch, position, worker, args, slot, first + task_range.start,
                          placements[position])
 
     def _schedule_through(self, last_iteration: int, must_through: int = -1,
@@ -380,7 +353,7 @@ class ParallelSource:
 
     def _read(self, batch: ScheduledBatch) -> list[list[np.ndarray]]:
         outputs = read_batch(batch, self.life.lease, self.life.free_read)
-        if self.tasks_per_batch > 1:
+        if self.split.tasks_per_batch > 1:
             self.dense_layout = dense_layout_of(outputs, self.batch_size)
         return outputs
 

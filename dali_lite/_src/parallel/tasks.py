@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from dali_lite._src.parallel.slots import Slot
+from dali_lite._src.parallel.task_split import WorkerLoad
 from dali_lite._src.types.source_info import BatchInfo, SampleInfo
 from dali_lite_shm import SharedSegment
 from dali_lite_shm.placement import Placement
@@ -67,6 +68,9 @@ class TaskRouter(Protocol):
 
     def wake(self) -> None:
         """Make a `pump` waiting in another thread return now (any thread: a lease ended)."""
+
+    def worker_loads(self, num_workers: int) -> list[WorkerLoad]:
+        """Each worker's tasks in flight and how recently it replied."""
 
     def schedule_deferred(self) -> None:
         """Let every source schedule the prefetches that waited for a slot whose lease ended
