@@ -1,9 +1,9 @@
 """DALI's shared-memory chunks, modelled: the capacity each of DALI 2.4's chunks would have.
 
 `external_source_shm_statistics()` reports, in DALI's keys, the numbers DALI would report for
-the same program (see `slots`); this module is DALI's arithmetic, done on the samples a batch
-actually held. DALI (`nvidia/dali/_multiproc/shared_batch.py`, `worker.py`) writes a
-mini-batch into its own chunk as
+the same program (NOTE [DALI's ring], in `slots`); this module is DALI's arithmetic, done on
+the samples a batch actually held. DALI (`nvidia/dali/_multiproc/shared_batch.py`, `worker.py`)
+writes a mini-batch into its own chunk as
 
     [samples | pickled list of `SampleMeta` | pickled `CompletedTask` reply]
 

@@ -5,8 +5,8 @@ samples, straight out of the slot it lies in: the task's own slot, or, for a pla
 batch's data slot (its metadata is copied out of its own slot, which then goes back at once).
 Every view holds its slot's lease, so no slot is written again while the program can still
 see into it. A placed batch whose tasks all wrote where they were told is one view per output.
-Reading a batch is also when DALI's chunks of its mini-batches would have grown
-(`dali_chunks.DaliChunks`, for the statistics: see `slots`).
+Each batch read is noted for the statistics (`dali_chunks.DaliChunks.record`: NOTE [DALI's
+ring], in `slots`).
 """
 
 from __future__ import annotations

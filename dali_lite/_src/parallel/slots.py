@@ -1,45 +1,26 @@
 """The shared-memory slots of one parallel source, laid out as DALI lays out its own.
 
-DALI gives each parallel source a ring of slots (its `ShmChunkManager`): (the pipeline's
-prefetch depth + the source's) batches, each split into mini-batches (one per worker for a
-per-sample source, one otherwise), every slot sized for a mini-batch: `bytes_per_sample_hint`
-per sample, at least 1 MiB, in whole 4 KiB pages. It creates them all when its workers start,
-and `external_source_shm_statistics()` lists them. A `SlotRing` creates the same slots at the
-same time, and their number stays fixed.
+NOTE [DALI's ring]. DALI gives each parallel source a ring of slots (its `ShmChunkManager`):
+(the pipeline's prefetch depth + the source's) batches, each split into mini-batches (one per
+worker for a per-sample source, one otherwise), every slot sized for a mini-batch:
+`bytes_per_sample_hint` per sample, at least 1 MiB, in whole 4 KiB pages, all created when the
+workers start. `external_source_shm_statistics()` lists them, users size the hint from those
+numbers, and DALI's tests check them, so a `SlotRing` creates the same slots at the same time
+and never changes their number. Two differences of layout, none of count: a task of ours may
+cover several consecutive mini-batches (`task_split`) and writes one file that stands for
+their slots, and a placed batch grows its first task's file to hold the whole batch
+(`placement`). The statistics therefore report DALI's chunk sizes, modelled from the batches
+read (`dali_chunks`), not our files', which grow lazily, only to the pages a task writes;
+`usage` (the statistics' `per_source`) is the truth about the bytes our files hold.
 
-One difference of layout, none of count: a task of ours may cover several consecutive
-mini-batches (so that a dense batch is one block, see `source`), and writes one file that
-stands for their slots together; and a placed batch (`placement`) grows its first task's file
-to hold the whole batch. Our files grow lazily, to the pages a task needs, when it needs them.
-
-So DALI's keys of the statistics (`capacities`, `per_sample_capacities`) do not list our
-files' sizes but DALI's: the ring keeps DALI's chunks (`dali`, a `dali_chunks.DaliChunks`:
-rows x mini-batches), and each batch read grows, by DALI's rule, the chunks of the row DALI
-would have written it into (batch n: row `n % rows`), with the samples it held. DALI grows
-only the chunk written, to `max(needed + 1 MiB, 2 x capacity)` in pages; `per_sample_capacities`
-is a capacity divided by `ceil(batch_size / mini-batches)`. Users size `bytes_per_sample_hint`
-from these numbers, and DALI's own tests check them; growing every file to match would hold
-memory for nothing (and placement would make it twice DALI's), so the files stay lazy, and
-`usage` (the statistics' `per_source`) stays the truth about the bytes they hold: `held_bytes`
-is their allocated pages.
-
-What a file holds, and when pages go back (`pages_to_keep`, one rule): when a slot is given to
-a task, the pages past what that task will write go back to the system (a hole punched in the
-file, `dali_lite_shm.SharedSegment.release_pages`; the file keeps its size). A placed task that is
-not its batch's data slot writes only its metadata, at the start of its own slot, in at most the
-placement's metadata capacity: the slot keeps that page or so, and gives back what an earlier,
-unplaced batch wrote there. Every other task (unplaced, or writing its batch's data slot) may
-need as much as the slot ever held, and keeps it all, as DALI keeps its chunks: DALI never
-shrinks a chunk, so a source whose samples shrink holds its high-water mark in both. Without
-that rule a placed batch's other slots would keep the pages of the unplaced batches before it,
-up to about twice DALI's memory; with it a source holds about DALI's (the data slot of a placed
-batch holds the whole batch, as DALI's mini-batch chunks of it do together). A placed task
-whose samples do not match writes its own layout into its slot after all, and its writer
-reserves those pages again first.
-
-Which slots are free, and when one may be written or freed, is `slot_life.SlotLife`'s (NOTE
-[a slot's life]). Pages go back only from a slot just given to a task and not yet sent to a
-worker (`give_back_pages`): a free slot's last writer is done, and no lease points into it.
+When pages go back (`pages_to_keep`, one rule): a slot just given to a task, not yet sent,
+gives back the pages past what that task will write (a hole punched in the file,
+`dali_lite_shm.SharedSegment.release_pages`). A placed task that does not write its batch's
+data slot writes only its metadata, so its slot keeps about a page and lets go of what an
+earlier, unplaced batch wrote there: without this a placed batch's other slots kept up to
+about twice DALI's memory. Every other task may need all the slot ever held, and keeps it, as
+DALI never shrinks a chunk. (Which slot is free, and when one may be written, freed or have
+its pages given back, is `slot_life`'s: NOTE [a slot's life].)
 """
 
 from __future__ import annotations

@@ -1,71 +1,29 @@
 """The parallel side of one `fn.external_source(parallel=True)`: its batches, from workers.
 
-`ParallelSourceGroup` (`group`) owns the pipeline's worker pool and routes its results to the
-`ParallelSource` of each parallel external_source, defined here: one object that keeps up to
-its `prefetch_queue_depth` batches scheduled, turns each batch into worker tasks on
-shared-memory slots, hands the pipeline the batch of each iteration, gives every slot back
-exactly once, and follows DALI's epochs.
+`ParallelSource` keeps up to its `prefetch_queue_depth` batches scheduled, sends each batch's
+tasks (`task_split` says which, and to which worker) through its group (`group`) with their
+slots, hands the pipeline the batch of each iteration (`read`), and follows DALI's epochs.
+Every move of a slot goes through `slot_life.SlotLife` (NOTE [a slot's life]); the slots
+themselves are DALI's ring (NOTE [DALI's ring], in `slots`); a split batch whose samples'
+layout is known is placed (`placement`) so that it comes back as one array.
 
 Why one module: `ParallelSource` is one state machine (the scheduled batches, the slots they
 hold, the epoch), which pieces in several files could only share through each other's private
 state.
 
-The geometry of a source: its ring of slots, and (`task_split`) how a batch is split into
-tasks and which worker runs each. The life of its tasks: sent to the pool (with, for a placed
-batch, where each writes in the batch's data slot), sent again when a stuck worker never
-started them, their replies recorded. The life of its slots is `slot_life.SlotLife`'s (NOTE
-[a slot's life]): every move goes through it, and it gives a slot back once no task and no
-batch needs it. Any worker may write any slot of its source (see `slots`).
-
-Slots, as DALI has them: when the workers start, each source creates the slots of DALI's ring
-(its `ShmChunkManager`): (the pipeline's prefetch depth + the source's) batches, each split
-into mini-batches, one per worker for a per-sample source and one otherwise, every slot sized
-for a mini-batch (`bytes_per_sample_hint` per sample, at least 1 MiB, in whole pages). Their
-number then stays fixed, so `external_source_shm_statistics()` reports what DALI reports,
-from build() on. A prefetch that finds no free slot waits for one (a batch the program still
-holds); the lease's end wakes the executor's wait for replies, and the executor schedules it
-at once (a waiting fetch after its wait, or at the end of the fetch in progress; with nothing
-waiting, as in `exec_async=False`, at the next fetch). Only the batch an iteration needs gets a new
-slot, when every slot is held by outputs the program keeps past DALI's validity.
-
-How many tasks a per-sample batch gets: just enough that the tasks in flight keep every worker
-busy, `ceil(num_workers / prefetch_queue_depth)`, rounded up to a divisor of the mini-batches,
-so that a task covers whole mini-batches and writes one file that stands for their slots.
-With a depth of at least the number of workers a batch is one task, written by one worker
-into one slot, so that a dense batch is a single block that `as_array()` returns without a
-copy, and the main process handles one task and one reply per batch; the workers still run in
-parallel, on different batches. With a smaller depth (DALI's default is 1) the batch is split
-so that all workers share it; once a batch has shown the samples' dtypes and shapes, the next
-ones are placed (`placement`): each task writes its samples at their final offsets in the
-first task's slot, so that the batch is still one block. That slot (a batch's *data
-slot*) goes back to the free list only when no task of its batch can still write into it
-(`slot_life`).
-The other tasks' slots then hold only metadata: as each is given its task, the pages past
-that go back to the system (`slots.pages_to_keep`), so that the source holds about DALI's
-shared memory rather than keeping what the unplaced batches wrote there as well.
-
-A task's arguments travel as a `SampleRange`, a few integers that the worker expands into
-`SampleInfo`s, not as one pickled object per sample.
-
-Results are read with `dali_lite_shm.slot_reader` (`read`) as numpy views straight out of the slots,
-one `(n, *shape)` view per run of equal samples, so the main process's work per batch does not
-grow with the number of samples. A slot goes back to its free list only when the last array
-pointing into it is garbage-collected (a lease from `dali_lite_shm.SharedSegment.lease`), so no
-output a user may still hold is ever overwritten.
+Prefetching: a batch leaves the prefetch buffer the moment the iteration that waits for it
+sees it complete, and its place is refilled then, before the batch is read. Refilling only
+when the next iteration starts left the worker that had just finished idle for the rest of the
+iteration: 15% of the workers' time in `tiny` (`python -m benchmarks`). The price, where the
+consumer is slower than the workers: the full depth of batches stays in memory between
+iterations. A prefetch that finds no free slot (the program still holds the batches) waits
+for a lease's end, which wakes the executor's wait for replies; with nothing waiting (as in
+`exec_async=False`) it goes at the next fetch.
 
 Epochs, as DALI has them: reset() starts a callable source over, while an iterable or a
 generator function that did not end the epoch itself goes on where it is, keeping what it
-prefetched past the iteration that ended the epoch (DALI consumes every parallel source's batch
-of that iteration and resets only the sources that raised StopIteration).
-
-Prefetching: a source keeps `prefetch_queue_depth` batches scheduled ahead of the batch the
-pipeline has taken, DALI's "batches computed in advance and stored in the internal buffer".
-A batch leaves the buffer the moment the iteration that waits for it sees it complete; its
-place is refilled at once, before the batch is read and the iteration finishes. Refilling
-only when the next iteration starts left the worker that had just finished idle for the rest
-of the iteration: 15% of the workers' time in the `tiny` workload of `python -m benchmarks`.
-The price, where the consumer is slower than the workers: the full depth of batches stays in
-memory between iterations.
+prefetched past the iteration that ended the epoch (DALI consumes every parallel source's
+batch of that iteration and resets only the sources that raised StopIteration).
 """
 
 from __future__ import annotations

@@ -1,11 +1,13 @@
 """How a parallel source's batch is split into tasks, and which worker runs each.
 
-One policy, tied to DALI's mini-batch geometry: a per-sample batch has one mini-batch per
-worker (DALI's `ShmChunkManager` split, which its statistics report), and is split into the
-fewest tasks that keep every worker busy with `depth` batches in flight,
-`ceil(workers / depth)`, rounded up to a divisor of the mini-batches so that a task covers
-whole mini-batches (docs/shared-memory.md). A per-batch callable's batch is one task, and an
-iterator's too, on its dedicated worker (its position lives there).
+One policy, tied to DALI's mini-batch geometry (NOTE [DALI's ring], in `slots`): a per-sample
+batch has one mini-batch per worker, and is split into the fewest tasks that keep every worker
+busy with `depth` batches in flight, `ceil(workers / depth)`, rounded up to a divisor of the
+mini-batches so that a task covers whole mini-batches (docs/shared-memory.md). With a depth of
+at least the workers a batch is one task in one slot: a dense batch is one block that
+`as_array()` returns without a copy, and the main process handles one reply per batch. A
+per-batch callable's batch is one task, and an iterator's too, on its dedicated worker (its
+position lives there).
 
 Which worker runs a task (`TaskSplit.worker`), with idle assignment (the default): the one with
 the fewest tasks in flight, so that a task does not queue behind a slow one while another
