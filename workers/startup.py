@@ -13,7 +13,9 @@ blames a crash or the OOM killer. This module brings it to the pool instead:
   pipe and hooks ``sys.excepthook``.
 * An exception that ends the child before the worker loop reaches the hook, which sends a
   :class:`~dali_lite_workers.messages.StartupFailed` (the exception, where it was raised, whether in
-  the main module) over the pipe, then prints the traceback as Python would.
+  the main module) over the pipe. It prints the traceback as Python would only when it could
+  not send it whole: the pool's error carries it, and every worker making the same mistake
+  would otherwise print it once more each.
 * :func:`started`, the worker's first call, unhooks it and closes that end of the pipe.
 * The pool turns the message into :class:`~dali_lite_workers.errors.WorkerStartupError`, worded by
   :func:`describe`.
@@ -50,6 +52,8 @@ __all__ = ["ReportingName", "describe", "install", "ready", "started"]
 #: The most characters of a traceback sent to the pool: a message well under a pipe's
 #: buffer, so that sending never waits for the pool to read.
 _MAX_TRACEBACK_CHARS = 8000
+#: What starts a traceback cut to its end.
+_CUT = "...\n"
 #: The name multiprocessing runs the main module under in a spawned child.
 _CHILD_MAIN = "__mp_main__"
 #: What unpickling a ReportingName evaluates in the child. The import runs before
@@ -160,13 +164,20 @@ def started() -> None:
 def _report(exc_type: type[BaseException], exc: BaseException,
             tb: TracebackType | None) -> None:
     conn, previous = _conn, _previous_hook or sys.__excepthook__
+    told = False
     try:
         if conn is not None:
-            conn.send(_failure(exc_type, exc, tb))
+            failure = _failure(exc_type, exc, tb)
+            conn.send(failure)
+            told = not failure.traceback.startswith(_CUT)
     except Exception:  # the pool is gone or the pipe broke: stderr still gets it
         pass
     finally:
-        previous(exc_type, exc, tb)
+        # The pool raises WorkerStartupError with this traceback as its cause: printed here
+        # as well, one mistake (the main module's top level, which every worker runs) would
+        # show once per worker above it. Printed only where the pool cannot show it whole.
+        if not told:
+            previous(exc_type, exc, tb)
 
 
 def _failure(exc_type: type[BaseException], exc: BaseException,
@@ -182,7 +193,7 @@ def _failure(exc_type: type[BaseException], exc: BaseException,
     where = main_frames[-1] if main_frames else (frames[-1] if frames else None)
     text = "".join(traceback.format_exception(exc_type, exc, tb))
     if len(text) > _MAX_TRACEBACK_CHARS:
-        text = "...\n" + text[-_MAX_TRACEBACK_CHARS:]
+        text = _CUT + text[-_MAX_TRACEBACK_CHARS:]
     try:
         message = str(exc)
     except Exception:  # a broken __str__ must not hide the report
