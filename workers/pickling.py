@@ -120,8 +120,9 @@ def _file_keeping_pickler() -> type[pickle.Pickler]:
                               if isinstance(arg, str) and arg == _DYNAMIC_FILE_NAME else arg
                               for arg in args)
 
+    own: dict[type, Callable[[Any], Any]] = {types.CodeType: reduce_keeping_file}
+
     class FileKeepingPickler(base):  # type: ignore[misc]  # cloudpickle: untyped
-        own: dict[type, Callable[[Any], Any]] = {types.CodeType: reduce_keeping_file}
         dispatch_table = ChainMap(own, table)
 
     return FileKeepingPickler
