@@ -56,6 +56,7 @@ from dali_lite_workers.messages import (
     RunTask,
     StartupFailed,
     TaskStarted,
+    WorkerReady,
 )
 from dali_lite_workers.pickling import prepare_callbacks
 from dali_lite_workers.pool_base import PoolBase
@@ -71,7 +72,7 @@ from dali_lite_workers.process_launch import (
 from dali_lite_workers.readiness import ReadySet, Waitable
 from dali_lite_workers.resources import PoolResources, shutdown
 from dali_lite_workers.start_methods import PoolKind, run_by
-from dali_lite_workers.startup import describe
+from dali_lite_workers.startup import StartWatch, describe
 
 __all__ = ["WorkerPool"]
 
@@ -112,6 +113,7 @@ class WorkerPool(PoolBase):
         self._broken: WorkerDiedError | None = None
         self._launch: WorkerLaunch | None = None
         self._deadlines = Deadlines()
+        self._start_watch: StartWatch | None = None  # a spawned pool's (workers/startup.py)
         self._ready = ReadySet()
         self._res = PoolResources(owner_pid=os.getpid())
         self._finalizer = weakref.finalize(self, shutdown, self._res)
@@ -146,6 +148,8 @@ class WorkerPool(PoolBase):
                                         payloads, spec)
             at_once = self._start_at_once if self._start_at_once is not None else usable_cpus()
             gates = start_gates(self._launch, self._num_workers, at_once)
+            if self._start_method.reports_startup:
+                self._start_watch = StartWatch(self._num_workers, time.monotonic())
             try:
                 with sigint_blocked():
                     for index, gate in enumerate(gates):
@@ -304,6 +308,10 @@ class WorkerPool(PoolBase):
                 if isinstance(reply, TaskStarted):
                     if reply.task_id in self._res.pending:
                         self._deadlines.started(reply.task_id, reply.started_at)
+                    continue
+                if isinstance(reply, WorkerReady):
+                    if self._start_watch is not None:
+                        self._start_watch.ready(reply)
                     continue
                 self._res.pending.pop(reply.task_id, None)
                 self._deadlines.finished(reply.task_id)

@@ -3,7 +3,7 @@ script run in a child interpreter, as a user runs one, and its stderr read as th
 
 A callback's traceback names the script's file and line (cloudpickle would say
 ``<dynamic-code>``); a main module that fails in the worker is reported once, by the
-``WorkerStartupError``, not once per worker besides."""
+``WorkerStartupError``, not once per worker besides; a slow start says why, once."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from dali_lite import fn
 
 
 def sample(info):
-    if info.idx_in_epoch == 5:
+    if info.idx_in_epoch == {fail_at}:
         raise KeyError("no label for sample five")
     return np.full((4,), info.idx_in_epoch, np.int32)
 
@@ -58,7 +58,7 @@ def _lineno(script: Path, line: str) -> int:
 @pytest.mark.timeout(120)
 def test_a_callbacks_traceback_names_the_scripts_file_and_line(tmp_path: Path) -> None:
     script = tmp_path / "train.py"
-    done = _run(script, _PIPELINE.format(workers=2) + _MAIN)
+    done = _run(script, _PIPELINE.format(workers=2, fail_at=5) + _MAIN)
     assert done.returncode != 0, done.stdout
     line = 'raise KeyError("no label for sample five")'
     worker_side = done.stderr[done.stderr.index("Traceback in the worker process:"):]
@@ -69,7 +69,7 @@ def test_a_callbacks_traceback_names_the_scripts_file_and_line(tmp_path: Path) -
 @pytest.mark.timeout(120)
 def test_a_main_module_failing_in_the_workers_is_reported_once(tmp_path: Path) -> None:
     script = tmp_path / "train.py"
-    done = _run(script, _PIPELINE.format(workers=3) + """
+    done = _run(script, _PIPELINE.format(workers=3, fail_at=-1) + """
 if __name__ == "__mp_main__":
     raise LookupError("no such setting in the worker")
 """ + _MAIN)
@@ -80,3 +80,28 @@ if __name__ == "__mp_main__":
               if text.startswith("LookupError: no such setting in the worker")]
     assert len(raised) == 1, done.stderr
     assert done.stderr.count("Traceback (most recent call last)") == 2, done.stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_slow_spawned_start_says_why(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    done = _run(script, _PIPELINE.format(workers=2, fail_at=-1) + """
+import time
+
+if __name__ == "__mp_main__":
+    time.sleep(0.2)  # a heavy import, as torch's
+
+if __name__ == "__main__":
+    import dali_lite_workers.startup
+    dali_lite_workers.startup.SLOW_START_WARNING_S = 0.0  # any start is slow
+    pipe = loading()
+    pipe.build()
+    print(pipe.run()[0].as_array().sum())
+    pipe.close()
+""")
+    assert done.returncode == 0 and done.stdout.strip() == "112", done.stderr[-3000:]
+    warned = [text for text in done.stderr.splitlines() if "RuntimeWarning: " in text]
+    assert len(warned) == 1, done.stderr
+    assert "to start its 2 spawned workers" in warned[0]
+    assert f"imports the main module ({script}) again" in warned[0]
+    assert 'py_start_method="fork"' in warned[0]
