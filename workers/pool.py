@@ -130,6 +130,16 @@ class WorkerPool(PoolBase):
         """``"fork"`` or ``"spawn"`` (a registered start method that runs processes)."""
         return self._start_method.name
 
+    def worker_stack(self, worker: int) -> str:
+        """Worker ``worker``'s Python stacks now, as ``faulthandler`` dumps them ("" if it did
+        not answer): what a task running long is doing. Takes no lock (a ``collect`` in
+        another thread holds it while it waits), so that a Ctrl-C's handler may ask."""
+        try:
+            reader, pid = self._res.dumps[worker], self._res.pids[worker]
+        except IndexError:
+            return ""
+        return capture_stack(reader, pid)
+
     # -- lifecycle ----------------------------------------------------------------------
 
     def start(self) -> None:

@@ -20,6 +20,7 @@ from dali_lite._src.cuda.runtime import refuse_fork_after_cuda
 from dali_lite._src.errors import RuntimeValueError, add_context
 from dali_lite._src.options import PipelineOptions
 from dali_lite._src.parallel.description import SourceCall, SourceDescription
+from dali_lite._src.parallel.hang_watch import HangWatch
 from dali_lite._src.parallel.source import ParallelSource
 from dali_lite._src.parallel.tasks import Task
 from dali_lite._src.sources.callbacks import IteratorCall
@@ -51,6 +52,8 @@ class ParallelSourceGroup:
         self.descriptions = list(descriptions)
         self._pool_factory = pool_factory or self._new_pool
         self.pool: TaskPool | None = None
+        #: Warns about a task that runs long (parallel/hang_watch.py).
+        self.hang_watch = HangWatch()
         self.tasks: dict[int, Task] = {}
         self.sources: list[ParallelSource] = []
         self._segment_ids = itertools.count()
@@ -170,6 +173,9 @@ class ParallelSourceGroup:
             raise RuntimeError("internal error: collecting before the workers started")
         try:
             results: list[Reply] = list(self.pool.collect(timeout))
+        except KeyboardInterrupt:
+            self.hang_watch.interrupted()  # the stuck worker's stack, as a timeout shows it
+            raise
         except TaskTimeoutError as error:
             # The pool replaced the stuck worker and goes on. The stuck task fails its batch,
             # with the worker's stack shown as the remote traceback; the tasks queued behind it
@@ -195,6 +201,7 @@ class ParallelSourceGroup:
             task = self.tasks.pop(result.task_id, None)
             if task is not None:
                 task.source.on_result(task, result)
+        self.hang_watch.check(self.pool, self.tasks)
 
     def statistics(self) -> dict[str, Any]:
         """DALI's keys (each slot listed once, source after source; DALI 2.4 lists the slots
