@@ -657,3 +657,15 @@ def test_the_benchmark_command_draws_its_chart(tmp_path: Path,
     pytest.importorskip("matplotlib")
     assert run.main(args) == 0
     assert _png_size(chart)[0] > 0
+
+
+def test_the_choosing_workers_figures_can_be_remeasured() -> None:
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.choosing_workers", "--quick", "--only", "prefetch"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": _PYTHONPATH})
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| 1 |")]
+    assert len(rows) == 1 and rows[0].endswith(" MiB |"), done.stdout
