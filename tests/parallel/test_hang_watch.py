@@ -10,7 +10,8 @@ import multiprocessing
 import re
 import warnings
 from collections.abc import Iterator
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import numpy as np
 import psutil
@@ -18,7 +19,12 @@ import pytest
 
 import dali_lite as dali
 from dali_lite import fn
+from dali_lite._src.options import PipelineOptions
 from dali_lite._src.parallel import hang_watch
+from dali_lite._src.parallel.group import ParallelSourceGroup
+from dali_lite._src.parallel.tasks import Task
+from dali_lite._src.sources.sample_range import SampleRange
+from dali_lite_workers import TaskPool
 
 _RELEASE = multiprocessing.get_context("fork").Event()
 
@@ -99,3 +105,62 @@ def test_ctrl_c_while_waiting_prints_the_stuck_workers_stack(
     assert "dali_lite: interrupted while waiting for the workers: worker 0 (pid " in err
     assert "was running samples 0 to 1 (idx_in_epoch) of iteration 0 (epoch 0)" in err
     assert "in blocked_until_released" in err
+
+
+class _StuckPool:
+    """A pool whose wait the Ctrl-C interrupts (a collect in the thread that waits, as with
+    exec_async=False), with a worker that shows its stack."""
+
+    pids = [4242]
+
+    def worker_stack(self, worker: int) -> str:
+        return 'File "train.py", line 7 in hangs_here'
+
+    def collect(self, timeout: float | None) -> list[Any]:
+        raise KeyboardInterrupt
+
+
+def test_ctrl_c_in_the_waiting_thread_prints_the_stuck_workers_stack(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    options = PipelineOptions(
+        batch_size=4, num_threads=1, device_id=None, seed=None, exec_pipelined=True,
+        prefetch_queue_depth=2, exec_async=False, bytes_per_sample=0, set_affinity=False,
+        enable_memory_stats=False, enable_checkpointing=False, checkpoint=None,
+        py_num_workers=1, py_start_method="fork", py_callback_pickler=None,
+        output_dtype=None, output_ndim=None, output_layout=None, exec_dynamic=None,
+        stream_policy=None, concurrency=None, py_timeout=None, py_ray_options=None)
+    group = ParallelSourceGroup([], options)
+    group.pool = cast(TaskPool, _StuckPool())
+    stuck = SimpleNamespace(worker=0, batch=SimpleNamespace(iteration=3, epoch_idx=1),
+                            source=SimpleNamespace(name="slow"),
+                            args=SampleRange(12, 0, 4, 3, 1))
+    group.tasks[7] = cast(Task, stuck)
+    with pytest.raises(KeyboardInterrupt):
+        group.pump(1.0)
+    err = capsys.readouterr().err
+    assert ("dali_lite: interrupted while waiting for the workers: worker 0 (pid 4242) was "
+            "running samples 12 to 15 (idx_in_epoch) of iteration 3 (epoch 1) for parallel "
+            "external_source 'slow'") in err
+    assert 'File "train.py", line 7 in hangs_here' in err
+
+
+def test_the_warning_comes_after_the_threshold_then_every_repeat_interval() -> None:
+    watch = hang_watch.HangWatch()
+    task = cast(Task, SimpleNamespace(worker=1, batch=SimpleNamespace(iteration=0, epoch_idx=0),
+                                      source=SimpleNamespace(name="s"), args=()))
+    tasks = {5: task}
+    warned_at = []
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for now in (0.0, 59.0, 60.0, 100.0, 359.0, 360.0, 361.0):
+            before = len(seen)
+            watch.check(object(), tasks, now=now)
+            if len(seen) > before:
+                warned_at.append(now)
+        watch.check(object(), {6: task}, now=400.0)  # its next task: counted anew
+        watch.check(object(), {6: task}, now=459.0)
+    assert warned_at == [60.0, 360.0]
+    assert len(seen) == 2
+    assert str(seen[0].message).startswith("worker 1 (pid unknown) is still running the batch "
+                                           "of iteration 0 (epoch 0) for parallel "
+                                           "external_source 's' after 60 s.")

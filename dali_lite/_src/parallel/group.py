@@ -174,7 +174,8 @@ class ParallelSourceGroup:
         try:
             results: list[Reply] = list(self.pool.collect(timeout))
         except KeyboardInterrupt:
-            self.hang_watch.interrupted()  # the stuck worker's stack, as a timeout shows it
+            # The stuck worker's stack, as a timeout shows it.
+            self.hang_watch.interrupted(self.pool, self.tasks)
             raise
         except TaskTimeoutError as error:
             # The pool replaced the stuck worker and goes on. The stuck task fails its batch,

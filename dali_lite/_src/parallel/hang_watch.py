@@ -78,6 +78,18 @@ class HangWatch:
     def check(self, pool: object, tasks: Mapping[int, Task], now: float | None = None) -> None:
         """After a collect: note which task each worker runs; warn about one running long."""
         now = time.monotonic() if now is None else now
+        self._note(pool, tasks, now)
+        for worker, running in self._running.items():
+            if now - running.since < HANG_WARNING_S:
+                continue
+            if running.warned_at is not None and now - running.warned_at < HANG_REPEAT_S:
+                continue
+            running.warned_at = now
+            warnings.warn(self._describe(worker, running, now, "is still running"),
+                          RuntimeWarning, stacklevel=2)
+
+    def _note(self, pool: object, tasks: Mapping[int, Task], now: float) -> None:
+        """Each busy worker's task (its oldest in flight), and since when it is running."""
         self._pool, self._tasks = pool, tasks
         heads: dict[int, int] = {}
         for task_id, task in tasks.items():
@@ -89,18 +101,13 @@ class HangWatch:
             running = self._running.get(worker)
             if running is None or running.task_id != task_id:
                 self._running[worker] = _Running(task_id, now)
-                continue
-            if now - running.since < HANG_WARNING_S:
-                continue
-            if running.warned_at is not None and now - running.warned_at < HANG_REPEAT_S:
-                continue
-            running.warned_at = now
-            warnings.warn(self._describe(worker, running, now, "is still running"),
-                          RuntimeWarning, stacklevel=2)
 
-    def interrupted(self) -> None:
-        """A Ctrl-C while waiting: print the longest-running worker's stack to stderr."""
+    def interrupted(self, pool: object = None, tasks: Mapping[int, Task] | None = None) -> None:
+        """A Ctrl-C while waiting: print the longest-running worker's stack to stderr (the
+        tasks in flight now, where the waiting thread gives them; else the last seen)."""
         now = time.monotonic()
+        if tasks is not None:
+            self._note(pool, tasks, now)
         if not self._running:
             return
         worker, running = min(self._running.items(), key=lambda item: item[1].since)
