@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 import weakref
 from collections.abc import Sequence
@@ -113,6 +114,7 @@ class WorkerPool(PoolBase):
         self._broken: WorkerDiedError | None = None
         self._launch: WorkerLaunch | None = None
         self._deadlines = Deadlines()
+        self._stack_lock = threading.Lock()  # one reader of a worker's stack dump at a time
         self._start_watch: StartWatch | None = None  # a spawned pool's (workers/startup.py)
         self._ready = ReadySet()
         self._res = PoolResources(owner_pid=os.getpid())
@@ -138,7 +140,8 @@ class WorkerPool(PoolBase):
             reader, pid = self._res.dumps[worker], self._res.pids[worker]
         except IndexError:
             return ""
-        return capture_stack(reader, pid)
+        with self._stack_lock:
+            return capture_stack(reader, pid)
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -370,7 +373,8 @@ class WorkerPool(PoolBase):
             return replies  # it answered meanwhile; nothing is stuck
         timeout_s = self._deadlines.timeouts.get(task_id, 0.0)
         pid = self._res.pids[worker]
-        stack = capture_stack(self._res.dumps[worker], pid)
+        with self._stack_lock:  # a dump read by two threads at once would be torn
+            stack = capture_stack(self._res.dumps[worker], pid)
         queued = sorted(t for t, w in self._res.pending.items() if w == worker and t != task_id)
         lost = (task_id, *queued)
         for lost_id in lost:
