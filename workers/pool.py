@@ -134,8 +134,9 @@ class WorkerPool(PoolBase):
 
     def worker_stack(self, worker: int) -> str:
         """Worker ``worker``'s Python stacks now, as ``faulthandler`` dumps them ("" if it did
-        not answer): what a task running long is doing. Takes no lock (a ``collect`` in
-        another thread holds it while it waits), so that a Ctrl-C's handler may ask."""
+        not answer): what a task running long is doing. Takes not the pool's lock (a
+        ``collect`` in another thread holds it while it waits), so that a Ctrl-C's handler
+        may ask; only one of its own, so that two threads never read one dump at once."""
         try:
             reader, pid = self._res.dumps[worker], self._res.pids[worker]
         except IndexError:
