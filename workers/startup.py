@@ -310,12 +310,12 @@ def describe_slow_start(took: float, reports: list[WorkerReady]) -> str:
             f"{'s' if len(reports) != 1 else ''} (the first batch waits for them)")
     if main is None:
         return (f"{what}: each is a new interpreter, and took {statistics.median(imports):.1f} "
-                f"s (median) to start and {loads:.2f} s to load its callbacks. "
+                f"s (median) to start and {loads:.2f} s to set up (loading the callbacks). "
                 "py_start_method=\"fork\" starts workers as copies of this process instead.")
     return (f"{what}: each is a new interpreter that imports the main module ({main}) again, "
             f"running its top level, which took {statistics.median(imports):.1f} s per worker "
-            f"(median; the slowest {max(imports):.1f} s), and loading the callbacks took "
-            f"{loads:.2f} s at most. To start in a fraction of that, use "
+            f"(median; the slowest {max(imports):.1f} s); its set-up after that (loading the "
+            f"callbacks) took {loads:.2f} s at most. To start in a fraction of that, use "
             "py_start_method=\"fork\" (its workers are copies of this process and import "
             "nothing), or keep the main module light: move heavy imports and work the "
             "callbacks do not need under `if __name__ == \"__main__\":` or into the "
