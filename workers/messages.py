@@ -166,7 +166,8 @@ class WorkerReady(_Message):
     """A spawned worker is ready for tasks, at ``ready_at`` (its ``time.monotonic()``, the
     machine's clock, as :class:`TaskStarted`'s): it imported the main module (``main_path``,
     None when there was none to import) in ``import_s`` seconds and set itself up (its
-    callbacks loaded) in ``load_s``. Sent before any reply; the pool uses it to explain a slow start."""
+    callbacks loaded) in ``load_s``. Sent before any reply; the pool uses it to explain a
+    slow start."""
 
     worker: int
     pid: int
