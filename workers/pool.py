@@ -133,16 +133,12 @@ class WorkerPool(PoolBase):
         return self._start_method.name
 
     def worker_stack(self, worker: int) -> str:
-        """Worker ``worker``'s Python stacks now, as ``faulthandler`` dumps them ("" if it did
-        not answer): what a task running long is doing. Takes not the pool's lock (a
-        ``collect`` in another thread holds it while it waits), so that a Ctrl-C's handler
-        may ask; only one of its own, so that two threads never read one dump at once."""
-        try:
-            reader, pid = self._res.dumps[worker], self._res.pids[worker]
-        except IndexError:
+        """Worker ``worker``'s Python stacks now ("" if it did not answer). Not under the
+        pool's lock, which a ``collect`` holds while it waits: a Ctrl-C's handler may ask."""
+        if worker >= len(self._res.pids):
             return ""
-        with self._stack_lock:
-            return capture_stack(reader, pid)
+        with self._stack_lock:  # one reader of a dump at a time, or it would be torn
+            return capture_stack(self._res.dumps[worker], self._res.pids[worker])
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -374,7 +370,7 @@ class WorkerPool(PoolBase):
             return replies  # it answered meanwhile; nothing is stuck
         timeout_s = self._deadlines.timeouts.get(task_id, 0.0)
         pid = self._res.pids[worker]
-        with self._stack_lock:  # a dump read by two threads at once would be torn
+        with self._stack_lock:  # see worker_stack
             stack = capture_stack(self._res.dumps[worker], pid)
         queued = sorted(t for t, w in self._res.pending.items() if w == worker and t != task_id)
         lost = (task_id, *queued)
