@@ -677,3 +677,15 @@ def test_the_assignment_workloads_run_beside_the_fixed_assignment(
     assert [row["workload"] for row in rows] == ["straggler", "io"]
     for row in rows:
         assert _figure(row["dali_lite"]) > 0 and _figure(row["dali_lite@fixed"]) > 0
+
+
+def test_the_choosing_workers_figures_can_be_remeasured() -> None:
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.choosing_workers", "--quick", "--only", "prefetch"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": _PYTHONPATH})
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| 1 |")]
+    assert len(rows) == 1 and rows[0].endswith(" MiB |"), done.stdout

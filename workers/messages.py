@@ -12,8 +12,8 @@ the segment's fd, sent with ``multiprocessing.reduction.send_handle``), :class:`
 
 Worker -> main process: :class:`TaskStarted` (only for a task submitted with a timeout),
 :class:`TaskDone`, :class:`TaskFailed` (:class:`DataEnded` when the callback ended its
-data); and :class:`StartupFailed`, from a spawned worker that failed before its loop began
-(:mod:`dali_lite_workers.startup`).
+data); and :class:`StartupFailed`, from a spawned worker that failed before its loop began,
+or :class:`WorkerReady`, from one that got there (:mod:`dali_lite_workers.startup`).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ __all__ = [
     "TaskDone",
     "TaskFailed",
     "TaskStarted",
+    "WorkerReady",
 ]
 
 
@@ -157,6 +158,22 @@ class StartupFailed(_Message):
     filename: str | None
     lineno: int | None
     line: str
+    main_path: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerReady(_Message):
+    """A spawned worker is ready for tasks, at ``ready_at`` (its ``time.monotonic()``, the
+    machine's clock, as :class:`TaskStarted`'s): it imported the main module (``main_path``,
+    None when there was none to import) in ``import_s`` seconds and set itself up (its
+    callbacks loaded) in ``load_s``. Sent before any reply; the pool uses it to explain a
+    slow start."""
+
+    worker: int
+    pid: int
+    ready_at: float
+    import_s: float
+    load_s: float
     main_path: str | None
 
 

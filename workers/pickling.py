@@ -12,14 +12,25 @@ in the main process and deserialised in the worker. The user may pass:
   arguments for its two functions.
 
 Each callback is pickled separately, so a failure names the callback's index.
+
+cloudpickle pickles a function of the main module (which a spawned worker cannot import under
+its name) by value, code object and all, and since 3.1 writes ``"<dynamic-code>"`` as each code
+object's file name. A callback that raises in a worker would then show ``File
+"<dynamic-code>"`` and no source line, where a forked worker shows the user's file, line and
+source. With cloudpickle (the default), callbacks are pickled by :func:`_dumps_keeping_files`,
+cloudpickle's own pickler with that one change undone: the worker's traceback names the file
+and line (and shows the line, where the worker can read the file), as under fork.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
+import io
 import pickle
 import types
-from collections.abc import Mapping, Sequence
+from collections import ChainMap
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -73,7 +84,10 @@ class PicklerSpec:
 
     def dumps(self, obj: object) -> bytes:
         """Serialise ``obj`` with the pickler (in the main process)."""
-        data = self._pickler().dumps(obj, **dict(self.dumps_kwargs))
+        dumps: Callable[..., object] = self._pickler().dumps
+        if self.module_name == "cloudpickle":
+            dumps = _dumps_keeping_files  # the user's file names in tracebacks, as under fork
+        data = dumps(obj, **dict(self.dumps_kwargs))
         if not isinstance(data, bytes | bytearray | memoryview):
             raise TypeError(f"{self.name}.dumps returned {type(data).__name__}, not bytes")
         return bytes(data)
@@ -81,6 +95,47 @@ class PicklerSpec:
     def loads(self, data: bytes) -> Any:  # whatever was pickled (a callback)
         """Deserialise ``data`` with the pickler (in the worker)."""
         return self._pickler().loads(data, **dict(self.loads_kwargs))
+
+
+#: The file name cloudpickle gives every code object it pickles by value.
+_DYNAMIC_FILE_NAME = "<dynamic-code>"
+
+
+@functools.cache
+def _file_keeping_pickler() -> type[pickle.Pickler]:
+    """cloudpickle's pickler, whose code objects keep their ``co_filename`` (built on first
+    use: cloudpickle is imported only where a callback is pickled with it)."""
+    import cloudpickle
+
+    base: Any = cloudpickle.Pickler  # untyped (no stubs), as its dispatch table is
+    table: MutableMapping[type, Callable[[Any], Any]] = base.dispatch_table
+    reduce_code = table[types.CodeType]
+
+    def reduce_keeping_file(code: types.CodeType) -> tuple[object, tuple[object, ...]]:
+        rebuild, args = reduce_code(code)  # (types.CodeType, its constructor's arguments)
+        # The file name is one of the constructor's arguments, at a place that varies with
+        # the Python version: the one that equals the placeholder. Nothing else does; should
+        # cloudpickle stop writing it, no argument matches and the code is pickled as before.
+        return rebuild, tuple(code.co_filename
+                              if isinstance(arg, str) and arg == _DYNAMIC_FILE_NAME else arg
+                              for arg in args)
+
+    own: dict[type, Callable[[Any], Any]] = {types.CodeType: reduce_keeping_file}
+
+    class FileKeepingPickler(base):  # type: ignore[misc]  # cloudpickle: untyped
+        dispatch_table = ChainMap(own, table)
+
+    return FileKeepingPickler
+
+
+def _dumps_keeping_files(obj: object, protocol: int | None = None,
+                         buffer_callback: Callable[[pickle.PickleBuffer], object] | None = None
+                         ) -> bytes:
+    """``cloudpickle.dumps`` (same arguments, same loads), keeping code objects' file names."""
+    with io.BytesIO() as file:
+        _file_keeping_pickler()(file, protocol=protocol, buffer_callback=buffer_callback
+                                ).dump(obj)
+        return file.getvalue()
 
 
 def _check_has_dumps_loads(pickler: object) -> None:

@@ -32,6 +32,7 @@ Why it is shaped so:
 from __future__ import annotations
 
 import os
+import threading
 import time
 import weakref
 from collections.abc import Sequence
@@ -55,6 +56,7 @@ from dali_lite_workers.messages import (
     RunTask,
     StartupFailed,
     TaskStarted,
+    WorkerReady,
 )
 from dali_lite_workers.pickling import prepare_callbacks
 from dali_lite_workers.pool_base import PoolBase
@@ -70,7 +72,7 @@ from dali_lite_workers.process_launch import (
 from dali_lite_workers.readiness import ReadySet, Waitable
 from dali_lite_workers.resources import PoolResources, shutdown, take_wakes, wake_collect
 from dali_lite_workers.start_methods import PoolKind, run_by
-from dali_lite_workers.startup import describe
+from dali_lite_workers.startup import StartWatch, describe
 
 __all__ = ["WorkerPool"]
 
@@ -111,6 +113,8 @@ class WorkerPool(PoolBase):
         self._broken: WorkerDiedError | None = None
         self._launch: WorkerLaunch | None = None
         self._deadlines = Deadlines()
+        self._stack_lock = threading.Lock()  # one reader of a worker's stack dump at a time
+        self._start_watch: StartWatch | None = None  # a spawned pool's (workers/startup.py)
         self._ready = ReadySet()
         self._res = PoolResources(owner_pid=os.getpid())
         self._finalizer = weakref.finalize(self, shutdown, self._res)
@@ -126,6 +130,14 @@ class WorkerPool(PoolBase):
     def start_method(self) -> str:
         """``"fork"`` or ``"spawn"`` (a registered start method that runs processes)."""
         return self._start_method.name
+
+    def worker_stack(self, worker: int) -> str:
+        """Worker ``worker``'s Python stacks now ("" if it did not answer). Not under the
+        pool's lock, which a ``collect`` holds while it waits: a Ctrl-C's handler may ask."""
+        if worker >= len(self._res.pids):
+            return ""
+        with self._stack_lock:  # one reader of a dump at a time, or it would be torn
+            return capture_stack(self._res.dumps[worker], self._res.pids[worker])
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -145,6 +157,8 @@ class WorkerPool(PoolBase):
                                         payloads, spec)
             at_once = self._start_at_once if self._start_at_once is not None else usable_cpus()
             gates = start_gates(self._launch, self._num_workers, at_once)
+            if self._start_method.reports_startup:
+                self._start_watch = StartWatch(self._num_workers, time.monotonic())
             try:
                 with sigint_blocked():
                     for index, gate in enumerate(gates):
@@ -304,6 +318,10 @@ class WorkerPool(PoolBase):
                     if reply.task_id in self._res.pending:
                         self._deadlines.started(reply.task_id, reply.started_at)
                     continue
+                if isinstance(reply, WorkerReady):
+                    if self._start_watch is not None:
+                        self._start_watch.ready(reply)
+                    continue
                 self._res.pending.pop(reply.task_id, None)
                 self._deadlines.finished(reply.task_id)
                 replies.append(reply)
@@ -351,7 +369,8 @@ class WorkerPool(PoolBase):
             return replies  # it answered meanwhile; nothing is stuck
         timeout_s = self._deadlines.timeouts.get(task_id, 0.0)
         pid = self._res.pids[worker]
-        stack = capture_stack(self._res.dumps[worker], pid)
+        with self._stack_lock:  # see worker_stack
+            stack = capture_stack(self._res.dumps[worker], pid)
         queued = sorted(t for t, w in self._res.pending.items() if w == worker and t != task_id)
         lost = (task_id, *queued)
         for lost_id in lost:

@@ -166,9 +166,16 @@ def worker_main(setup: WorkerSetup) -> None:
     # The program's objects (inherited, or imported with the main module) stay shared and
     # are never walked by a collection (workers/collector.py).
     freeze_startup_objects()
-    ready()  # a staged start's next worker may begin (workers/startup.py)
+    # A staged start's next worker may begin; a spawned worker tells the pool how long its
+    # start took (workers/startup.py).
+    report = ready(setup.index)
     conn = setup.conn
     try:
+        if report is not None:
+            try:
+                conn.send(report)
+            except OSError:
+                return
         _serve(conn, state, parent_pid)
     finally:
         for segment_id in list(state.segments):

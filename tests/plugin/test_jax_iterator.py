@@ -8,6 +8,7 @@ leased while the array lives.
 from __future__ import annotations
 
 import gc
+import warnings
 from contextlib import ExitStack
 
 import extras
@@ -222,3 +223,26 @@ def test_gpu_batch_is_imported_on_the_device() -> None:
         x = step["x"]
         assert {d.platform for d in x.devices()} == {"gpu"}
         assert np.asarray(x.sum(axis=1)).tolist() == [64.0 * (4 * k + i) for i in range(4)]
+
+
+def _lost(seen: list[warnings.WarningMessage]) -> list[str]:
+    return [str(w.message) for w in seen
+            if w.category is RuntimeWarning and "(Said once per iterator.)" in str(w.message)]
+
+
+def test_samples_lost_at_the_end_of_an_epoch_are_counted_once() -> None:
+    dropping = counting_pipeline(4, None)
+    short = counting_pipeline(4, 10)  # the third batch is cut: 8 samples come
+    with ExitStack() as stack:
+        stack.callback(dropping.close)
+        stack.callback(short.close)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            it = DALIGenericIterator([dropping], ["x", "epoch"], size=10, auto_reset=True,
+                                     last_batch_policy=LastBatchPolicy.DROP)
+            assert [len(list(it)) for _ in range(2)] == [2, 2]
+            assert len(list(DALIGenericIterator([short], ["x", "epoch"], size=12))) == 2
+        dropped, ended = _lost(seen)
+        assert dropped.startswith("DALIGenericIterator: last_batch_policy=DROP dropped the last "
+                                  "2 samples of the epoch")
+        assert "after 8 samples, 4 short of the iterator's size=12" in ended

@@ -13,6 +13,7 @@ import math
 import os
 import subprocess
 import sys
+import warnings
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -270,6 +271,28 @@ def test_several_pipelines_give_one_dict_each() -> None:
         ]
 
 
+#: DALI 2.4's words, as its iterator warns them (checked against DALI once; no compat case
+#: compares warnings of iterators).
+_DALI_SIZE_WARNING = (
+    "Please set `reader_name` and don't set last_batch_padded and size manually whenever "
+    "possible. This may lead, in some situations, to missing some samples or returning "
+    "duplicated ones. Check the Sharding section of the documentation for more details.")
+
+
+def test_the_size_warning_keeps_dalis_words_and_gives_advice_that_works_here() -> None:
+    pipe = counting_pipeline(2, 4)
+    with ExitStack() as stack:
+        stack.callback(pipe.close)
+        with pytest.warns(Warning) as seen:
+            DALIGenericIterator(pipe, ["x", "epoch"], size=4)
+        (warning,) = [w for w in seen if "reader_name" in str(w.message)]
+        text = str(warning.message)
+        assert text.startswith(_DALI_SIZE_WARNING + " ")
+        advice = text[len(_DALI_SIZE_WARNING):]
+        assert "dali_lite has no readers" in advice
+        assert "size=-1" in advice and "StopIteration" in advice
+
+
 def test_argument_errors() -> None:
     pipe = counting_pipeline(2, 4)
     with ExitStack() as stack:
@@ -509,3 +532,50 @@ def test_checkpoints_need_checkpointing_and_agree_across_pipelines() -> None:
             DALIGenericIterator(mixed, ["x", "epoch"], size=8)
     finally:
         plain.close()
+
+
+def _lost(seen: list[warnings.WarningMessage]) -> list[str]:
+    return [str(w.message) for w in seen
+            if w.category is RuntimeWarning and "(Said once per iterator.)" in str(w.message)]
+
+
+def test_drop_says_once_how_many_samples_it_dropped() -> None:
+    pipe = counting_pipeline(4, None)  # never ends: size alone ends the epoch
+    with ExitStack() as stack:
+        stack.callback(pipe.close)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            it = DALIGenericIterator(pipe, ["x", "epoch"], size=10, auto_reset=True,
+                                     last_batch_policy=LastBatchPolicy.DROP)
+            epochs = [drain(it) for _ in range(2)]
+        assert [len(epoch) for epoch in epochs] == [2, 2]  # DALI's DROP, unchanged
+        (text,) = _lost(seen)
+        assert text.startswith("DALIGenericIterator: last_batch_policy=DROP dropped the last 2 "
+                               "samples of the epoch (size=10 is not a multiple of the 4 ")
+
+
+def test_an_epoch_ending_short_of_size_says_once_how_many_samples_never_came() -> None:
+    pipe = counting_pipeline(4, 10)  # 10 samples: the third batch is cut, 8 samples come
+    with ExitStack() as stack:
+        stack.callback(pipe.close)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            it = DALIGenericIterator(pipe, ["x", "epoch"], size=12)
+            assert len(drain(it)) == 2
+        (text,) = _lost(seen)
+        assert text.startswith("DALIGenericIterator: the pipeline ended the epoch (its source "
+                               "raised StopIteration) after 8 samples, 4 short of the "
+                               "iterator's size=12")
+
+
+def test_no_loss_no_warning() -> None:
+    pipe = counting_pipeline(4, None)
+    with ExitStack() as stack:
+        stack.callback(pipe.close)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            for policy in LastBatchPolicy:
+                it = DALIGenericIterator(pipe, ["x", "epoch"], size=8, last_batch_policy=policy,
+                                         auto_reset=True)
+                drain(it)
+        assert _lost(seen) == []

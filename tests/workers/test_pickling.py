@@ -83,3 +83,19 @@ def test_process_workers_and_ray_actors_load_and_pick_callbacks_alike() -> None:
         messages.append(in_worker.message)
     assert messages == ["cannot load here",
                         "callback index 1 out of range; the pool has 1 callbacks"]
+
+
+def test_cloudpickle_keeps_the_file_names_of_the_code_it_pickles_by_value() -> None:
+    def inner() -> int:
+        return 2
+
+    def outer() -> int:  # a local function: cloudpickle pickles it by value, code and all
+        return inner() + 1
+
+    for spec in (resolve_pickler(None), resolve_pickler((cloudpickle, {"protocol": 4}, {}))):
+        loaded = spec.loads(spec.dumps(outer))
+        assert loaded() == 3
+        assert loaded.__code__.co_filename == __file__
+        assert loaded.__code__.co_firstlineno == outer.__code__.co_firstlineno
+        # Nested code (here the closure's cell's function) keeps it too.
+        assert loaded.__closure__[0].cell_contents.__code__.co_filename == __file__

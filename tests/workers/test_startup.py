@@ -7,6 +7,7 @@ from __future__ import annotations
 import multiprocessing
 import pickle
 import sys
+import warnings
 from collections.abc import Iterator
 from multiprocessing.connection import Connection
 
@@ -14,7 +15,7 @@ import pytest
 
 from dali_lite_workers import startup
 from dali_lite_workers.errors import RemoteTraceback, WorkerDiedError, WorkerStartupError
-from dali_lite_workers.messages import StartupFailed
+from dali_lite_workers.messages import StartupFailed, WorkerReady
 
 
 @pytest.fixture
@@ -25,7 +26,7 @@ def pipe() -> Iterator[tuple[Connection, Connection]]:
     writer.close()
 
 
-def test_the_hook_sends_the_failure_then_prints_it_and_goes_away(
+def test_the_hook_sends_the_failure_and_goes_away(
         pipe: tuple[Connection, Connection], monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     reader, writer = pipe
@@ -41,10 +42,28 @@ def test_the_hook_sends_the_failure_then_prints_it_and_goes_away(
     assert (failure.type_name, failure.message) == ("KeyError", "'missing'")
     assert failure.filename == __file__ and failure.line == 'raise KeyError("missing")'
     assert failure.main_path is None  # not raised by the main module's top level
-    assert "KeyError: 'missing'" in capsys.readouterr().err  # printed, as Python would
+    # Not printed: the pool's error carries it (printed by each worker, one mistake in the
+    # main module would show once per worker).
+    assert capsys.readouterr().err == ""
     startup.started()
     assert sys.excepthook is sys.__excepthook__
     assert writer.closed
+
+
+def test_the_hook_prints_a_failure_it_cannot_send(
+        pipe: tuple[Connection, Connection], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    _, writer = pipe
+    monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
+    startup.install("worker-0", writer)
+    writer.close()  # the pool is gone
+    try:
+        raise KeyError("missing")
+    except KeyError as exc:
+        sys.excepthook(type(exc), exc, exc.__traceback__)
+    assert "KeyError: 'missing'" in capsys.readouterr().err  # printed, as Python would
+    startup.started()
+    assert sys.excepthook is sys.__excepthook__
 
 
 def test_a_failure_outside_the_main_module_names_what_and_where() -> None:
@@ -83,10 +102,36 @@ def test_a_staged_worker_waits_for_its_gate_and_opens_the_next(
     opener.close()  # the earlier worker died: EOF opens the gate as its byte would
     assert startup.install("worker-2", writer, gate_in, release) == "worker-2"
     assert gate_in.closed and not next_gate.poll(0)
-    startup.ready()
+    startup.ready(0)
     assert next_gate.recv_bytes() == b"1" and release.closed
     with pytest.raises(EOFError):  # and the gate stays open
         next_gate.recv_bytes()
-    startup.ready()  # once only
+    startup.ready(0)  # once only
     startup.started()
     next_gate.close()
+
+
+def _ready(worker: int, ready_at: float, import_s: float) -> WorkerReady:
+    return WorkerReady(worker, 100 + worker, ready_at, import_s, 0.01, "/x/train.py")
+
+
+def test_a_slow_spawned_start_warns_once_with_the_import_time_and_the_fix(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(startup, "SLOW_START_WARNING_S", 3.0)
+    watch = startup.StartWatch(2, started_at=10.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        watch.ready(_ready(1, 12.0, 1.5))  # one of two: nothing yet
+    with pytest.warns(RuntimeWarning) as seen:
+        watch.ready(_ready(0, 14.5, 2.5))
+    (warning,) = seen
+    text = str(warning.message)
+    assert text.startswith("the worker pool took 4.5 s to start its 2 spawned workers")
+    assert "imports the main module (/x/train.py) again" in text
+    assert "which took 2.0 s per worker (median; the slowest 2.5 s)" in text
+    assert 'py_start_method="fork"' in text and 'if __name__ == "__main__":' in text
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        watch.ready(_ready(0, 30.0, 9.0))  # a replacement, later: not the start's
+        quick = startup.StartWatch(1, started_at=10.0)
+        quick.ready(_ready(0, 12.9, 2.0))  # under the threshold

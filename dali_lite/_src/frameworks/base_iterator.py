@@ -40,9 +40,11 @@ from dali_lite._src.frameworks.iterator_checks import (
     auto_reset_mode,
     check_size,
     common_batch_size,
+    dropped_samples_warning,
     iterator_deprecation_warning,
     no_reader_error,
     pipeline_list,
+    short_epoch_warning,
 )
 
 __all__ = ["LastBatchPolicy"]
@@ -123,6 +125,9 @@ class _DaliBaseIterator(IteratorCheckpoints):
         self._counter = 0
         # Whether a pipeline raised StopIteration in this epoch (the end of a size=-1 epoch).
         self._pipeline_ended = False
+        # Whether samples lost at an epoch's end (DROP, or a pipeline ending short of `size`)
+        # were reported: once per iterator.
+        self._loss_reported = False
 
         for p in self._pipes:
             p.build()
@@ -151,6 +156,9 @@ class _DaliBaseIterator(IteratorCheckpoints):
         except StopIteration:
             # The pipeline's data ended (an external source raised StopIteration).
             self._pipeline_ended = True
+            if 0 <= self._counter < self._size and not self._loss_reported:
+                self._loss_reported = True
+                short_epoch_warning(type(self).__name__, self._counter, self._size)
             if self._size < 0 and self._auto_reset == "yes":
                 self.reset()
             raise
@@ -187,6 +195,10 @@ class _DaliBaseIterator(IteratorCheckpoints):
         should_end = (self._last_batch_policy == LastBatchPolicy.DROP
                       and counter > self._size)
         if not dry_run:
+            if should_end and self._counter < self._size and not self._loss_reported:
+                self._loss_reported = True
+                dropped_samples_warning(type(self).__name__, self._size - self._counter,
+                                        self._size, self._num_gpus * self.batch_size)
             self._counter = counter
             if should_end and end_iteration:
                 self._end_iteration()

@@ -17,19 +17,50 @@ from typing import Any
 
 from dali_lite._src.errors import RuntimeValueError
 
-__all__ = ["auto_reset_mode", "check_size", "common_batch_size", "iterator_deprecation_warning",
-           "no_reader_error", "not_dense_error", "pipeline_list"]
+__all__ = ["DALI_SIZE_WARNING", "SIZE_ADVICE", "auto_reset_mode", "check_size",
+           "common_batch_size", "dropped_samples_warning", "iterator_deprecation_warning",
+           "no_reader_error", "not_dense_error", "pipeline_list", "short_epoch_warning"]
+
+
+#: DALI's words for an iterator sized by hand, which advise `reader_name`.
+DALI_SIZE_WARNING = (
+    "Please set `reader_name` and don't set last_batch_padded and size manually whenever "
+    "possible. This may lead, in some situations, to missing some samples or returning "
+    "duplicated ones. Check the Sharding section of the documentation for more details.")
+#: What works here instead: dali_lite has no readers, and `reader_name` raises.
+SIZE_ADVICE = (
+    " dali_lite has no readers (fn.readers.*), so `reader_name` has nothing to name: keep "
+    "`size` as the number of samples per epoch of each pipeline (the last batch's fate is "
+    "last_batch_policy's), or pass size=-1 and let the source raise StopIteration at the "
+    "end of the epoch.")
 
 
 def iterator_deprecation_warning() -> None:
-    """DALI's warning for an iterator sized by hand; called from the iterator's __init__."""
+    """DALI's warning for an iterator sized by hand, and advice that works here (DALI's
+    words first, unchanged; docs/compat.md); called from the iterator's __init__."""
+    warnings.warn(DALI_SIZE_WARNING + SIZE_ADVICE, Warning, stacklevel=3)
+
+
+def dropped_samples_warning(iterator: str, dropped: int, size: int, per_step: int) -> None:
+    """DROP dropped `dropped` samples of the epoch, the partial last step's: said once per
+    iterator (DALI drops them silently; docs/compat.md)."""
     warnings.warn(
-        "Please set `reader_name` and don't set last_batch_padded and size manually whenever "
-        "possible. This may lead, in some situations, to missing some samples or returning "
-        "duplicated ones. Check the Sharding section of the documentation for more details.",
-        Warning,
-        stacklevel=3,
-    )
+        f"{iterator}: last_batch_policy=DROP dropped the last {dropped} sample"
+        f"{'s' if dropped != 1 else ''} of the epoch (size={size} is not a multiple of the "
+        f"{per_step} samples of a step), so they are never returned; every epoch will lose as "
+        "many. Use LastBatchPolicy.PARTIAL or FILL to keep them, or a size that the step "
+        "divides. (Said once per iterator.)", RuntimeWarning, stacklevel=2)
+
+
+def short_epoch_warning(iterator: str, returned: int, size: int) -> None:
+    """A pipeline ended the epoch (StopIteration) before `size` samples: said once per
+    iterator (DALI ends the epoch silently; docs/compat.md)."""
+    warnings.warn(
+        f"{iterator}: the pipeline ended the epoch (its source raised StopIteration) after "
+        f"{returned} samples, {size - returned} short of the iterator's size={size}: len() and "
+        "the epoch's schedule counted samples that never came. Pass the number of samples "
+        "the source gives per epoch as `size`, or size=-1 to let the source end each epoch. "
+        "(Said once per iterator.)", RuntimeWarning, stacklevel=2)
 
 
 def pipeline_list(pipelines: Any) -> list[Any]:

@@ -20,6 +20,7 @@ from dali_lite._src.cuda.runtime import refuse_fork_after_cuda
 from dali_lite._src.errors import RuntimeValueError, add_context
 from dali_lite._src.options import PipelineOptions
 from dali_lite._src.parallel.description import SourceCall, SourceDescription
+from dali_lite._src.parallel.hang_watch import HangWatch
 from dali_lite._src.parallel.source import ParallelSource
 from dali_lite._src.parallel.task_split import WorkerLoad
 from dali_lite._src.parallel.tasks import Task
@@ -52,6 +53,8 @@ class ParallelSourceGroup:
         self.descriptions = list(descriptions)
         self._pool_factory = pool_factory or self._new_pool
         self.pool: TaskPool | None = None
+        #: Warns about a task that runs long (parallel/hang_watch.py).
+        self.hang_watch = HangWatch()
         self.tasks: dict[int, Task] = {}
         #: Per worker, the number of the latest reply collected from it (-1: none yet).
         self._last_reply: dict[int, int] = {}
@@ -191,6 +194,10 @@ class ParallelSourceGroup:
             raise RuntimeError("internal error: collecting before the workers started")
         try:
             results: list[Reply] = list(self.pool.collect(timeout))
+        except KeyboardInterrupt:
+            # The stuck worker's stack, as a timeout shows it.
+            self.hang_watch.interrupted(self.pool, self.tasks)
+            raise
         except TaskTimeoutError as error:
             # The pool replaced the stuck worker and goes on. The stuck task fails its batch,
             # with the worker's stack shown as the remote traceback; the tasks queued behind it
@@ -217,6 +224,7 @@ class ParallelSourceGroup:
             if task is not None:
                 self._last_reply[task.worker] = next(self._replies)
                 task.source.on_result(task, result)
+        self.hang_watch.check(self.pool, self.tasks)
 
     def statistics(self) -> dict[str, Any]:
         """DALI's keys (each slot listed once, source after source; DALI 2.4 lists the slots

@@ -36,6 +36,7 @@ from dali_lite._src.execution.executor import Executor, IterationTicket
 from dali_lite._src.graph.nodes import DataNode, Operator, topological_order
 from dali_lite._src.graph.scope import PipelineScope
 from dali_lite._src.options import PipelineOptions
+from dali_lite._src.parallel.hang_watch import report_interrupted_waits
 from dali_lite._src.pipeline.checkpointing import PipelineCheckpoints
 from dali_lite._src.pipeline.dot import graph_to_dot
 from dali_lite._src.pipeline.iteration import IterationGraph
@@ -538,7 +539,12 @@ class Pipeline:
         executor = self._executor()
         if self._end_reached or not executor.in_flight:
             raise StopIteration
-        ticket = executor.take()
+        try:
+            ticket = executor.take()
+        except KeyboardInterrupt:
+            # The wait for workers runs in the executor's thread: say what they are doing.
+            report_interrupted_waits()
+            raise
         if ticket.error is not None:
             if isinstance(ticket.error, StopIteration):
                 self._end_reached = self._last_iter = True
