@@ -28,10 +28,12 @@ import warnings
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from dali_lite._src.parallel.tasks import Task
 from dali_lite._src.sources.sample_range import SampleRange
+
+if TYPE_CHECKING:  # the pipeline imports this module: it must not load the engine with it
+    from dali_lite._src.parallel.tasks import Task
 
 __all__ = ["HANG_REPEAT_S", "HANG_WARNING_S", "HangWatch", "StackSource",
            "report_interrupted_waits"]
