@@ -735,7 +735,8 @@ class Pipeline:
     # ------------------------------------------------------------------ statistics
     def executor_statistics(self) -> dict[str, Any]:
         """Per-operator memory statistics of DALI's executor; dali_lite keeps none (empty, as
-        DALI's default executor gives)."""
+        DALI's gives on the CPU, even with ``enable_memory_stats=True``). Where the loading
+        time goes is `loading_statistics()`'s (docs/compat.md says why not here)."""
         self.build()
         return {}
 
