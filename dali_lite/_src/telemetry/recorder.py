@@ -169,12 +169,15 @@ class LoadingRecorder:
         if reset:
             self._window = _Window(now)
             self._last_took = None
+        # Copies first (one C call each, under the GIL): the executor's thread may add a
+        # worker or a source while this one reads, which iterating the dict itself would meet.
+        workers, sources = window.workers.copy(), window.sources.copy()
+        pids, startups = self._pids.copy(), self._startups.copy()
         return {
             "window_s": now - window.began,
-            "workers": {worker: {"pid": self._pids.get(worker), **asdict(figures)}
-                        for worker, figures in sorted(window.workers.items())},
-            "startup": {worker: asdict(figures)
-                        for worker, figures in sorted(self._startups.items())},
-            "sources": {name: asdict(figures) for name, figures in window.sources.items()},
+            "workers": {worker: {"pid": pids.get(worker), **asdict(figures)}
+                        for worker, figures in sorted(workers.items())},
+            "startup": {worker: asdict(figures) for worker, figures in sorted(startups.items())},
+            "sources": {name: asdict(figures) for name, figures in sources.items()},
             "pipeline": asdict(window.pipeline),
         }
