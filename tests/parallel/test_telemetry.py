@@ -77,8 +77,11 @@ def test_spawned_workers_report_the_same_and_their_start_up() -> None:
     assert sorted(startup) == [0, 1]
     for worker, figures in startup.items():
         assert figures["pid"] == stats["workers"][worker]["pid"]
-        assert figures["import_s"] >= 0 and figures["load_s"] >= 0
+        assert figures["start_s"] >= 0 and figures["import_s"] >= 0 and figures["load_s"] >= 0
         assert figures["ready_after_s"] >= figures["load_s"]
+        assert figures["first_task_s"] is None or figures["first_task_s"] > 0
+    # Each worker that made samples did its first task in the callback's time at least.
+    assert any(figures["first_task_s"] for figures in startup.values())
 
 
 def test_a_reset_starts_a_new_window_and_the_windows_add_up() -> None:

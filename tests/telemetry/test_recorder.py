@@ -40,6 +40,7 @@ def test_the_windows_are_the_sums_of_their_events(events: list[tuple[Any, ...]])
     now = 0.0
     pids: dict[int, int] = {}
     startups: dict[int, dict[str, Any]] = {}
+    first_task: dict[int, float] = {}
     windows: list[dict[str, Any]] = []
     workers: dict[int, dict[str, Any]] = {}
     sources: dict[str, dict[str, Any]] = {}
@@ -54,12 +55,14 @@ def test_the_windows_are_the_sums_of_their_events(events: list[tuple[Any, ...]])
             figures = workers.setdefault(worker, _blank_worker())
             if pids.get(worker, pid) != pid:
                 figures["restarts"] += 1
+                first_task.pop(worker, None)  # a new process: its first task is to come
             pids[worker] = pid
             if failed:
                 figures["failed_tasks"] += 1
             elif samples:
                 figures["tasks"] += 1
                 figures["samples"] += samples
+                first_task.setdefault(worker, callback_s + write_s)
             figures["callback_s"] += callback_s
             figures["write_s"] += write_s
             figures["idle_s"] += idle_s
@@ -89,9 +92,8 @@ def test_the_windows_are_the_sums_of_their_events(events: list[tuple[Any, ...]])
             last_end = now
         elif kind == "started":
             _, worker, pid = event
-            figures = StartupFigures(pid, 1.0, 0.5, 2.0)
-            recorder.started(worker, figures)
-            startups[worker] = {"pid": pid, "import_s": 1.0, "load_s": 0.5,
+            recorder.started(worker, StartupFigures(pid, 0.25, 1.0, 0.5, 2.0))
+            startups[worker] = {"pid": pid, "start_s": 0.25, "import_s": 1.0, "load_s": 0.5,
                                 "ready_after_s": 2.0}
         else:
             stats = recorder.statistics(reset=True)
@@ -100,7 +102,9 @@ def test_the_windows_are_the_sums_of_their_events(events: list[tuple[Any, ...]])
                                         for w, figures in sorted(workers.items())}
             assert stats["sources"] == sources
             assert stats["pipeline"] == pipe
-            assert stats["startup"] == startups  # not windowed
+            # Not windowed; each with its worker's first task, once it was done.
+            assert stats["startup"] == {w: {**figures, "first_task_s": first_task.get(w)}
+                                        for w, figures in sorted(startups.items())}
             assert stats["window_s"] >= 0
             workers, sources, last_end = {}, {}, None
             pipe = {"iterations": 0, "waiting_s": 0.0, "between_s": 0.0}

@@ -264,9 +264,10 @@ class ParallelSourceGroup:
         startups = getattr(self.pool, "startups", None)  # a pool that reports them (spawn)
         if isinstance(startups, list):
             for report in startups[self._startups_seen:]:
+                ready_after = report.ready_at - self._pool_started_at
+                start = max(0.0, ready_after - report.import_s - report.load_s)
                 self.telemetry.started(report.worker, StartupFigures(
-                    report.pid, report.import_s, report.load_s,
-                    report.ready_at - self._pool_started_at))
+                    report.pid, start, report.import_s, report.load_s, ready_after))
             self._startups_seen = len(startups)
         return self.telemetry.statistics(reset)
 

@@ -74,10 +74,12 @@ class PipelineFigures:
 
 @dataclass(frozen=True, slots=True)
 class StartupFigures:
-    """A spawned worker's start: the interpreter's start and main module's import, the set-up
-    after it (loading the callbacks), and when it was ready after its pool began to start."""
+    """A spawned worker's start: the process's start (the interpreter's, and a staged start's
+    wait for its turn), the main module's import, the set-up after it (loading the callbacks),
+    and when it was ready after its pool began to start."""
 
     pid: int
+    start_s: float
     import_s: float
     load_s: float
     ready_after_s: float
@@ -99,6 +101,9 @@ class LoadingRecorder:
         #: Each worker's last process id (not windowed: see the module's docstring).
         self._pids: dict[int, int] = {}
         self._startups: dict[int, StartupFigures] = {}
+        #: Each worker's first task done by its current process: seconds in the callback and
+        #: the write (not windowed, as the start-ups).
+        self._first_task: dict[int, float] = {}
         #: When the last iteration's call returned (None: none yet, or a new window).
         self._last_took: float | None = None
 
@@ -114,12 +119,15 @@ class LoadingRecorder:
         if known != pid and pid > 0:
             if known is not None:
                 figures.restarts += 1
+                self._first_task.pop(worker, None)
             self._pids[worker] = pid
         if failed:
             figures.failed_tasks += 1
         elif samples:
             figures.tasks += 1
             figures.samples += samples
+            if worker not in self._first_task:
+                self._first_task[worker] = callback_s + write_s
         figures.callback_s += callback_s
         figures.write_s += write_s
         figures.idle_s += idle_s
@@ -173,11 +181,13 @@ class LoadingRecorder:
         # worker or a source while this one reads, which iterating the dict itself would meet.
         workers, sources = window.workers.copy(), window.sources.copy()
         pids, startups = self._pids.copy(), self._startups.copy()
+        first_task = self._first_task.copy()
         return {
             "window_s": now - window.began,
             "workers": {worker: {"pid": pids.get(worker), **asdict(figures)}
                         for worker, figures in sorted(workers.items())},
-            "startup": {worker: asdict(figures) for worker, figures in sorted(startups.items())},
+            "startup": {worker: {**asdict(figures), "first_task_s": first_task.get(worker)}
+                        for worker, figures in sorted(startups.items())},
             "sources": {name: asdict(figures) for name, figures in sources.items()},
             "pipeline": asdict(window.pipeline),
         }
