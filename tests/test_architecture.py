@@ -206,8 +206,8 @@ def test_no_import_circles(package: str) -> None:
 #: imports only its own modules and rooms of earlier rows (a row's rooms may import each other).
 ROOM_ORDER: tuple[tuple[str, ...], ...] = (
     ("errors",), ("types",), ("options",), ("cuda",), ("data",), ("graph",), ("sources",),
-    ("gpu",), ("functions",), ("operators",), ("parallel",), ("execution",), ("pipeline",),
-    ("api",), ("frameworks",), ("cli", "doctor", "doctor_probe"),
+    ("gpu",), ("functions",), ("operators",), ("telemetry",), ("parallel",), ("execution",),
+    ("pipeline",), ("api",), ("frameworks",), ("cli", "doctor", "doctor_probe"),
 )
 _SRC = "dali_lite._src"
 

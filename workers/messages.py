@@ -107,12 +107,21 @@ class TaskDone(_Message):
 
     If ``layout.capacity`` exceeds the main process's mapping, call ``segment.refresh()``
     before reading.
+
+    The worker's own measure of the task (``time.perf_counter()``, once per task; 0 where it
+    is not measured: a Ray actor's, an in-process stand-in's): ``callback_s`` in the user's
+    callback (with the samples a streamed write copies as they are made), ``write_s`` writing
+    the result into shared memory after the last call, ``idle_s`` waiting for this task since
+    the worker's previous one ended (or since it was ready).
     """
 
     task_id: int
     worker: int
     pid: int
     layout: SlotLayout
+    callback_s: float = 0.0
+    write_s: float = 0.0
+    idle_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

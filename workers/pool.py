@@ -319,6 +319,7 @@ class WorkerPool(PoolBase):
                         self._deadlines.started(reply.task_id, reply.started_at)
                     continue
                 if isinstance(reply, WorkerReady):
+                    self.startups.append(reply)
                     if self._start_watch is not None:
                         self._start_watch.ready(reply)
                     continue

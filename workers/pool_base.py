@@ -14,6 +14,7 @@ from typing import TypeVar
 
 from dali_lite_shm import SharedSegment
 from dali_lite_workers.callbacks import Callback
+from dali_lite_workers.messages import WorkerReady
 
 __all__ = ["PoolBase"]
 
@@ -37,6 +38,9 @@ class PoolBase:
         self._closing = False
         self._started = False
         self._next_task_id = 0
+        #: What each spawned worker said of its start, as they came (replacements too): read
+        #: by the pipeline's telemetry. Empty for workers that do not report one (fork).
+        self.startups: list[WorkerReady] = []
 
     @property
     def num_workers(self) -> int:

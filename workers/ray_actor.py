@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +27,19 @@ from dali_lite_workers.heap import keep_freed_memory
 from dali_lite_workers.pickling import PicklerSpec, load_callbacks
 from dali_lite_workers.task_calls import callback_at, ends_data, run_calls
 
-__all__ = ["RayTaskFailure", "RayWorker"]
+__all__ = ["RayTaskDone", "RayTaskFailure", "RayWorker"]
+
+
+@dataclass(frozen=True, slots=True)
+class RayTaskDone:
+    """What a task that succeeded returns: outputs x samples of arrays (their bytes travel
+    out of band), and the actor's measure of the task, as a local worker's
+    `dali_lite_workers.messages.TaskDone` carries it: seconds in the callback, and waiting for
+    the task since the actor's previous one ended (0 for its first)."""
+
+    outputs: Sequence[Sequence[Any]]
+    callback_s: float
+    idle_s: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +64,7 @@ class RayWorker:
         # exist there are harmless; ship code with Ray's runtime_env (docs/scale-out.md).
         sys.path.extend(entry for entry in driver_path if entry not in sys.path)
         self.callbacks: list[LoadedCallback | RemoteError] = load_callbacks(payloads, pickler)
+        self.finished_at = 0.0  # time.perf_counter() at the end of the previous task
 
     def ready(self) -> int:
         """The actor's process id, once it runs."""
@@ -62,15 +76,20 @@ class RayWorker:
 
         return str(ray.get_runtime_context().get_node_id())
 
-    def run(self, callback: int,
-            args: Sequence[Any]) -> Sequence[Sequence[Any]] | RayTaskFailure:
-        """Outputs x samples of arrays, or the failure (``args`` and the samples are
-        untyped, as `dali_lite_workers.task_calls.run_calls` has them)."""
-        target = callback_at(self.callbacks, callback)
-        if isinstance(target, RemoteError):
-            return RayTaskFailure(-1, target)
-        outputs, failure = run_calls(target, args)
-        if failure is not None:
-            index, exc = failure
-            return RayTaskFailure(index, RemoteError.from_exception(exc), ends_data(exc))
-        return outputs if outputs is not None else []
+    def run(self, callback: int, args: Sequence[Any]) -> RayTaskDone | RayTaskFailure:
+        """The outputs, or the failure (``args`` and the samples are untyped, as
+        `dali_lite_workers.task_calls.run_calls` has them)."""
+        began = time.perf_counter()
+        idle_s = began - self.finished_at if self.finished_at else 0.0
+        try:
+            target = callback_at(self.callbacks, callback)
+            if isinstance(target, RemoteError):
+                return RayTaskFailure(-1, target)
+            outputs, failure = run_calls(target, args)
+            if failure is not None:
+                index, exc = failure
+                return RayTaskFailure(index, RemoteError.from_exception(exc), ends_data(exc))
+            return RayTaskDone(outputs if outputs is not None else [],
+                               time.perf_counter() - began, idle_s)
+        finally:
+            self.finished_at = time.perf_counter()

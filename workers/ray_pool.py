@@ -280,12 +280,16 @@ class RayWorkerPool(PoolBase):
         if isinstance(value, RayTaskFailure):
             reply = DataEnded if value.ended else TaskFailed
             return reply(task_id, task.worker, pid, value.call_index, value.error)
+        began = time.perf_counter()
         try:
             layout = SlotWriter(task.segment, placement=task.placement,
-                                data=task.data_segment).write(value)
+                                data=task.data_segment).write(value.outputs)
         except BaseException as exc:
             return TaskFailed(task_id, task.worker, pid, -1, RemoteError.from_exception(exc))
-        return TaskDone(task_id, task.worker, pid, layout)
+        # The write into shared memory is this process's (the outputs came through Ray's
+        # object store).
+        return TaskDone(task_id, task.worker, pid, layout, value.callback_s,
+                        time.perf_counter() - began, value.idle_s)
 
     def _actor_lost(self, worker: int, cause: BaseException) -> None:
         """Replace actor ``worker`` and run its unfinished tasks again, in order."""

@@ -102,6 +102,9 @@ class WorkerState:
     callbacks: list[LoadedCallback | RemoteError]
     segments: dict[int, SharedSegment] = field(default_factory=dict)
     segment_errors: dict[int, RemoteError] = field(default_factory=dict)
+    #: When the worker's previous task ended (``time.perf_counter()``; 0: not measured): a
+    #: task's wait for work runs from it (`TaskDone.idle_s`).
+    finished_at: float = 0.0
 
     def drop_segment(self, segment_id: int) -> None:
         self.segment_errors.pop(segment_id, None)
@@ -191,6 +194,7 @@ def _serve(conn: Connection, state: WorkerState, parent_pid: int) -> None:
     # and recv() then sees the EOF.
     ready = ReadySet()
     watched = (conn,)
+    state.finished_at = time.perf_counter()
     while True:
         try:
             if not ready.wait(watched, _IDLE_CHECK_S):
@@ -234,6 +238,7 @@ def _serve(conn: Connection, state: WorkerState, parent_pid: int) -> None:
                     conn.send(reply)
             except OSError:
                 return
+            state.finished_at = time.perf_counter()
         else:
             # A protocol violation is a bug in the pool; report it where it is visible.
             raise TypeError(f"worker {state.index} received an unknown request {request!r}")
@@ -260,9 +265,13 @@ def run_task(task: RunTask, state: WorkerState) -> Reply:
         return failed(-1, callback)
     placement = task.placement
     data = None if placement is None else state.segments.get(placement.data_segment_id)
+    # Once per task, never per sample: the figures of `TaskDone` (telemetry).
+    began = time.perf_counter()
+    idle_s = began - state.finished_at if state.finished_at else 0.0
     # Each sample goes into the slot as it is made, while it is still in the caches.
     with SlotWriter(segment, len(task.args), placement, data) as writer:
         outputs, failure = run_calls(callback, task.args, writer)
+        called = time.perf_counter()
         if failure is not None:
             call_index, error = failure
             if ends_data(error):
@@ -274,4 +283,5 @@ def run_task(task: RunTask, state: WorkerState) -> Reply:
             layout = writer.write(outputs)
         except BaseException as exc:
             return failed(-1, exc)
-    return TaskDone(task.task_id, state.index, state.pid, layout)
+    return TaskDone(task.task_id, state.index, state.pid, layout, called - began,
+                    time.perf_counter() - called, idle_s)

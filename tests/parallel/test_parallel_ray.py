@@ -30,6 +30,7 @@ from parallel_sources import (
     PerSampleSource,
     SampleSpec,
     SourceError,
+    WhoSample,
     drain,
     generate_batches,
     pipeline,
@@ -306,3 +307,26 @@ def test_the_ray_example_starts_and_stops_a_local_instance() -> None:
             with contextlib.suppress(psutil.Error):
                 proc.kill()
         shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def test_loading_statistics_count_each_actor_s_tasks_and_samples() -> None:
+    # Not pipelined, one batch prefetched: after 3 runs exactly 3 batches' replies are in.
+    pipe = pipeline(lambda: fn.external_source(WhoSample(0.004), parallel=True, batch=False,
+                                               prefetch_queue_depth=1),
+                    4, py_num_workers=2, py_start_method="ray", exec_pipelined=False,
+                    exec_async=False)
+    pipe.build()
+    made: dict[int, int] = {}
+    for _ in range(3):
+        for pid in pipe.run()[0].as_array()[:, 0]:
+            made[int(pid)] = made.get(int(pid), 0) + 1
+    stats = pipe.loading_statistics()
+    pipe.close()
+    assert {w["pid"]: w["samples"] for w in stats["workers"].values() if w["samples"]} == made
+    assert sum(w["tasks"] for w in stats["workers"].values()) >= 3
+    # The actor's time in the callback; the write into shared memory is the main process's.
+    assert all(w["callback_s"] > w["write_s"] > 0 for w in stats["workers"].values()
+               if w["samples"])
+    (source,) = stats["sources"].values()
+    assert source["batches"] == 3 and source["bytes_moved"] >= 3 * 4 * 16
+    assert stats["pipeline"]["iterations"] == 3

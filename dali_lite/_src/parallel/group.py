@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
+
+import numpy as np
 
 from dali_lite._src.cuda.runtime import refuse_fork_after_cuda
 from dali_lite._src.errors import RuntimeValueError, add_context
@@ -25,10 +29,13 @@ from dali_lite._src.parallel.source import ParallelSource
 from dali_lite._src.parallel.task_split import WorkerLoad
 from dali_lite._src.parallel.tasks import Task
 from dali_lite._src.sources.callbacks import IteratorCall
+from dali_lite._src.telemetry.recorder import LoadingRecorder, StartupFigures
 from dali_lite_shm import SharedSegment
 from dali_lite_workers import (
+    DataEnded,
     RemoteError,
     Reply,
+    TaskDone,
     TaskFailed,
     TaskPool,
     TaskTimeoutError,
@@ -48,8 +55,13 @@ class ParallelSourceGroup:
     """The worker pool of one pipeline and the parallel sources that share it."""
 
     def __init__(self, descriptions: Sequence[SourceDescription], options: PipelineOptions,
-                 pool_factory: PoolFactory | None = None) -> None:
+                 pool_factory: PoolFactory | None = None,
+                 telemetry: LoadingRecorder | None = None) -> None:
         self.options = options
+        #: The pipeline's loading figures, fed with every reply and fetch (telemetry).
+        self.telemetry = telemetry if telemetry is not None else LoadingRecorder()
+        self._pool_started_at = 0.0  # time.monotonic(), as the workers' WorkerReady
+        self._startups_seen = 0
         self.descriptions = list(descriptions)
         self._pool_factory = pool_factory or self._new_pool
         self.pool: TaskPool | None = None
@@ -164,6 +176,7 @@ class ParallelSourceGroup:
             source.create_slots()
         # A callback the pool cannot send names itself: its repr is the user's source's
         # (sources.callbacks).
+        self._pool_started_at = time.monotonic()
         self.pool.start()
 
     def _new_pool(self, callbacks: Sequence[SourceCall]) -> TaskPool:
@@ -223,8 +236,40 @@ class ParallelSourceGroup:
             task = self.tasks.pop(result.task_id, None)
             if task is not None:
                 self._last_reply[task.worker] = next(self._replies)
+                self._record(task, result)
                 task.source.on_result(task, result)
         self.hang_watch.check(self.pool, self.tasks)
+
+    def _record(self, task: Task, result: Reply) -> None:
+        """Hand a reply's figures to the telemetry (once per task)."""
+        telemetry = self.telemetry
+        if type(result) is TaskDone:
+            samples = len(task.args) * task.source.samples_per_call
+            telemetry.reply(result.worker, result.pid, samples, result.callback_s,
+                            result.write_s, result.idle_s)
+            layout = result.layout
+            moved = layout.used_nbytes
+            if layout.placed and task.placement is not None:
+                # The samples lie in the batch's data slot; this slot holds their metadata.
+                moved += len(task.args) * sum(math.prod(shape) * np.dtype(dtype).itemsize
+                                              for dtype, shape in task.placement.expected)
+            telemetry.wrote(task.source.name, moved, layout.grew)
+        else:
+            telemetry.reply(result.worker, result.pid, 0, 0.0, 0.0, 0.0,
+                            failed=not isinstance(result, DataEnded))
+
+    def loading_statistics(self, reset: bool = False) -> dict[str, Any]:
+        """The telemetry's record (`LoadingRecorder.statistics`), with the start-ups the pool
+        reported since the last read and each source's slots."""
+        startups = getattr(self.pool, "startups", None)  # a pool that reports them (spawn)
+        if isinstance(startups, list):
+            for report in startups[self._startups_seen:]:
+                ready_after = report.ready_at - self._pool_started_at
+                start = max(0.0, ready_after - report.import_s - report.load_s)
+                self.telemetry.started(report.worker, StartupFigures(
+                    report.pid, start, report.import_s, report.load_s, ready_after))
+            self._startups_seen = len(startups)
+        return self.telemetry.statistics(reset)
 
     def statistics(self) -> dict[str, Any]:
         """DALI's keys (each slot listed once, source after source; DALI 2.4 lists the slots

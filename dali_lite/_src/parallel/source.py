@@ -75,6 +75,7 @@ class ParallelSource:
         self.batch_size = batch_size
         self.is_iterator = isinstance(callback, IteratorCall)
         self.per_sample = isinstance(callback, PerSampleCall)
+        self.samples_per_call = 1 if self.per_sample else batch_size
         self.depth = description.prefetch_queue_depth
         self.hint = description.bytes_per_sample_hint
         # DALI's geometry (its ShmChunkManager): `keep_alive + depth` batches in the ring, a
@@ -287,6 +288,8 @@ class ParallelSource:
         self._schedule_through(ctx.iteration + self.depth - 1, ctx.iteration, ctx)
         batch = self.scheduled.pop(ctx.iteration)
         self.last_fetched = ctx.iteration
+        ready = batch.complete + sum(b.complete for b in self.scheduled.values())  # telemetry
+        began = 0.0 if batch.complete else time.perf_counter()
         try:
             while not batch.complete:
                 if ctx.is_cancelled():
@@ -297,6 +300,7 @@ class ParallelSource:
         except BaseException:
             self.life.abandon(batch)
             raise
+        self.group.telemetry.fetched(self.name, began and time.perf_counter() - began, ready)
         failure = next((t for t in batch.tasks if isinstance(t.result, TaskFailed)), None)
         if failure is not None:
             self.life.abandon(batch)

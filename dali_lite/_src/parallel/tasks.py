@@ -19,6 +19,7 @@ from typing import Protocol
 
 from dali_lite._src.parallel.slots import Slot
 from dali_lite._src.parallel.task_split import WorkerLoad
+from dali_lite._src.telemetry.recorder import LoadingRecorder
 from dali_lite._src.types.source_info import BatchInfo, SampleInfo
 from dali_lite_shm import SharedSegment
 from dali_lite_shm.placement import Placement
@@ -38,6 +39,8 @@ class TaskOwner(Protocol):
     name: str
     callback_index: int
     timeout_s: float | None
+    #: Samples one call of its callback makes (1 per sample; a batch callback's batch_size).
+    samples_per_call: int
 
     def on_result(self, task: Task, result: TaskDone | TaskFailed) -> None:
         """Record the reply to `task`."""
@@ -52,6 +55,8 @@ class TaskRouter(Protocol):
 
     #: The tasks in flight, by the pool's task id.
     tasks: dict[int, Task]
+    #: The pipeline's loading figures (telemetry), which a source feeds with its fetches.
+    telemetry: LoadingRecorder
 
     @property
     def lock(self) -> threading.Lock:

@@ -43,6 +43,7 @@ from dali_lite._src.pipeline.iteration import IterationGraph
 from dali_lite._src.sources.constant import constant_array, constant_node
 from dali_lite._src.sources.external_source import ExternalSource
 from dali_lite._src.sources.feed import UnknownInputError
+from dali_lite._src.telemetry.recorder import LoadingRecorder
 
 if TYPE_CHECKING:
     from dali_lite._src.gpu.source import GPUExternalSource
@@ -186,6 +187,7 @@ class Pipeline:
         self._last_outputs: tuple[Any, ...] | None = None
         self._shared_outputs: list[tuple[Any, ...]] = []
         self._checkpoints = PipelineCheckpoints(enable_checkpointing, checkpoint)
+        self._telemetry = LoadingRecorder()  # always on (docs/telemetry.md)
 
     # ------------------------------------------------------------------ definition
     @staticmethod
@@ -338,7 +340,7 @@ class Pipeline:
                 prefetch_queue_depth=op.prefetch_queue_depth,
                 bytes_per_sample_hint=op.bytes_per_sample_hint,
                 py_timeout=op.py_timeout if op.py_timeout is not None else options.py_timeout)
-            for op in parallel], options)
+            for op in parallel], options, telemetry=self._telemetry)
         self._resources.parallel = group
         group.start()
         for op, source in zip(parallel, group.sources):
@@ -539,6 +541,7 @@ class Pipeline:
         executor = self._executor()
         if self._end_reached or not executor.in_flight:
             raise StopIteration
+        began = time.perf_counter()
         try:
             ticket = executor.take()
         except KeyboardInterrupt:
@@ -561,6 +564,7 @@ class Pipeline:
                 # pipeline, and its worker processes, alive until the next garbage collection.
                 del error, ticket
         self._checkpoints.delivered(ticket)
+        self._telemetry.took(began, time.perf_counter())
         outputs: tuple[Any, ...] = ticket.outputs
         return outputs
 
@@ -731,9 +735,20 @@ class Pipeline:
     # ------------------------------------------------------------------ statistics
     def executor_statistics(self) -> dict[str, Any]:
         """Per-operator memory statistics of DALI's executor; dali_lite keeps none (empty, as
-        DALI's default executor gives)."""
+        DALI's gives on the CPU, even with ``enable_memory_stats=True``). Where the loading
+        time goes is `loading_statistics()`'s (docs/compat.md says why not here)."""
         self.build()
         return {}
+
+    def loading_statistics(self, reset: bool = False) -> dict[str, Any]:
+        """dali_lite's own (DALI has none): where the loading time went since the pipeline was
+        made or the last ``reset=True``, as a plain dict: ``window_s``, per ``workers``,
+        their ``startup``, per ``sources``, and the ``pipeline``'s waits and the time between
+        them (keys in docs/telemetry.md). ``reset=True`` starts a new window."""
+        group = self._resources.parallel
+        if group is not None:
+            return group.loading_statistics(reset)
+        return self._telemetry.statistics(reset)
 
     def input_feed_count(self, input_name: str) -> int:
         """How many batches feed_input must provide before the first run (the prefetch
