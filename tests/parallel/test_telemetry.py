@@ -63,6 +63,7 @@ def _check_counts(method: str, runs: int = 3) -> dict[str, Any]:
     assert stats["pipeline"]["iterations"] == runs
     assert stats["pipeline"]["waiting_s"] > 0 and stats["pipeline"]["between_s"] >= 0
     assert stats["window_s"] > 0
+    assert stats["worker_count"] == {"mode": "fixed", "now": 2, "changes": []}
     return stats
 
 

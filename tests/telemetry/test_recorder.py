@@ -110,3 +110,16 @@ def test_the_windows_are_the_sums_of_their_events(events: list[tuple[Any, ...]])
             pipe = {"iterations": 0, "waiting_s": 0.0, "between_s": 0.0}
     # Reading without a reset changes nothing.
     assert recorder.statistics()["workers"] == recorder.statistics()["workers"] == {}
+
+
+def test_the_worker_count_and_its_changes_are_kept_whatever_the_window() -> None:
+    recorder = LoadingRecorder()
+    assert recorder.statistics()["worker_count"] == {"mode": None, "now": None, "changes": []}
+    recorder.pool_sized("auto", 2)
+    recorder.count_changed(2, 3, "the consumer waited", {"waiting_share": 0.5})
+    recorder.statistics(reset=True)
+    count = recorder.statistics()["worker_count"]
+    assert (count["mode"], count["now"]) == ("auto", 3)
+    (change,) = count["changes"]
+    assert (change["old"], change["new"], change["reason"]) == (2, 3, "the consumer waited")
+    assert change["figures"] == {"waiting_share": 0.5} and change["at_s"] >= 0

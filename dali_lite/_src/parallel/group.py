@@ -177,6 +177,7 @@ class ParallelSourceGroup:
         # A callback the pool cannot send names itself: its repr is the user's source's
         # (sources.callbacks).
         self._pool_started_at = time.monotonic()
+        self.telemetry.pool_sized("fixed", self.options.py_num_workers)
         self.pool.start()
 
     def _new_pool(self, callbacks: Sequence[SourceCall]) -> TaskPool:

@@ -11,7 +11,9 @@ What feeds it, one call each, never per sample (the figures must cost nothing th
 - `fetched`: each batch a parallel source hands to an iteration (`parallel.source`): how long
   the iteration waited for it, and how many batches were ready when it asked;
 - `took`: each iteration the pipeline's program took (`pipeline.pipeline`): the time inside the
-  call, waiting, and the time since the previous one returned (the consumer's own time).
+  call, waiting, and the time since the previous one returned (the consumer's own time);
+- `pool_sized` / `count_changed`: the pool's worker count, as set at the start and each change
+  of it with its reason and the figures behind it (`py_num_workers="auto"`).
 
 `statistics(reset)` reads the current window as a plain dict (keys in docs/telemetry.md);
 ``reset=True`` starts a new window. Start-ups and the workers' process ids are not windowed: a
@@ -29,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 __all__ = ["LoadingRecorder", "PipelineFigures", "SourceFigures", "StartupFigures",
-           "WorkerFigures"]
+           "WorkerCountChange", "WorkerFigures"]
 
 
 @dataclass(slots=True)
@@ -85,6 +87,18 @@ class StartupFigures:
     ready_after_s: float
 
 
+@dataclass(frozen=True, slots=True)
+class WorkerCountChange:
+    """A change of the pool's worker count: when (seconds since the recorder was made), from
+    and to how many workers, why (a sentence a person reads), and the figures behind it."""
+
+    at_s: float
+    old: int
+    new: int
+    reason: str
+    figures: dict[str, float]
+
+
 @dataclass(slots=True)
 class _Window:
     began: float
@@ -106,6 +120,12 @@ class LoadingRecorder:
         self._first_task: dict[int, float] = {}
         #: When the last iteration's call returned (None: none yet, or a new window).
         self._last_took: float | None = None
+        self._made = time.perf_counter()
+        #: The pool's sizing (not windowed: the whole history is short and says how it got
+        #: to the count it has): "fixed" or "auto", the count now, and each change.
+        self._count_mode: str | None = None
+        self._count: int | None = None
+        self._count_changes: list[WorkerCountChange] = []
 
     # ------------------------------------------------------------------ recording
     def reply(self, worker: int, pid: int, samples: int, callback_s: float, write_s: float,
@@ -163,6 +183,17 @@ class LoadingRecorder:
         """Worker `worker`'s start-up (a spawned worker's; the latest one's if replaced)."""
         self._startups[worker] = figures
 
+    def pool_sized(self, mode: str, workers: int) -> None:
+        """The pool starts with `workers` workers, sized `mode` ("fixed" or "auto")."""
+        self._count_mode, self._count = mode, workers
+
+    def count_changed(self, old: int, new: int, reason: str,
+                      figures: dict[str, float]) -> None:
+        """The pool's worker count went from `old` to `new`, for `reason`."""
+        self._count = new
+        self._count_changes.append(WorkerCountChange(
+            time.perf_counter() - self._made, old, new, reason, dict(figures)))
+
     def _source(self, source: str) -> SourceFigures:
         figures = self._window.sources.get(source)
         if figures is None:
@@ -190,4 +221,6 @@ class LoadingRecorder:
                         for worker, figures in sorted(startups.items())},
             "sources": {name: asdict(figures) for name, figures in sources.items()},
             "pipeline": asdict(window.pipeline),
+            "worker_count": {"mode": self._count_mode, "now": self._count,
+                             "changes": [asdict(change) for change in self._count_changes]},
         }
