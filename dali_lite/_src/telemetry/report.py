@@ -58,6 +58,9 @@ STRAGGLER_SPREAD = 1.0
 MIN_TASKS_FOR_SPREAD = 4
 #: One slow worker: its time per sample this many times the other workers' median.
 SLOW_WORKER = 3.0
+#: ... whose own tasks are alike (spread under this): a worker slow only on some tasks is
+#: on slow samples.
+SLOW_WORKER_SPREAD = 0.5
 #: Slot growth bounds the loop when it happened in this share of the batches or more.
 GROWTH_PER_BATCH = 0.1
 #: The start-up bounds the loop when the workers' start makes this share of its waits.
@@ -132,6 +135,11 @@ def format_bytes(nbytes: float) -> str:
     if nbytes >= 1 << 10:
         return f"{nbytes / (1 << 10):.1f} KiB"
     return f"{nbytes:.0f} B"
+
+
+def _whole(value: float, cap: int) -> int:
+    """`value` rounded up, at most `cap` (a ratio of tiny times may be huge, or infinite)."""
+    return math.ceil(min(float(cap), value))
 
 
 def _figure(name: str, value: Any) -> str:
@@ -219,7 +227,9 @@ def _summary(stats: Mapping[str, Any], facts: LoadingFacts, loop: _Loop) -> list
     if loop.own_s is None:
         lines.append("The consumer's own floor: not measured (no time between calls).")
     else:
-        now = f"{loop.iterations / loop.loop_s:.1f}" if loop.loop_s > 0 else "-"
+        # The loop's time holds every call and the gaps between them: as many iterations as
+        # gaps, the first call's aside (its share of a long window is small).
+        now = f"{(loop.iterations - 1) / loop.loop_s:.1f}"
         lines.append(f"The consumer's own floor: {1 / loop.own_s:.1f} iterations/s if data "
                      f"were free ({format_seconds(loop.own_s)} of its own per iteration); now "
                      f"{now} iterations/s.")
@@ -264,7 +274,7 @@ def _consumer(loop: _Loop) -> tuple[Stage, str, str]:
                 f"its own work ({format_seconds(loop.between_s)}) sets its pace.")
     change = "nothing in the loading: a faster consumer (the training step) is what goes faster."
     if loop.workers >= 2 and loop.tasks and loop.own_s is not None and loop.busy_share < BUSY:
-        needed = max(1, math.ceil(loop.work_per_iteration_s / loop.own_s * 1.5))
+        needed = max(1, _whole(loop.work_per_iteration_s / loop.own_s * 1.5, loop.workers))
         if needed < loop.workers:
             change = (f"fewer workers would do: py_num_workers={needed} (the {loop.workers} "
                       f"workers are busy {format_share(loop.busy_share)} of their time; the "
@@ -306,7 +316,10 @@ def _growth(stats: Mapping[str, Any], facts: LoadingFacts,
         return None
     _, name = max(grown)
     figures = stats["sources"][name]
-    samples = max(1, figures["batches"] * facts.batch_size)
+    # The bytes are those of every task written, prefetched ones included: divided by the
+    # samples the workers made where one source has them all, else by the batches read.
+    samples = max(1, (sum(worker["samples"] for worker in stats["workers"].values())
+                      if len(stats["sources"]) == 1 else figures["batches"] * facts.batch_size))
     per_sample = figures["bytes_moved"] / samples
     hint = facts.sources.get(name, SourceFacts()).bytes_per_sample_hint
     given = (f"bytes_per_sample_hint={hint}" if hint else
@@ -345,8 +358,8 @@ def _straggler(stats: Mapping[str, Any], facts: LoadingFacts,
         others = statistics.median(value for index, value in per_sample.items() if index != slow)
         own_spread = _spread([working[slow]])
         if (others > 0 and per_sample[slow] >= SLOW_WORKER * others
-                and (own_spread is None or own_spread[0] < STRAGGLER_SPREAD)):
-            evidence = (f"worker {slow} (pid {working[slow]['pid']}) spends "
+                and (own_spread is None or own_spread[0] < SLOW_WORKER_SPREAD)):
+            evidence = (f"Worker {slow} (pid {working[slow]['pid']}) spends "
                         f"{format_seconds(per_sample[slow])} per sample in the callback, "
                         f"{per_sample[slow] / others:.1f}x the other workers' "
                         f"{format_seconds(others)}: one slow worker, while the loop waits "
@@ -361,9 +374,9 @@ def _straggler(stats: Mapping[str, Any], facts: LoadingFacts,
         return None
     ratio, mean, slow_task = spread
     pace = max(loop.own_s or 0.0, loop.work_per_iteration_s / max(1, loop.workers))
-    wanted = MAX_DEPTH if pace <= 0 else math.ceil(slow_task / pace) + 1
+    wanted = MAX_DEPTH if pace <= 0 else _whole(slow_task / pace, MAX_DEPTH) + 1
     suggested = max(depth + 1, min(MAX_DEPTH, wanted))
-    evidence = (f"the tasks' times in the callback spread {ratio:.1f}x their mean of "
+    evidence = (f"The tasks' times in the callback spread {ratio:.1f}x their mean of "
                 f"{format_seconds(mean)} ({loop.tasks} tasks): a few slow samples, about "
                 f"{format_seconds(slow_task)} a task where they fall, hold up the batches "
                 f"behind them while the loop waits {format_share(loop.wait_share)} of its time.")
@@ -403,7 +416,7 @@ def _callbacks(facts: LoadingFacts, loop: _Loop) -> tuple[Stage, str, str]:
     cap = MAX_WORKERS_PER_CPU * facts.usable_cpus
     if loop.own_s is not None:
         raw = loop.work_per_iteration_s / loop.own_s
-        needed = max(loop.workers + 1, min(cap, math.ceil(raw)))
+        needed = max(loop.workers + 1, _whole(raw, cap))
         why = (f"the callbacks take {format_seconds(loop.work_per_iteration_s)} of a worker "
                f"per iteration; keeping up with the consumer's {format_seconds(loop.own_s)} "
                f"takes {raw:.1f} workers" + (f", capped at {cap}" if raw > cap else ""))
