@@ -137,7 +137,11 @@ def test_a_few_slow_tasks_among_fast_ones_are_a_straggler() -> None:
     # A slow task's time: the mean weighted by the time itself, near the slow ones' 0.2 s.
     slow = sum(t * t for t in times) / sum(times)
     assert f"a few slow samples, about {format_seconds(slow)} a task" in text
-    assert "fn.external_source(..., prefetch_queue_depth=" in text
+    # At the loop's pace (the workers' 25.4 ms an iteration) a slow task spans 8 iterations:
+    # a prefetch of 9 batches lets the other worker fill it.
+    assert "fn.external_source(..., prefetch_queue_depth=9) for 'src' (now 1)" in text
+    deep = LoadingFacts(**{**_facts_dict(), "sources": {"src": SourceFacts(9)}})
+    assert judge(stats, deep).stage is not Stage.STRAGGLER
     # The same work spread evenly is the callbacks'.
     even = [sum(times) / 16] * 16
     workers = {0: _worker(8, 0.0, 0.05, task_s=even[:8]),

@@ -17,7 +17,9 @@ gives the thresholds' reasons):
 4. shared-memory growth: writes that had to grow their slot (a `bytes_per_sample_hint` too
    small) in at least `GROWTH_PER_BATCH` of the batches;
 5. a straggler: one worker much slower per sample than the others, or a few slow tasks among
-   fast ones (the tasks' callback times spread over `STRAGGLER_SPREAD` times their mean);
+   fast ones (the tasks' callback times spread over `STRAGGLER_SPREAD` times their mean) that
+   the source's prefetch depth does not span (at the loop's pace, a slow task lasts more
+   iterations than the depth);
 6. the callbacks: the workers are busy (`BUSY`) while the loop waits;
 7. the main process: the loop waits while the workers idle (or no worker loads at all).
 
@@ -375,7 +377,11 @@ def _straggler(stats: Mapping[str, Any], facts: LoadingFacts,
     ratio, mean, slow_task = spread
     pace = max(loop.own_s or 0.0, loop.work_per_iteration_s / max(1, loop.workers))
     wanted = MAX_DEPTH if pace <= 0 else _whole(slow_task / pace, MAX_DEPTH) + 1
-    suggested = max(depth + 1, min(MAX_DEPTH, wanted))
+    if depth >= wanted:
+        # The prefetch already spans a slow task: the others' batches fill it, and what
+        # bounds the loop is the work itself (the callbacks) or the main process.
+        return None
+    suggested = min(MAX_DEPTH, wanted)
     evidence = (f"The tasks' times in the callback spread {ratio:.1f}x their mean of "
                 f"{format_seconds(mean)} ({loop.tasks} tasks): a few slow samples, about "
                 f"{format_seconds(slow_task)} a task where they fall, hold up the batches "
