@@ -142,6 +142,9 @@ def test_a_few_slow_tasks_among_fast_ones_are_a_straggler() -> None:
     assert "fn.external_source(..., prefetch_queue_depth=9) for 'src' (now 1)" in text
     deep = LoadingFacts(**{**_facts_dict(), "sources": {"src": SourceFacts(9)}})
     assert judge(stats, deep).stage is not Stage.STRAGGLER
+    # Slow tasks shorter than the loop's iterations as it goes hold nothing up it would see.
+    assert judge(_stats(16, 8.0, 0.05, workers, {"src": _source(16, 8.0)}),
+                 FACTS).stage is not Stage.STRAGGLER
     # The same work spread evenly is the callbacks'.
     even = [sum(times) / 16] * 16
     workers = {0: _worker(8, 0.0, 0.05, task_s=even[:8]),

@@ -17,8 +17,9 @@ gives the thresholds' reasons):
 4. shared-memory growth: writes that had to grow their slot (a `bytes_per_sample_hint` too
    small) in at least `GROWTH_PER_BATCH` of the batches;
 5. a straggler: one worker much slower per sample than the others, or a few slow tasks among
-   fast ones (the tasks' callback times spread over `STRAGGLER_SPREAD` times their mean) that
-   the source's prefetch depth does not span (at the loop's pace, a slow task lasts more
+   fast ones (the tasks' callback times spread over `STRAGGLER_SPREAD` times their mean), a
+   slow task longer than an iteration of the loop as it goes, that the source's prefetch
+   depth does not span (at the loop's pace, a slow task lasts more
    iterations than the depth);
 6. the callbacks: the workers are busy (`BUSY`) while the loop waits;
 7. the main process: the loop waits while the workers idle (or no worker loads at all).
@@ -375,6 +376,10 @@ def _straggler(stats: Mapping[str, Any], facts: LoadingFacts,
     if spread is None or spread[0] < STRAGGLER_SPREAD:
         return None
     ratio, mean, slow_task = spread
+    if slow_task < loop.loop_s / loop.iterations:
+        # Slow tasks shorter than an iteration of the loop as it goes (a spread of tiny
+        # tasks by the scheduler's noise) hold nothing up that the loop would see.
+        return None
     pace = max(loop.own_s or 0.0, loop.work_per_iteration_s / max(1, loop.workers))
     wanted = MAX_DEPTH if pace <= 0 else _whole(slow_task / pace, MAX_DEPTH) + 1
     if depth >= wanted:
