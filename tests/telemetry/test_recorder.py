@@ -25,7 +25,7 @@ EVENTS = st.lists(st.one_of(REPLY, WROTE, FETCHED, TOOK, STARTED, st.just(("rese
 
 def _blank_worker() -> dict[str, Any]:
     return {"tasks": 0, "failed_tasks": 0, "samples": 0, "callback_s": 0.0, "write_s": 0.0,
-            "idle_s": 0.0, "restarts": 0}
+            "idle_s": 0.0, "restarts": 0, "callback_sq": 0.0}
 
 
 def _blank_source() -> dict[str, Any]:
@@ -62,6 +62,7 @@ def test_the_windows_are_the_sums_of_their_events(events: list[tuple[Any, ...]])
             elif samples:
                 figures["tasks"] += 1
                 figures["samples"] += samples
+                figures["callback_sq"] += callback_s * callback_s
                 first_task.setdefault(worker, callback_s + write_s)
             figures["callback_s"] += callback_s
             figures["write_s"] += write_s

@@ -44,6 +44,7 @@ from dali_lite._src.sources.constant import constant_array, constant_node
 from dali_lite._src.sources.external_source import ExternalSource
 from dali_lite._src.sources.feed import UnknownInputError
 from dali_lite._src.telemetry.recorder import LoadingRecorder
+from dali_lite._src.telemetry.report import LoadingFacts, SourceFacts, loading_report
 
 if TYPE_CHECKING:
     from dali_lite._src.gpu.source import GPUExternalSource
@@ -188,6 +189,7 @@ class Pipeline:
         self._shared_outputs: list[tuple[Any, ...]] = []
         self._checkpoints = PipelineCheckpoints(enable_checkpointing, checkpoint)
         self._telemetry = LoadingRecorder()  # always on (docs/telemetry.md)
+        self._telemetry_reset = False  # a window began since the pipeline was made
 
     # ------------------------------------------------------------------ definition
     @staticmethod
@@ -746,9 +748,28 @@ class Pipeline:
         their ``startup``, per ``sources``, and the ``pipeline``'s waits and the time between
         them (keys in docs/telemetry.md). ``reset=True`` starts a new window."""
         group = self._resources.parallel
+        self._telemetry_reset |= reset
         if group is not None:
             return group.loading_statistics(reset)
         return self._telemetry.statistics(reset)
+
+    def loading_report(self, reset: bool = False) -> str:
+        """dali_lite's own (DALI has none): `loading_statistics(reset)` read as a short text:
+        the share of the loop's time spent waiting for data, the consumer's own floor, which
+        stage bounds the loop and what to change, with the figures (docs/telemetry.md)."""
+        from_start = not self._telemetry_reset
+        stats = self.loading_statistics(reset)
+        group = self._resources.parallel
+        options = self._options
+        cpus = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                else os.cpu_count() or 1)
+        return loading_report(stats, LoadingFacts(
+            batch_size=options.batch_size or 1, py_num_workers=options.py_num_workers,
+            py_start_method=options.py_start_method, prefetch_queue_depth=options.queue_depth,
+            usable_cpus=cpus, window_from_start=from_start,
+            sources={source.name: SourceFacts(source.prefetch_queue_depth,
+                                              source.bytes_per_sample_hint)
+                     for source in (group.descriptions if group is not None else ())}))
 
     def input_feed_count(self, input_name: str) -> int:
         """How many batches feed_input must provide before the first run (the prefetch

@@ -46,6 +46,10 @@ class WorkerFigures:
     write_s: float = 0.0
     idle_s: float = 0.0
     restarts: int = 0
+    #: Summed over the tasks done: the square of each one's `callback_s` (s²). With
+    #: `callback_s` and `tasks` it gives the spread of the tasks' times, which says whether a
+    #: few slow samples (a straggler) or all of them make the callbacks' time.
+    callback_sq: float = 0.0
 
 
 @dataclass(slots=True)
@@ -146,6 +150,7 @@ class LoadingRecorder:
         elif samples:
             figures.tasks += 1
             figures.samples += samples
+            figures.callback_sq += callback_s * callback_s
             if worker not in self._first_task:
                 self._first_task[worker] = callback_s + write_s
         figures.callback_s += callback_s
