@@ -176,14 +176,21 @@ class WorkerReady(_Message):
     machine's clock, as :class:`TaskStarted`'s): it imported the main module (``main_path``,
     None when there was none to import) in ``import_s`` seconds and set itself up (its
     callbacks loaded) in ``load_s``. Sent before any reply; the pool uses it to explain a
-    slow start."""
+    slow start.
+
+    The Ray pool makes one per actor in the main process (it never travels on a pipe):
+    ``ready_at`` is then when the main process saw the actor ready, ``created_at`` when it
+    asked Ray for the actor (both its ``time.monotonic()``: an actor may run on another
+    machine), and ``import_s`` is None (an actor imports no main module; the modules its
+    callbacks name are imported while loading them, in ``load_s``)."""
 
     worker: int
     pid: int
     ready_at: float
-    import_s: float
+    import_s: float | None
     load_s: float
     main_path: str | None
+    created_at: float | None = None
 
 
 Request = AttachSegment | RunTask | Shutdown

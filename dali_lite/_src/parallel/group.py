@@ -262,11 +262,16 @@ class ParallelSourceGroup:
     def loading_statistics(self, reset: bool = False) -> dict[str, Any]:
         """The telemetry's record (`LoadingRecorder.statistics`), with the start-ups the pool
         reported since the last read and each source's slots."""
-        startups = getattr(self.pool, "startups", None)  # a pool that reports them (spawn)
+        startups = getattr(self.pool, "startups", None)  # a pool that reports them (spawn, Ray)
         if isinstance(startups, list):
             for report in startups[self._startups_seen:]:
                 ready_after = report.ready_at - self._pool_started_at
-                start = max(0.0, ready_after - report.import_s - report.load_s)
+                # A spawned worker's start counts from the pool's (its staged wait included);
+                # a Ray actor's from when it was asked of Ray (after connecting to Ray).
+                began = (report.created_at if report.created_at is not None
+                         else self._pool_started_at)
+                start = max(0.0, report.ready_at - began - (report.import_s or 0.0)
+                            - report.load_s)
                 self.telemetry.started(report.worker, StartupFigures(
                     report.pid, start, report.import_s, report.load_s, ready_after))
             self._startups_seen = len(startups)
