@@ -19,7 +19,14 @@ from hypothesis import strategies as st
 
 import dali_lite
 from dali_lite._src import cli
-from dali_lite._src.tune_search import Trial, choose, climb, ladder
+from dali_lite._src.tune_search import (
+    DEFAULT_SLOT_BYTES,
+    Trial,
+    choose,
+    climb,
+    ladder,
+    smallest_hint,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 SUPPORT = ROOT / "tests" / "support"
@@ -82,6 +89,17 @@ def test_choose_needs_a_trial() -> None:
     assert choose([Trial(1, 100.0), Trial(2, 104.0), Trial(4, 200.0)], 0.05) == 4
 
 
+@settings(max_examples=60, deadline=None)
+@given(sample=st.floats(1.0, 1e8), batch_size=st.integers(1, 512), resized=st.booleans())
+def test_the_hint_holds_the_measured_sample_or_is_the_default(sample: float, batch_size: int,
+                                                              resized: bool) -> None:
+    hint = smallest_hint(sample, batch_size, resized)
+    if hint is None:  # only where the default slots held every batch
+        assert not resized and sample * batch_size <= DEFAULT_SLOT_BYTES
+    else:  # the sample with its headroom, in whole KiB, and no more
+        assert hint % 1024 == 0 and sample * 1.1 <= hint < sample * 1.1 + 1024
+
+
 def test_the_command_line_finds_that_more_workers_help_and_prints_the_arguments() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "dali_lite", "tune", "tune_definitions:sleepy",
@@ -110,12 +128,14 @@ def test_the_function_returns_the_choice_and_leaves_nothing_running() -> None:
 
     before = {child.pid for child in psutil.Process().children(recursive=True)}
     printed = io.StringIO()
-    best = dali_lite.tune(definition, seconds_per_candidate=0.2, total_seconds=1.0,
+    best = dali_lite.tune(definition, seconds_per_candidate=0.2, total_seconds=10.0,
                           max_workers=2, out=printed)
     assert set(best) == {"py_num_workers", "prefetch_queue_depth", "bytes_per_sample_hint"}
     assert best["py_num_workers"] in (1, 2) and best["prefetch_queue_depth"] in (1, 2, 4)
+    # Samples of 160 KiB, 8 a batch: the default 1 MiB slots grew; the hint holds a sample.
     (hint,) = best["bytes_per_sample_hint"].values()
-    assert hint is None  # 16 int32s a sample: the default slots hold them
+    sample = tune_definitions.BIG_SAMPLE_ITEMS * 4
+    assert sample < hint <= 1.25 * sample
     assert (f"py_num_workers={best['py_num_workers']}, "
             f"prefetch_queue_depth={best['prefetch_queue_depth']})") in printed.getvalue()
     # Every pipeline it built was closed, not left to the garbage collector: no worker is

@@ -13,14 +13,13 @@ What is tuned, in order: `py_num_workers` (a climb, `tune_search.climb`), then
 `prefetch_queue_depth` at that count (1, 2 and 4, the smallest within a few percent of the
 fastest), then each parallel source's `bytes_per_sample_hint`, which is an argument of
 `fn.external_source`, not of the pipeline, so it is sized from the measured samples rather than
-tried: the smallest hint whose slots hold the measured samples (None, DALI's default, when
-the default slots held every batch without growing).
+tried (`tune_search.smallest_hint`): the measured sample size with a tenth more, in whole KiB,
+or None (DALI's default) when the default slots held every batch without growing.
 """
 
 from __future__ import annotations
 
 import importlib
-import math
 import sys
 import time
 from collections.abc import Callable
@@ -28,7 +27,14 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from dali_lite._src.pipeline.pipeline import Pipeline
-from dali_lite._src.tune_search import DEFAULT_MIN_GAIN, Search, Trial, choose, climb
+from dali_lite._src.tune_search import (
+    DEFAULT_MIN_GAIN,
+    Search,
+    Trial,
+    choose,
+    climb,
+    smallest_hint,
+)
 from dali_lite_workers import usable_cpus
 
 __all__ = ["DEFAULT_SECONDS_PER_CANDIDATE", "DEFAULT_TOTAL_SECONDS", "DEPTHS", "TuneError",
@@ -38,10 +44,6 @@ DEFAULT_SECONDS_PER_CANDIDATE = 3.0
 DEFAULT_TOTAL_SECONDS = 120.0
 #: The prefetch depths tried at the chosen worker count.
 DEPTHS = (1, 2, 4)
-#: Headroom over the measured mean sample size in a hint: sizes that vary a little still fit.
-HINT_HEADROOM = 1.1
-#: Below this many bytes per batch the default slots (DALI's 1 MiB a mini-batch) hold it.
-DEFAULT_SLOT_BYTES = 1 << 20
 
 
 class TuneError(ValueError):
@@ -160,10 +162,8 @@ def _hint(measured: _Measured, name: str) -> int | None:
     samples = measured.samples.get(name, 0)
     if not samples:
         return measured.hints.get(name)
-    per_sample = measured.bytes_moved[name] / samples
-    if not measured.resizes.get(name) and per_sample * measured.batch_size <= DEFAULT_SLOT_BYTES:
-        return None  # the default slots hold a whole batch: no hint needed
-    return int(math.ceil(per_sample * HINT_HEADROOM / 1024) * 1024)
+    return smallest_hint(measured.bytes_moved[name] / samples, measured.batch_size,
+                         bool(measured.resizes.get(name)))
 
 
 def _table(out: TextIO, what: str, trials: tuple[Trial, ...] | list[Trial],

@@ -14,17 +14,26 @@ curve, without a pipeline. The rule, for the worker count:
 
 A list of settings tried at one count (the prefetch depths) is measured whole and chosen by the
 same "smallest within `min_gain` of the fastest".
+
+`bytes_per_sample_hint` is an argument of `fn.external_source`, not of the pipeline: it is not
+tried but sized (`smallest_hint`) from a source's measured samples.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_MIN_GAIN", "Search", "Trial", "choose", "climb", "ladder"]
+__all__ = ["DEFAULT_MIN_GAIN", "DEFAULT_SLOT_BYTES", "HINT_HEADROOM", "Search", "Trial",
+           "choose", "climb", "ladder", "smallest_hint"]
 
 #: How much faster (a fraction) a candidate must be to count as better than the fastest so far.
 DEFAULT_MIN_GAIN = 0.05
+#: DALI's smallest slot (1 MiB a mini-batch): a batch that fits needs no hint.
+DEFAULT_SLOT_BYTES = 1 << 20
+#: Headroom over the measured mean sample size in a hint: sizes that vary a little still fit.
+HINT_HEADROOM = 1.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,3 +96,13 @@ def climb(measure: Callable[[int], float], cap: int, min_gain: float = DEFAULT_M
             break
         fastest = max(fastest, throughput)
     return Search(tuple(trials), choose(trials, min_gain), stopped)
+
+
+def smallest_hint(sample_bytes: float, batch_size: int, resized: bool) -> int | None:
+    """The `bytes_per_sample_hint` for a source whose samples measured `sample_bytes` each
+    (mean, with their metadata) in batches of `batch_size`, whose slots grew (`resized`) or
+    not: None (DALI's default) when the default slots held every batch without growing and a
+    whole batch fits one, else the measured size with `HINT_HEADROOM`, in whole KiB."""
+    if not resized and sample_bytes * batch_size <= DEFAULT_SLOT_BYTES:
+        return None
+    return max(1, math.ceil(sample_bytes * HINT_HEADROOM / 1024)) * 1024

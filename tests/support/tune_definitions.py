@@ -1,7 +1,8 @@
 """Pipeline definitions for `python -m dali_lite tune`'s tests (imported as MODULE:FUNC).
 
 `sleepy` is I/O-bound: each sample sleeps a few milliseconds, as a read from a disk or the
-network waits, so that more workers help even on a 2-core machine.
+network waits, so that more workers help even on a 2-core machine. `built_by_hand` makes
+samples of 160 KiB: a batch of them outgrows DALI's default 1 MiB slots.
 """
 
 from __future__ import annotations
@@ -14,11 +15,17 @@ import dali_lite as dali
 from dali_lite import fn
 
 SLEEP_S = 0.004
+BIG_SAMPLE_ITEMS = 40 * 1024  # int32: 160 KiB
 
 
 def _sample(info: object) -> np.ndarray:
     time.sleep(SLEEP_S)
     return np.full((16,), getattr(info, "idx_in_epoch", 0), dtype=np.int32)
+
+
+def _big_sample(info: object) -> np.ndarray:
+    time.sleep(SLEEP_S)
+    return np.full((BIG_SAMPLE_ITEMS,), getattr(info, "idx_in_epoch", 0), dtype=np.int32)
 
 
 @dali.pipeline_def(batch_size=8, num_threads=1, device_id=None, py_start_method="fork")
@@ -32,7 +39,7 @@ def built_by_hand(py_num_workers: int, prefetch_queue_depth: int) -> dali.Pipeli
                          py_num_workers=py_num_workers,
                          prefetch_queue_depth=prefetch_queue_depth, py_start_method="fork")
     with pipe:
-        pipe.set_outputs(fn.external_source(_sample, parallel=True, batch=False))
+        pipe.set_outputs(fn.external_source(_big_sample, parallel=True, batch=False))
     return pipe
 
 

@@ -251,9 +251,11 @@ class ParallelSourceGroup:
             layout = result.layout
             moved = layout.used_nbytes
             if layout.placed and task.placement is not None:
-                # The samples lie in the batch's data slot; this slot holds their metadata.
-                moved += len(task.args) * sum(math.prod(shape) * np.dtype(dtype).itemsize
-                                              for dtype, shape in task.placement.expected)
+                # The samples lie in the batch's data slot; this slot holds only their
+                # metadata, at an offset past where the batch's data would lie (not moved).
+                moved = layout.meta_nbytes + len(task.args) * sum(
+                    math.prod(shape) * np.dtype(dtype).itemsize
+                    for dtype, shape in task.placement.expected)
             telemetry.wrote(task.source.name, moved, layout.grew)
         else:
             telemetry.reply(result.worker, result.pid, 0, 0.0, 0.0, 0.0,
