@@ -35,7 +35,6 @@ from dali_lite._src.tune_search import (
     climb,
     smallest_hint,
 )
-from dali_lite_workers import usable_cpus
 
 __all__ = ["DEFAULT_SECONDS_PER_CANDIDATE", "DEFAULT_TOTAL_SECONDS", "DEPTHS", "TuneError",
            "load_definition", "tune"]
@@ -195,6 +194,9 @@ def tune(definition: Callable[..., Any], *,
                         ("total_seconds", total_seconds)):
         if not value > 0:
             raise TuneError(f"{name} must be a positive number of seconds, got {value!r}")
+    # Late: `import dali_lite` (which re-exports this function) loads no worker machinery.
+    from dali_lite_workers import usable_cpus
+
     cap = 4 * usable_cpus() if max_workers is None else max_workers
     if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
         raise TuneError(f"max_workers must be a positive int, got {max_workers!r}")

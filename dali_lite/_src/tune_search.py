@@ -91,8 +91,9 @@ def climb(measure: Callable[[int], float], cap: int, min_gain: float = DEFAULT_M
         throughput = measure(count)
         trials.append(Trial(count, throughput))
         if len(trials) > 1 and throughput <= fastest * (1.0 + min_gain):
+            before = max(trials[:-1], key=lambda trial: trial.samples_per_s)
             stopped = (f"{count} workers were not more than {min_gain:.0%} faster than "
-                       f"{max(trials, key=lambda t: t.samples_per_s).value}")
+                       f"{before.value}")
             break
         fastest = max(fastest, throughput)
     return Search(tuple(trials), choose(trials, min_gain), stopped)
