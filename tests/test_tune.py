@@ -136,6 +136,9 @@ def test_the_function_returns_the_choice_and_leaves_nothing_running() -> None:
     (hint,) = best["bytes_per_sample_hint"].values()
     sample = tune_definitions.BIG_SAMPLE_ITEMS * 4
     assert sample < hint <= 1.25 * sample
+    # dali_lite named the source: no name=... to paste, a comment saying which source it is.
+    assert f"fn.external_source(..., bytes_per_sample_hint={hint})  # the source dali_lite " \
+           "calls __ExternalSource_" in printed.getvalue()
     assert (f"py_num_workers={best['py_num_workers']}, "
             f"prefetch_queue_depth={best['prefetch_queue_depth']})") in printed.getvalue()
     # Every pipeline it built was closed, not left to the garbage collector: no worker is
@@ -153,6 +156,7 @@ def test_the_function_returns_the_choice_and_leaves_nothing_running() -> None:
     ("tune_definitions:not_a_pipeline", "returned a value of type int, not a Pipeline"),
     ("tune_definitions:serial_only", "no parallel external_source"),
     ("tune_definitions:_sample", "raised TypeError"),
+    ("tune_definitions:ignores_arguments", "it ignores the arguments tune tries"),
 ])
 def test_what_is_not_a_pipeline_definition_is_exit_status_2(
         spec: str, says: str, capsys: pytest.CaptureFixture[str],

@@ -117,9 +117,15 @@ class _Tuner:
                             "function that takes those keyword arguments") from exc
         if not isinstance(pipe, Pipeline):
             raise TuneError(f"{name}(...) returned a value of type {type(pipe).__name__}, not a "
-                            "Pipeline; "
-                            "expected a @pipeline_def function or a function that returns a "
-                            "Pipeline")
+                            "Pipeline; expected a @pipeline_def function or a function that "
+                            "returns a Pipeline")
+        if (pipe.py_num_workers, pipe.prefetch_queue_depth) != (workers, depth):
+            pipe.close()
+            raise TuneError(f"{name}(py_num_workers={workers}, prefetch_queue_depth={depth}) "
+                            f"returned a Pipeline with py_num_workers={pipe.py_num_workers}, "
+                            f"prefetch_queue_depth={pipe.prefetch_queue_depth!r}: it ignores "
+                            "the arguments tune tries; expected a function that passes them to "
+                            "the Pipeline it makes")
         return pipe
 
     def measure(self, workers: int, depth: int) -> float:
@@ -128,8 +134,7 @@ class _Tuner:
         try:
             pipe.build()
             batch_size = pipe.max_batch_size or 1
-            warm = pipe.loading_statistics()
-            if not warm["sources"] and not pipe.external_source_shm_statistics()["per_source"]:
+            if not pipe.external_source_shm_statistics()["per_source"]:
                 raise TuneError("the pipeline has no parallel external_source: its loading "
                                 "does not depend on py_num_workers, and there is nothing to "
                                 "tune; expected a pipeline with at least one "
@@ -236,6 +241,10 @@ def tune(definition: Callable[..., Any], *,
     out.write(f"  Pipeline(..., py_num_workers={workers.chosen}, "
               f"prefetch_queue_depth={depth_chosen})\n")
     for source, hint in hints.items():
-        out.write(f"  fn.external_source(..., name={source!r}, bytes_per_sample_hint={hint!r})"
-                  f"{'  # the default' if hint is None else ''}\n")
+        # A name dali_lite made up ("__ExternalSource_0") is no argument to paste.
+        named = f"name={source!r}, " if not source.startswith("__") else ""
+        note = [] if named else [f"the source dali_lite calls {source}"]
+        note += ["the default"] if hint is None else []
+        out.write(f"  fn.external_source(..., {named}bytes_per_sample_hint={hint!r})"
+                  f"{'  # ' + '; '.join(note) if note else ''}\n")
     return best

@@ -48,6 +48,11 @@ def serial_only() -> object:
     return fn.external_source(lambda: [np.zeros(2, np.int32)] * 4)
 
 
+def ignores_arguments(**arguments: object) -> dali.Pipeline:
+    """Returns a Pipeline, but not with the arguments it was given."""
+    return built_by_hand(py_num_workers=1, prefetch_queue_depth=2)
+
+
 def not_a_pipeline(**kwargs: object) -> int:
     return 42
 
