@@ -109,7 +109,8 @@ class TaskDone(_Message):
     before reading.
 
     The worker's own measure of the task (``time.perf_counter()``, once per task; 0 where it
-    is not measured: a Ray actor's, an in-process stand-in's): ``callback_s`` in the user's
+    is not measured: an in-process stand-in's; a Ray actor's ``write_s`` is the main
+    process's, which writes what came through Ray's object store): ``callback_s`` in the user's
     callback (with the samples a streamed write copies as they are made), ``write_s`` writing
     the result into shared memory after the last call, ``idle_s`` waiting for this task since
     the worker's previous one ended (or since it was ready).

@@ -38,7 +38,8 @@ __all__ = ["LoadingRecorder", "PipelineFigures", "SourceFigures", "StartupFigure
 @dataclass(slots=True)
 class WorkerFigures:
     """One worker's tasks in a window; the seconds are the worker's own measure (0 where the
-    worker does not measure them: a Ray actor's)."""
+    worker does not measure them: an in-process stand-in's; a Ray actor's `write_s` is the
+    main process's)."""
 
     tasks: int = 0
     failed_tasks: int = 0
