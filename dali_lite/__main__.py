@@ -1,4 +1,4 @@
-"""`python -m dali_lite`: `--version` and `doctor` (the command line is `_src/cli.py`)."""
+"""`python -m dali_lite`: `--version`, `doctor` and `tune` (the command line is `_src/cli.py`)."""
 
 from __future__ import annotations
 

@@ -207,7 +207,8 @@ def test_no_import_circles(package: str) -> None:
 ROOM_ORDER: tuple[tuple[str, ...], ...] = (
     ("errors",), ("types",), ("options",), ("cuda",), ("data",), ("graph",), ("sources",),
     ("gpu",), ("functions",), ("operators",), ("telemetry",), ("parallel",), ("execution",),
-    ("pipeline",), ("api",), ("frameworks",), ("cli", "doctor", "doctor_probe"),
+    ("pipeline",), ("api",), ("frameworks",),
+    ("cli", "doctor", "doctor_probe", "tune", "tune_search"),
 )
 _SRC = "dali_lite._src"
 

@@ -109,7 +109,8 @@ class TaskDone(_Message):
     before reading.
 
     The worker's own measure of the task (``time.perf_counter()``, once per task; 0 where it
-    is not measured: a Ray actor's, an in-process stand-in's): ``callback_s`` in the user's
+    is not measured: an in-process stand-in's; a Ray actor's ``write_s`` is the main
+    process's, which writes what came through Ray's object store): ``callback_s`` in the user's
     callback (with the samples a streamed write copies as they are made), ``write_s`` writing
     the result into shared memory after the last call, ``idle_s`` waiting for this task since
     the worker's previous one ended (or since it was ready).
@@ -176,14 +177,21 @@ class WorkerReady(_Message):
     machine's clock, as :class:`TaskStarted`'s): it imported the main module (``main_path``,
     None when there was none to import) in ``import_s`` seconds and set itself up (its
     callbacks loaded) in ``load_s``. Sent before any reply; the pool uses it to explain a
-    slow start."""
+    slow start.
+
+    The Ray pool makes one per actor in the main process (it never travels on a pipe):
+    ``ready_at`` is then when the main process saw the actor ready, ``created_at`` when it
+    asked Ray for the actor (both its ``time.monotonic()``: an actor may run on another
+    machine), and ``import_s`` is None (an actor imports no main module; the modules its
+    callbacks name are imported while loading them, in ``load_s``)."""
 
     worker: int
     pid: int
     ready_at: float
-    import_s: float
+    import_s: float | None
     load_s: float
     main_path: str | None
+    created_at: float | None = None
 
 
 Request = AttachSegment | RunTask | Shutdown

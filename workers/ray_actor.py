@@ -27,7 +27,16 @@ from dali_lite_workers.heap import keep_freed_memory
 from dali_lite_workers.pickling import PicklerSpec, load_callbacks
 from dali_lite_workers.task_calls import callback_at, ends_data, run_calls
 
-__all__ = ["RayTaskDone", "RayTaskFailure", "RayWorker"]
+__all__ = ["RayActorReady", "RayTaskDone", "RayTaskFailure", "RayWorker"]
+
+
+@dataclass(frozen=True, slots=True)
+class RayActorReady:
+    """What a running actor says of itself: its process id, and the seconds its set-up took
+    (loading the pool's callbacks: unpickling them, and importing the modules they name)."""
+
+    pid: int
+    load_s: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +67,7 @@ class RayWorker:
     def __init__(self, index: int, payloads: Sequence[bytes], pickler: PicklerSpec,
                  driver_path: Sequence[str] = ()) -> None:
         self.index = index
+        began = time.perf_counter()
         keep_freed_memory()  # as the local workers do (workers/heap.py)
         # As spawn does: the driver's import path, so that callbacks pickled by reference
         # (functions of the user's modules) import here. On another node, paths that do not
@@ -65,10 +75,11 @@ class RayWorker:
         sys.path.extend(entry for entry in driver_path if entry not in sys.path)
         self.callbacks: list[LoadedCallback | RemoteError] = load_callbacks(payloads, pickler)
         self.finished_at = 0.0  # time.perf_counter() at the end of the previous task
+        self.load_s = time.perf_counter() - began
 
-    def ready(self) -> int:
-        """The actor's process id, once it runs."""
-        return os.getpid()
+    def ready(self) -> RayActorReady:
+        """The actor's process id and set-up time, once it runs."""
+        return RayActorReady(os.getpid(), self.load_s)
 
     def node_id(self) -> str:
         """The Ray node this actor runs on."""

@@ -24,8 +24,9 @@ from typing import Any, Protocol
 
 from dali_lite_workers.callbacks import Callback
 from dali_lite_workers.errors import RayPlacementError, RayWorkerLostError
+from dali_lite_workers.messages import WorkerReady
 from dali_lite_workers.pickling import PicklerSpec, prepare_callbacks
-from dali_lite_workers.ray_actor import RayWorker
+from dali_lite_workers.ray_actor import RayActorReady, RayWorker
 from dali_lite_workers.ray_connect import (
     INSTALL_HINT,
     START_TIMEOUT_ENV,
@@ -105,6 +106,8 @@ class ActorState:
     #: When the task at the head of the queue started (as far as we can tell: when the task
     #: before it finished, or when it was submitted to an idle actor).
     head_started: float = 0.0
+    #: When the actor was asked of Ray (``time.monotonic()``): its start-up counts from here.
+    created_at: float = field(default_factory=time.monotonic)
 
 
 class RayLauncher:
@@ -120,6 +123,9 @@ class RayLauncher:
         self.handles: list[ActorHandle] = []
         #: The current actor of every worker; a restarted one gets a fresh state.
         self.actors: list[ActorState] = []
+        #: Each actor's start-up (replacements too), as they became ready: the pool's
+        #: ``startups``, read by the pipeline's telemetry.
+        self.startups: list[WorkerReady] = []
         self._remote_class: ActorClass | None = None
         #: The arguments of every actor after its index (`RayWorker`'s), once connected:
         #: the pickled callbacks, their pickler, and this process's import path.
@@ -152,24 +158,40 @@ class RayLauncher:
         self.wait_ready(list(range(num_workers)))
 
     def wait_ready(self, indices: list[int]) -> None:
-        """Wait until the actors of ``indices`` have started and note their pids. Raises
-        :class:`RayPlacementError` when they have not within ``start_timeout_s``."""
+        """Wait until the actors of ``indices`` have started and note their pids and
+        start-ups (``startups``). Raises :class:`RayPlacementError` when they have not within
+        ``start_timeout_s``."""
         import ray
 
-        refs = [self.actors[i].handle.ready.remote() for i in indices]
-        try:
-            pids = ray.get(refs, timeout=self.start_timeout_s)
-        except ray.exceptions.GetTimeoutError:
-            total = ray.cluster_resources()
-            available = ray.available_resources()
-            raise RayPlacementError(
-                f"could not start {len(indices)} Ray worker(s) with {self.actor_options} "
-                f"each within {self.start_timeout_s:g} s: the cluster has "
-                f"{available.get('CPU', 0):g} CPU(s) available of {total.get('CPU', 0):g}. "
-                "Lower py_num_workers or the resources per worker (py_ray_options), or add "
-                "nodes to the cluster") from None
-        for index, pid in zip(indices, pids):
-            self.actors[index].pid = pid
+        deadline = time.monotonic() + self.start_timeout_s
+        pending = {self.actors[i].handle.ready.remote(): i for i in indices}
+        # One at a time, as each becomes ready: its start-up ends when it does.
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1,
+                               timeout=max(0.0, deadline - time.monotonic()))
+            if not done:
+                raise self._not_placed(len(indices))
+            ready_at = time.monotonic()
+            for ref in done:
+                self._ready(pending.pop(ref), ray.get(ref), ready_at)
+
+    def _not_placed(self, count: int) -> RayPlacementError:
+        import ray
+
+        total = ray.cluster_resources()
+        available = ray.available_resources()
+        return RayPlacementError(
+            f"could not start {count} Ray worker(s) with {self.actor_options} "
+            f"each within {self.start_timeout_s:g} s: the cluster has "
+            f"{available.get('CPU', 0):g} CPU(s) available of {total.get('CPU', 0):g}. "
+            "Lower py_num_workers or the resources per worker (py_ray_options), or add "
+            "nodes to the cluster")
+
+    def _ready(self, index: int, report: RayActorReady, ready_at: float) -> None:
+        actor = self.actors[index]
+        actor.pid = report.pid
+        self.startups.append(WorkerReady(index, report.pid, ready_at, None, report.load_s,
+                                         None, actor.created_at))
 
     def restart(self, worker: int) -> None:
         """Kill the actor of ``worker`` and start a fresh one (no tasks) in its place."""

@@ -120,6 +120,7 @@ class RayWorkerPool(PoolBase):
         self._broken: BaseException | None = None
         # The launcher's list: it puts a fresh state in place of an actor it restarts.
         self._actors: list[ActorState] = self._launcher.actors
+        self.startups = self._launcher.startups
         self._tasks: dict[int, _Task] = {}
         self._by_ref: dict[ObjectRef, int] = {}
         #: A wake() asked the current collect to return (a plain flag: set from any thread).

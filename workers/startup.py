@@ -303,7 +303,7 @@ class StartWatch:
 
 def describe_slow_start(took: float, reports: list[WorkerReady]) -> str:
     """Why a spawned pool took ``took`` seconds to start, and what to do about it."""
-    imports = [r.import_s for r in reports]
+    imports = [r.import_s for r in reports if r.import_s is not None] or [0.0]
     loads = max(r.load_s for r in reports)
     main = next((r.main_path for r in reports if r.main_path), None)
     what = (f"the worker pool took {took:.1f} s to start its {len(reports)} spawned worker"

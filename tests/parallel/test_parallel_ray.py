@@ -330,3 +330,14 @@ def test_loading_statistics_count_each_actor_s_tasks_and_samples() -> None:
     (source,) = stats["sources"].values()
     assert source["batches"] == 3 and source["bytes_moved"] >= 3 * 4 * 16
     assert stats["pipeline"]["iterations"] == 3
+    # Each actor's start-up: from its creation to ready, with its callbacks' loading; no
+    # main-module import under Ray (None).
+    startup = stats["startup"]
+    assert sorted(startup) == [0, 1]
+    for worker, figures in stats["workers"].items():
+        assert startup[worker]["pid"] == figures["pid"]
+    for figures in startup.values():
+        assert figures["import_s"] is None
+        assert figures["start_s"] >= 0 and figures["load_s"] > 0
+        assert figures["ready_after_s"] >= figures["start_s"] + figures["load_s"]
+    assert any(figures["first_task_s"] for figures in startup.values())

@@ -108,6 +108,20 @@ def test_a_spawned_start_that_makes_the_waits_is_the_start_up() -> None:
     assert later.stage is not Stage.START_UP
 
 
+def test_ray_actors_slow_to_start_are_the_start_up_without_advice_to_fork() -> None:
+    # Ray's actors import no main module: their start-up's import_s is None.
+    startup = {i: {"pid": 100 + i, "start_s": 2.5, "import_s": None, "load_s": 0.1,
+                   "ready_after_s": 2.9, "first_task_s": 0.01} for i in range(2)}
+    workers = {i: _worker(5, 0.05, 0.1) for i in range(2)}
+    stats = _stats(10, 3.2, 0.05, workers, {"src": _source(10, 3.2)}, startup)
+    facts = LoadingFacts(**{**_facts_dict(), "py_start_method": "ray",
+                            "window_from_start": True})
+    verdict = judge(stats, facts)
+    assert verdict.stage is Stage.START_UP
+    assert "Ray actors were ready 2.90 s after" in verdict.text()
+    assert "fork" not in verdict.text()
+
+
 def test_slots_that_grow_in_many_batches_ask_for_a_larger_hint() -> None:
     sample = 2 << 20
     stats = _stats(10, 2.0, 0.1, {i: _worker(5, 0.4, 0.0) for i in range(2)},

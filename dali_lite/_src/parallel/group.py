@@ -251,9 +251,11 @@ class ParallelSourceGroup:
             layout = result.layout
             moved = layout.used_nbytes
             if layout.placed and task.placement is not None:
-                # The samples lie in the batch's data slot; this slot holds their metadata.
-                moved += len(task.args) * sum(math.prod(shape) * np.dtype(dtype).itemsize
-                                              for dtype, shape in task.placement.expected)
+                # The samples lie in the batch's data slot; this slot holds only their
+                # metadata, at an offset past where the batch's data would lie (not moved).
+                moved = layout.meta_nbytes + len(task.args) * sum(
+                    math.prod(shape) * np.dtype(dtype).itemsize
+                    for dtype, shape in task.placement.expected)
             telemetry.wrote(task.source.name, moved, layout.grew)
         else:
             telemetry.reply(result.worker, result.pid, 0, 0.0, 0.0, 0.0,
@@ -262,11 +264,16 @@ class ParallelSourceGroup:
     def loading_statistics(self, reset: bool = False) -> dict[str, Any]:
         """The telemetry's record (`LoadingRecorder.statistics`), with the start-ups the pool
         reported since the last read and each source's slots."""
-        startups = getattr(self.pool, "startups", None)  # a pool that reports them (spawn)
+        startups = getattr(self.pool, "startups", None)  # a pool that reports them (spawn, Ray)
         if isinstance(startups, list):
             for report in startups[self._startups_seen:]:
                 ready_after = report.ready_at - self._pool_started_at
-                start = max(0.0, ready_after - report.import_s - report.load_s)
+                # A spawned worker's start counts from the pool's (its staged wait included);
+                # a Ray actor's from when it was asked of Ray (after connecting to Ray).
+                began = (report.created_at if report.created_at is not None
+                         else self._pool_started_at)
+                start = max(0.0, report.ready_at - began - (report.import_s or 0.0)
+                            - report.load_s)
                 self.telemetry.started(report.worker, StartupFigures(
                     report.pid, start, report.import_s, report.load_s, ready_after))
             self._startups_seen = len(startups)

@@ -7,7 +7,8 @@ What feeds it, one call each, never per sample (the figures must cost nothing th
   the worker measured in its loop (seconds in the user's callback, writing into shared memory,
   waiting for the task; `dali_lite_workers.messages.TaskDone`); a worker whose process id
   changed was replaced (a restart);
-- `started`: a spawned worker's start-up split (`dali_lite_workers.messages.WorkerReady`);
+- `started`: a spawned worker's or a Ray actor's start-up split
+  (`dali_lite_workers.messages.WorkerReady`);
 - `fetched`: each batch a parallel source hands to an iteration (`parallel.source`): how long
   the iteration waited for it, and how many batches were ready when it asked;
 - `took`: each iteration the pipeline's program took (`pipeline.pipeline`): the time inside the
@@ -37,7 +38,8 @@ __all__ = ["LoadingRecorder", "PipelineFigures", "SourceFigures", "StartupFigure
 @dataclass(slots=True)
 class WorkerFigures:
     """One worker's tasks in a window; the seconds are the worker's own measure (0 where the
-    worker does not measure them: a Ray actor's)."""
+    worker does not measure them: an in-process stand-in's; a Ray actor's `write_s` is the
+    main process's)."""
 
     tasks: int = 0
     failed_tasks: int = 0
@@ -82,11 +84,12 @@ class PipelineFigures:
 class StartupFigures:
     """A spawned worker's start: the process's start (the interpreter's, and a staged start's
     wait for its turn), the main module's import, the set-up after it (loading the callbacks),
-    and when it was ready after its pool began to start."""
+    and when it was ready after its pool began to start. A Ray actor's: its start (Ray placing
+    it and starting or reusing a process), no import (None), and the same others."""
 
     pid: int
     start_s: float
-    import_s: float
+    import_s: float | None
     load_s: float
     ready_after_s: float
 

@@ -295,14 +295,23 @@ def _start_up(stats: Mapping[str, Any], facts: LoadingFacts,
     ready = max(float(figures["ready_after_s"]) for figures in startup.values())
     if ready < START_UP_SHARE * loop.waiting_s:
         return None
-    imported = max(float(figures["import_s"]) for figures in startup.values())
     started = max(float(figures["start_s"]) for figures in startup.values())
+    share = (f"{format_share(min(1.0, ready / loop.waiting_s))} of the "
+             f"{format_seconds(loop.waiting_s)} the loop waited.")
+    imports = [float(figures["import_s"]) for figures in startup.values()
+               if figures["import_s"] is not None]
+    if not imports:  # Ray's actors: made by the cluster, they import no main module
+        evidence = (f"The {len(startup)} Ray actors were ready {format_seconds(ready)} after "
+                    f"the pool began to make them (the slowest; created in up to "
+                    f"{format_seconds(started)}): {share}")
+        change = ("keep the pipeline, and so its actors, alive across epochs and jobs' "
+                  "phases rather than building new ones")
+        return Stage.START_UP, evidence, change + ". A longer run pays the start once."
+    imported = max(imports)
     evidence = (f"The {len(startup)} spawned workers were ready "
                 f"{format_seconds(ready)} after the pool began to start them (the slowest; "
                 f"each imported the main module again in up to {format_seconds(imported)}, "
-                f"its interpreter started in up to {format_seconds(started)}): "
-                f"{format_share(min(1.0, ready / loop.waiting_s))} of the "
-                f"{format_seconds(loop.waiting_s)} the loop waited.")
+                f"its interpreter started in up to {format_seconds(started)}): {share}")
     change = 'py_start_method="fork" (its workers are copies of this process: they import nothing)'
     if imported >= 0.25 * ready:
         change += ('; or keep the main module light: move heavy imports and top-level work '
