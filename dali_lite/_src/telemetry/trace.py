@@ -267,6 +267,7 @@ def trace_document(trace: IterationTrace, startups: Mapping[int, StartupSpan],
     reads: dict[tuple[IterationKey, str], float] = {}
     worker_pids: dict[int, list[int]] = {}
     flows: list[tuple[int, float, int, IterationKey, str]] = []
+    tasks: list[tuple[IterationKey, tuple[Any, ...]]] = []
     for key, event in kept:
         kind = event[0]
         label = f"{key[1]}" if key[0] == 0 else f"{key[1]} (epoch {key[0]})"
@@ -288,27 +289,36 @@ def trace_document(trace: IterationTrace, startups: Mapping[int, StartupSpan],
             span(f"read {event[1]}", _MAIN_PID, _EXECUTOR_TID, event[2], event[3],
                  {"source": event[1], "epoch": key[0], "iteration": key[1]}, cat="read")
         elif kind == "task":
-            (_, worker, pid, source, task_id, began, callback_s, write_s, sent_at,
-             received_at, failed) = event
-            pids = worker_pids.setdefault(worker, [])
-            if pid not in pids:
-                pids.append(pid)
-            tid = _WORKER_PID + worker
-            args: dict[str, Any] = {
-                    "source": source, "task_id": task_id, "pid": pid, "epoch": key[0],
-                    "iteration": key[1], "callback_s": callback_s, "write_s": write_s}
-            if failed:
-                span(f"{source} (failed)", tid, tid, sent_at, received_at, args, cat="task")
-                continue
-            if began > 0.0:
-                called = began + callback_s
-                task = span(source, tid, tid, began, called + write_s, args, cat="task")
-                span("callback", tid, tid, began, called, cat="callback")
-                span("write", tid, tid, called, called + write_s, cat="write")
-            else:
-                args["placed_by"] = "main process (sent, collected)"
-                task = span(source, tid, tid, sent_at, received_at, args, cat="task")
-            flows.append((task_id, task["ts"], tid, key, source))
+            tasks.append((key, event))
+    # A worker's tasks by their end: one after the other. A task placed from the main
+    # process's side (sent, collected) starts no earlier than the worker's previous one ended,
+    # since a worker runs one task at a time (a Ray actor queues the ones sent meanwhile).
+    tasks.sort(key=lambda item: (item[1][1], _task_end(item[1])))
+    previous_end: dict[int, float] = {}
+    for key, event in tasks:
+        (_, worker, pid, source, task_id, began, callback_s, write_s, sent_at, _received,
+         failed) = event
+        pids = worker_pids.setdefault(worker, [])
+        if pid not in pids:
+            pids.append(pid)
+        tid = _WORKER_PID + worker
+        args: dict[str, Any] = {
+            "source": source, "task_id": task_id, "pid": pid, "epoch": key[0],
+            "iteration": key[1], "callback_s": callback_s, "write_s": write_s}
+        end = _task_end(event)
+        if failed or began <= 0.0:
+            began = min(max(sent_at, previous_end.get(worker, sent_at)), end)
+            args["placed_by"] = "the main process: sent, reply collected"
+        previous_end[worker] = end
+        if failed:
+            span(f"{source} (failed)", tid, tid, began, end, args, cat="task")
+            continue
+        task = span(source, tid, tid, began, end, args, cat="task")
+        if "placed_by" not in args:
+            called = began + callback_s
+            span("callback", tid, tid, began, called, cat="callback")
+            span("write", tid, tid, called, end, cat="write")
+        flows.append((task_id, task["ts"], tid, key, source))
     for worker, pids in sorted(worker_pids.items()):
         tid = _WORKER_PID + worker
         name_track(tid, None, f"worker {worker} (pid {', '.join(map(str, pids))})", 2 + worker)
@@ -328,6 +338,15 @@ def trace_document(trace: IterationTrace, startups: Mapping[int, StartupSpan],
     return {"traceEvents": metadata + events, "displayTimeUnit": "ms",
             "otherData": {"producer": "dali_lite", "iterations": iterations,
                           "clock": "time.perf_counter, from the pipeline's creation"}}
+
+
+def _task_end(event: tuple[Any, ...]) -> float:
+    """Where a task event ends: the worker's own reading, else when its reply was collected."""
+    began, callback_s, write_s, received_at, failed = (
+        event[5], event[6], event[7], event[9], event[10])
+    if began > 0.0 and not failed:
+        return float(began + callback_s + write_s)
+    return float(received_at)
 
 
 def write_trace(filename: str | os.PathLike[str], document: Mapping[str, Any]) -> None:
