@@ -2,7 +2,7 @@
 the Chrome trace-event document built from a made-up record (spawned workers' start-ups, tasks
 placed by the main process as a Ray actor's are, a failed task), the operators' figures in
 `loading_statistics()`, and `save_trace` on a pipeline without workers. A real pipeline's trace
-is tests/parallel/test_trace.py's."""
+is tests/parallel/test_trace_fork.py's."""
 
 from __future__ import annotations
 
