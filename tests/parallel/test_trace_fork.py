@@ -1,7 +1,8 @@
 """`Pipeline.save_trace()` on a real pipeline: fork workers, an operator after the source; the
 file is valid trace-event JSON with a track per worker, the program's and the executor's
 tracks and the start-up, in the order the work happened, and only the last iterations asked
-for. (The format and the ring are checked without processes in tests/telemetry/test_trace_record.py.)
+for. (The format and the ring are checked without processes in
+tests/telemetry/test_trace_record.py.)
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import json
 from pathlib import Path
 
 from parallel_sources import WhoSample, deadline, pipeline
-from trace_format import end, enclosing, validate
+from trace_format import enclosing, end, validate
 
 import dali_lite as dali
 from dali_lite import fn
