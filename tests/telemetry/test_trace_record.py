@@ -29,13 +29,20 @@ TOOK = st.tuples(st.just("took"), st.integers(0, 1), st.integers(0, 3))
 
 @settings(max_examples=100, deadline=None)
 @given(ops=st.lists(st.one_of(ADD, TOOK), max_size=80), iterations=st.integers(1, 6),
-       last=st.integers(1, 6))
+       last=st.integers(1, 6), slack=st.integers(0, 4))
 def test_the_ring_keeps_the_events_of_the_last_iterations_taken(
-        ops: list[tuple[str, int, int]], iterations: int, last: int) -> None:
-    ring: EventRing[int] = EventRing(iterations)
+        ops: list[tuple[str, int, int]], iterations: int, last: int, slack: int) -> None:
+    ring: EventRing[int] = EventRing(iterations, slack=slack)
     added: list[tuple[tuple[int, int], int]] = []
     taken: list[tuple[int, int]] = []
     current = (0, 0)
+
+    def expected(count: int) -> list[tuple[tuple[int, int], int]]:
+        threshold = taken[-count] if len(taken) >= count else None
+        return sorted((item for item in added if threshold is None or item[0] >= threshold),
+                      key=lambda item: item[0])  # stable: the order added within a key
+
+    most_kept = 0
     for number, (kind, a, b) in enumerate(ops):
         if kind == "add":
             ring.add((a, b), number)
@@ -45,17 +52,12 @@ def test_the_ring_keeps_the_events_of_the_last_iterations_taken(
             ring.took(current)
             if not taken or taken[-1] != current:
                 taken.append(current)
-
-    def expected(count: int) -> list[tuple[tuple[int, int], int]]:
-        threshold = taken[-count] if len(taken) >= count else None
-        return sorted((item for item in added if threshold is None or item[0] >= threshold),
-                      key=lambda item: item[0])  # stable: the order added within a key
+            # Bounded: right after a take, twice the most events a window held, and the slack.
+            most_kept = max(most_kept, len(expected(iterations)))
+            assert ring.held() <= 2 * most_kept + slack
 
     assert ring.events() == expected(iterations)
     assert ring.events(last) == expected(min(last, iterations))
-    # Bounded: the buckets kept, and a bounded slack of those out of the window.
-    kept = {key for key, _ in expected(iterations)}
-    assert ring.bucket_count() <= len(kept) + iterations + 64
 
 
 # ---------------------------------------------------------------------------- the document

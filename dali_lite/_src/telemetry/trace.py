@@ -53,10 +53,9 @@ IterationKey = tuple[int, int]
 
 E = TypeVar("E")
 
-#: Buckets of iterations that fell out of the window but were created out of order (an
-#: iteration skipped by a failed round) may linger behind the newest one until this many more
-#: buckets than the window exist; then one full sweep drops them.
-_SWEEP_SLACK = 64
+#: Events held beyond twice those of the window before the ring sweeps out the stale ones
+#: that are not at its front (a late reply of an iteration already out of the window).
+SWEEP_SLACK = 1024
 
 
 class EventRing(Generic[E]):
@@ -66,14 +65,24 @@ class EventRing(Generic[E]):
     iteration `key` (keys taken are non-decreasing). `events()` returns, in key order and in
     the order added within a key, the events whose key is at least the oldest of the last
     `iterations` distinct keys taken (all of them before `iterations` keys were taken).
+
+    One deque of (key, event) in the order added: adding is one append (the cost is per task
+    and per iteration, so it is kept to that); a take drops from the front the events out of
+    the window. Events come about in key order (a task's a few iterations ahead), so the front
+    holds the oldest; one that comes late, behind newer ones, goes in a sweep once the deque
+    holds more than twice the events it held after the last sweep (and `slack` more), which
+    bounds it, right after any take, to twice the most events a window held, and `slack`.
+    Only the program's thread (`took`) removes; the executor's thread only appends.
     """
 
-    def __init__(self, iterations: int = DEFAULT_ITERATIONS) -> None:
+    def __init__(self, iterations: int = DEFAULT_ITERATIONS, slack: int = SWEEP_SLACK) -> None:
         self._iterations = iterations
-        self._buckets: dict[IterationKey, list[E]] = {}
+        self._slack = slack
+        self._events: deque[tuple[IterationKey, E]] = deque()
         self._taken: deque[IterationKey] = deque()
         #: The oldest iteration kept (None: fewer than `iterations` taken so far).
         self._threshold: IterationKey | None = None
+        self._sweep_at = slack
 
     @property
     def iterations(self) -> int:
@@ -85,16 +94,9 @@ class EventRing(Generic[E]):
         while len(self._taken) > iterations:
             self._taken.popleft()
         self._threshold = self._taken[0] if len(self._taken) >= iterations else None
-        self._sweep()
 
     def add(self, key: IterationKey, event: E) -> None:
-        threshold = self._threshold
-        if threshold is not None and key < threshold:
-            return  # an iteration already out of the window (a late reply of a skipped one)
-        bucket = self._buckets.get(key)
-        if bucket is None:
-            bucket = self._buckets.setdefault(key, [])
-        bucket.append(event)
+        self._events.append((key, event))
 
     def took(self, key: IterationKey) -> None:
         taken = self._taken
@@ -106,27 +108,21 @@ class EventRing(Generic[E]):
         if len(taken) > self._iterations:
             taken.popleft()
         threshold = self._threshold = taken[0]
-        # Buckets are created about in key order: drop from the oldest while they are out.
-        buckets = self._buckets
-        while buckets:
-            oldest = next(iter(buckets))
-            if oldest >= threshold:
-                break
-            buckets.pop(oldest, None)
-        if len(buckets) > self._iterations + _SWEEP_SLACK:
-            self._sweep()
+        events = self._events
+        while events and events[0][0] < threshold:
+            events.popleft()
+        if len(events) > self._sweep_at:
+            # Each held event once, from the front; the executor's thread may append behind
+            # them meanwhile (its events stay: they are new).
+            for _ in range(len(events)):
+                item = events.popleft()
+                if item[0] >= threshold:
+                    events.append(item)
+            self._sweep_at = 2 * len(events) + self._slack
 
-    def _sweep(self) -> None:
-        threshold = self._threshold
-        if threshold is None:
-            return
-        for key in list(self._buckets):
-            if key < threshold:
-                self._buckets.pop(key, None)
-
-    def bucket_count(self) -> int:
-        """Buckets held (kept and not yet dropped): bounded, whatever the events."""
-        return len(self._buckets)
+    def held(self) -> int:
+        """Events held (those kept, and stale ones not yet swept)."""
+        return len(self._events)
 
     def events(self, last: int | None = None) -> list[tuple[IterationKey, E]]:
         """The events kept, in key order; `last`: only those of the last `last` iterations
@@ -135,10 +131,10 @@ class EventRing(Generic[E]):
         taken = list(self._taken)
         if last is not None and len(taken) >= last > 0:
             threshold = taken[-last]
-        buckets = dict(self._buckets)  # one C call: the executor's thread may add meanwhile
-        return [(key, event) for key in sorted(buckets)
-                if threshold is None or key >= threshold
-                for event in list(buckets[key])]
+        held = list(self._events)  # one C call: the executor's thread may add meanwhile
+        kept = [item for item in held if threshold is None or item[0] >= threshold]
+        kept.sort(key=lambda item: item[0])  # stable: the order added within a key
+        return kept
 
 
 class StartupSpan(Protocol):
