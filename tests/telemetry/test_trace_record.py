@@ -60,6 +60,18 @@ def test_the_ring_keeps_the_events_of_the_last_iterations_taken(
     assert ring.events(last) == expected(min(last, iterations))
 
 
+def test_late_events_behind_newer_ones_are_swept_out() -> None:
+    # An event of a far iteration at the front keeps the stale ones behind it from the
+    # front's drop; the sweep bounds them all the same.
+    ring: EventRing[int] = EventRing(1, slack=2)
+    ring.add((5, 0), -1)
+    for i in range(50):
+        ring.add((0, i), i)
+        ring.took((0, i))
+        assert ring.held() <= 2 * 2 + 2
+    assert ring.events() == [((0, 49), 49), ((5, 0), -1)]
+
+
 # ---------------------------------------------------------------------------- the document
 def _made_up_trace() -> IterationTrace:
     trace = IterationTrace(iterations=2)
