@@ -79,6 +79,9 @@ class EventRing(Generic[E]):
         self._iterations = iterations
         self._slack = slack
         self._events: deque[tuple[IterationKey, E]] = deque()
+        #: `add` without its call: the deque's own append of a (key, event) pair (the sweep
+        #: keeps the deque, so this stays its append).
+        self.append = self._events.append
         self._taken: deque[IterationKey] = deque()
         #: The oldest iteration kept (None: fewer than `iterations` taken so far).
         self._threshold: IterationKey | None = None
@@ -160,6 +163,7 @@ class IterationTrace:
 
     def __init__(self, iterations: int = DEFAULT_ITERATIONS) -> None:
         self.ring: EventRing[tuple[Any, ...]] = EventRing(iterations)
+        self._append = self.ring.append
         #: The timeline's zero (`time.perf_counter()` when the pipeline was made).
         self.origin = time.perf_counter()
         #: When the pool began and ended starting its workers (None: no pool).
@@ -173,23 +177,23 @@ class IterationTrace:
              received_at: float, failed: bool) -> None:
         """A task's reply: `began` is the worker's reading of its start (0: not measured),
         `sent_at` and `received_at` the main process's."""
-        self.ring.add(key, ("task", worker, pid, source, task_id, began, callback_s, write_s,
-                            sent_at, received_at, failed))
+        self._append((key, ("task", worker, pid, source, task_id, began, callback_s, write_s,
+                             sent_at, received_at, failed)))
 
     def waited(self, key: IterationKey, source: str, began: float, ended: float) -> None:
-        self.ring.add(key, ("wait", source, began, ended))
+        self._append((key, ("wait", source, began, ended)))
 
     def read(self, key: IterationKey, source: str, began: float, ended: float) -> None:
-        self.ring.add(key, ("read", source, began, ended))
+        self._append((key, ("read", source, began, ended)))
 
     def computed(self, key: IterationKey, began: float, ended: float,
                  steps: Sequence[tuple[str, str, float, float]]) -> None:
         """The executor ran iteration `key` from `began` to `ended`; `steps`: each source's
         and each operator's run, as (kind, name, began, ended), kind "source" or "operator"."""
-        self.ring.add(key, ("iteration", began, ended, steps))
+        self._append((key, ("iteration", began, ended, steps)))
 
     def took(self, key: IterationKey, began: float, ended: float) -> None:
-        self.ring.add(key, ("took", began, ended))
+        self._append((key, ("took", began, ended)))
         self.ring.took(key)
 
 
