@@ -129,13 +129,16 @@ def draw(document: dict[str, Any], out: Path, zoom: int = 3) -> None:
               in zoomed]
     window = (min(starts, default=whole[0]), max(e["ts"] + e["dur"] for e in last))
 
-    figure = Figure(figsize=(9, 6.2), dpi=90)
+    figure = Figure(figsize=(9, 6), dpi=90)
     FigureCanvasAgg(figure)
-    top, bottom = figure.subplots(2, 1, gridspec_kw={"height_ratios": [1, 1.25]})
+    top, bottom = figure.subplots(2, 1, gridspec_kw={"height_ratios": [7, 4]})
     _panel(top, events, order, labels, whole, flows=False)
     top.set_title("the whole trace (ms from the pipeline's creation): start-up, then the "
                   "iterations", fontsize=8)
-    _panel(bottom, events, order, labels, window, flows=True)
+    # The zoom shows the tracks with something in its window (not the start-up's).
+    busy = {(e["pid"], e["tid"]) for e in slices
+            if e["ts"] + e["dur"] >= window[0] and e["ts"] <= window[1]}
+    _panel(bottom, events, [t for t in order if t in busy], labels, window, flows=True)
     bottom.set_title(f"the last {len(last)} iterations (ms), with each task's flow to the "
                      "read of its batch", fontsize=8)
     bottom.set_xlabel("milliseconds", fontsize=7)
@@ -143,7 +146,9 @@ def draw(document: dict[str, Any], out: Path, zoom: int = 3) -> None:
              "dali_lite"]
     titles = ["task", "callback", "write", "wait", "read", "operator", "source", "start-up",
               "iteration"]
-    figure.legend(handles=[Patch(color=_COLORS[n], label=t) for n, t in zip(names, titles)],
+    present = {e["cat"] for e in slices}
+    figure.legend(handles=[Patch(color=_COLORS[n], label=t) for n, t in zip(names, titles)
+                           if n in present],
                   loc="lower center", ncol=len(names), fontsize=7, frameon=False)
     figure.tight_layout(rect=(0, 0.04, 1, 1))
     figure.savefig(out, dpi=90)
