@@ -28,9 +28,9 @@ iteration its batch is for). `EventRing` holds the events of the last N iteratio
 took, and of those in flight after them; older ones go as the program takes new ones.
 
 Thread-safety: the executor's thread adds the events of the iterations it computes while the
-program's thread adds those it takes: different iterations, hence different buckets; a bucket
-is created with `dict.setdefault` (atomic under the GIL), and the readers copy before they
-iterate.
+program's thread adds and drops those it takes. Both only append to one `collections.deque`
+(atomic), only the program's thread removes from it, and readers copy it (one C call) before
+they look.
 """
 
 from __future__ import annotations
