@@ -17,9 +17,11 @@ are cheap and come from a serial source in this process. The program prints
 
     python examples/parallel_loading.py [--workers 2] [--batch-size 32] [--iterations 40]
                                         [--start-method fork|spawn|ray] [--json FILE]
+                                        [--trace FILE]
 
 ``--json FILE`` also writes the printed figures to FILE (the test of this example compares
-them with the statistics of the same pipeline). With ``--start-method ray`` (``pip install
+them with the statistics of the same pipeline). ``--trace FILE`` saves the last 100 iterations
+as a trace to open in https://ui.perfetto.dev (``Pipeline.save_trace``, docs/trace.md). With ``--start-method ray`` (``pip install
 ray``, or ``pip install -e '.[ray]'`` in a clone of dali_lite) the callbacks run on Ray actors:
 in the cluster that ``RAY_ADDRESS`` names, or else on a local Ray instance that this program
 starts and stops (never a cluster some other program left running; see docs/scale-out.md).
@@ -146,6 +148,8 @@ def run(args: argparse.Namespace, **options: Any) -> dict[str, Any]:
             check_times.append(time.perf_counter() - checking)
             batches += 1
         stats = pipe.external_source_shm_statistics()
+        if getattr(args, "trace", None):
+            pipe.save_trace(args.trace)
     finally:
         pipe.close()
     steady_batches = max(0, batches - 1)
@@ -256,6 +260,8 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=40)
     parser.add_argument("--start-method", choices=("fork", "spawn", "ray"), default="fork")
     parser.add_argument("--json", help="also write the printed figures to this file")
+    parser.add_argument("--trace", help="also save a trace of the run to this file "
+                                        "(Chrome trace-event JSON: docs/trace.md)")
     args = parser.parse_args()
     if args.start_method == "ray":
         # Ray is an optional extra: imported only for --start-method ray.

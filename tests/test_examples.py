@@ -4,7 +4,8 @@ Users read its output to learn what shared memory a parallel source holds, so ev
 prints must be the one `Pipeline.external_source_shm_statistics()` gives for the same pipeline,
 under the name the user gave the source; it must check every batch it says it checks; and it
 must print start-up apart from the steady state. The example runs here with small sizes, under
-fork and spawn, and writes what it printed as JSON (`--json`) for the comparison.
+fork and spawn, and writes what it printed as JSON (`--json`) for the comparison, and its
+trace (`--trace`, docs/trace.md), which must be valid and show each spawned worker's start-up.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from trace_format import validate
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The children import this checkout (and whatever the environment adds, as a test run
@@ -43,7 +45,7 @@ def _run_example(start_method: str, json_path: Path) -> tuple[str, dict[str, Any
     done = subprocess.run(
         [sys.executable, str(EXAMPLE), "--workers", str(WORKERS), "--batch-size",
          str(BATCH_SIZE), "--iterations", str(ITERATIONS), "--start-method", start_method,
-         "--json", str(json_path)],
+         "--json", str(json_path), "--trace", str(json_path.with_suffix(".trace.json"))],
         capture_output=True, text=True, timeout=EXAMPLE_TIMEOUT_S, cwd=ROOT, check=False,
         env={**os.environ, "PYTHONPATH": _PYTHONPATH})
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
@@ -120,6 +122,19 @@ def test_the_main_example_prints_the_statistics_of_its_pipeline(
     assert f"start-up: {report['startup_s']:.2f} s from Pipeline() to the first batch" in out
     assert f"steady state: {ITERATIONS - 1} batches after the first" in out
     assert f"{steady['samples_per_s']:,.0f} samples/s" in out
+
+    # The trace it saved: valid, the program's and the executor's tracks, the workers that ran
+    # tasks, the start-up; under spawn each worker's start, import and load.
+    trace = validate(json.loads((tmp_path / "printed.trace.json").read_text()))
+    names = sorted(name.split(" (")[0] for name in trace.process_names.values())
+    assert names[:2] == ["main process", "start-up"] and names[2].startswith("worker")
+    takes = trace.track("main process", "program: run()/outputs()")
+    assert [s["args"]["iteration"] for s in takes] == list(range(ITERATIONS))
+    if start_method == "spawn":
+        for worker in range(WORKERS):
+            assert [s["name"] for s in trace.track("start-up", f"worker {worker}")] == [
+                f"worker {worker} start-up", "start process", "import __main__",
+                "load callbacks"]
 
 
 class _Labels:

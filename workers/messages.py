@@ -113,7 +113,9 @@ class TaskDone(_Message):
     process's, which writes what came through Ray's object store): ``callback_s`` in the user's
     callback (with the samples a streamed write copies as they are made), ``write_s`` writing
     the result into shared memory after the last call, ``idle_s`` waiting for this task since
-    the worker's previous one ended (or since it was ready).
+    the worker's previous one ended (or since it was ready); ``began`` when it began the task
+    (its ``time.perf_counter()``: on Linux ``CLOCK_MONOTONIC``, the machine's clock, so the
+    main process places the task on its own timeline; 0 where it is not measured).
     """
 
     task_id: int
@@ -123,6 +125,7 @@ class TaskDone(_Message):
     callback_s: float = 0.0
     write_s: float = 0.0
     idle_s: float = 0.0
+    began: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -284,4 +284,4 @@ def run_task(task: RunTask, state: WorkerState) -> Reply:
         except BaseException as exc:
             return failed(-1, exc)
     return TaskDone(task.task_id, state.index, state.pid, layout, called - began,
-                    time.perf_counter() - called, idle_s)
+                    time.perf_counter() - called, idle_s, began)

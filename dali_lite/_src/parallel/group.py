@@ -91,6 +91,7 @@ class ParallelSourceGroup:
             task.worker, task.source.callback_index, task.args, task.slot.segment_id,
             task.slot.segment, timeout_s=task.source.timeout_s, placement=task.placement,
             data_segment=data_segment)
+        task.sent_at = time.perf_counter()
         self.tasks[task_id] = task
 
     def wake(self) -> None:
@@ -178,7 +179,9 @@ class ParallelSourceGroup:
         # (sources.callbacks).
         self._pool_started_at = time.monotonic()
         self.telemetry.pool_sized("fixed", self.options.py_num_workers)
+        began = time.perf_counter()
         self.pool.start()
+        self.telemetry.trace.pool_started(began, time.perf_counter())
 
     def _new_pool(self, callbacks: Sequence[SourceCall]) -> TaskPool:
         """The pool that runs the start method's workers: the fork/spawn pool, or with
@@ -233,18 +236,24 @@ class ParallelSourceGroup:
                                + (f" (the lost work was {lost}'s)" if lost else "")
                                + "; the pipeline cannot go on: create a new one")
             raise
+        received = time.perf_counter() if results else 0.0
         for result in results:
             task = self.tasks.pop(result.task_id, None)
             if task is not None:
                 self._last_reply[task.worker] = next(self._replies)
-                self._record(task, result)
+                self._record(task, result, received)
                 task.source.on_result(task, result)
         self.hang_watch.check(self.pool, self.tasks)
 
-    def _record(self, task: Task, result: Reply) -> None:
-        """Hand a reply's figures to the telemetry (once per task)."""
+    def _record(self, task: Task, result: Reply, received: float) -> None:
+        """Hand a reply's figures to the telemetry (once per task), collected at `received`."""
         telemetry = self.telemetry
+        batch = task.batch
         if type(result) is TaskDone:
+            telemetry.trace.task((batch.epoch_idx, batch.iteration), result.worker, result.pid,
+                                 task.source.name, result.task_id, result.began,
+                                 result.callback_s, result.write_s, task.sent_at, received,
+                                 False)
             samples = len(task.args) * task.source.samples_per_call
             telemetry.reply(result.worker, result.pid, samples, result.callback_s,
                             result.write_s, result.idle_s)
@@ -258,12 +267,21 @@ class ParallelSourceGroup:
                     for dtype, shape in task.placement.expected)
             telemetry.wrote(task.source.name, moved, layout.grew)
         else:
-            telemetry.reply(result.worker, result.pid, 0, 0.0, 0.0, 0.0,
-                            failed=not isinstance(result, DataEnded))
+            failed = not isinstance(result, DataEnded)
+            telemetry.reply(result.worker, result.pid, 0, 0.0, 0.0, 0.0, failed=failed)
+            if failed:
+                telemetry.trace.task((batch.epoch_idx, batch.iteration), result.worker,
+                                     result.pid, task.source.name, result.task_id, 0.0, 0.0,
+                                     0.0, task.sent_at, received, True)
 
     def loading_statistics(self, reset: bool = False) -> dict[str, Any]:
         """The telemetry's record (`LoadingRecorder.statistics`), with the start-ups the pool
         reported since the last read and each source's slots."""
+        self.collect_startups()
+        return self.telemetry.statistics(reset)
+
+    def collect_startups(self) -> None:
+        """Hand the telemetry the start-ups the pool reported since the last call."""
         startups = getattr(self.pool, "startups", None)  # a pool that reports them (spawn, Ray)
         if isinstance(startups, list):
             for report in startups[self._startups_seen:]:
@@ -277,7 +295,6 @@ class ParallelSourceGroup:
                 self.telemetry.started(report.worker, StartupFigures(
                     report.pid, start, report.import_s, report.load_s, ready_after))
             self._startups_seen = len(startups)
-        return self.telemetry.statistics(reset)
 
     def statistics(self) -> dict[str, Any]:
         """DALI's keys (each slot listed once, source after source; DALI 2.4 lists the slots

@@ -300,7 +300,14 @@ class ParallelSource:
         except BaseException:
             self.life.abandon(batch)
             raise
-        self.group.telemetry.fetched(self.name, began and time.perf_counter() - began, ready)
+        telemetry = self.group.telemetry
+        key = (ctx.epoch_idx, ctx.iteration)
+        if began:
+            waited = time.perf_counter()
+            telemetry.trace.waited(key, self.name, began, waited)
+            telemetry.fetched(self.name, waited - began, ready)
+        else:
+            telemetry.fetched(self.name, 0.0, ready)
         failure = next((t for t in batch.tasks if isinstance(t.result, TaskFailed)), None)
         if failure is not None:
             self.life.abandon(batch)
@@ -311,7 +318,10 @@ class ParallelSource:
         # This batch has left the prefetch buffer: refill the buffer now, before reading,
         # rather than when the next iteration starts (see "Prefetching" above).
         self._schedule_through(ctx.iteration + self.depth)
-        return self._read(batch)
+        read_began = time.perf_counter()
+        outputs = self._read(batch)
+        telemetry.trace.read(key, self.name, read_began, time.perf_counter())
+        return outputs
 
     def _read(self, batch: ScheduledBatch) -> list[list[np.ndarray]]:
         outputs = read_batch(batch, self.life.lease, self.life.free_read)

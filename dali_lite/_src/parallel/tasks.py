@@ -100,6 +100,8 @@ class Task:
     #: Where its samples go in the batch's data slot, if the batch is placed.
     placement: Placement | None = None
     result: TaskDone | TaskFailed | None = None
+    #: When it was sent (`time.perf_counter()`; the trace places a Ray actor's task by it).
+    sent_at: float = 0.0
 
 
 @dataclass(slots=True, eq=False)

@@ -9,6 +9,7 @@ that the program dropped alive (see the class's docstring).
 from __future__ import annotations
 
 import dataclasses
+import time
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +18,7 @@ from dali_lite._src.execution.executor import Executor, IterationTicket
 from dali_lite._src.graph.nodes import DataNode, IterationContext, Operator
 from dali_lite._src.sources.external_source import ExternalSource
 from dali_lite._src.sources.feed import NoDataFedError
+from dali_lite._src.telemetry.recorder import LoadingRecorder
 
 __all__ = ["IterationGraph"]
 
@@ -40,6 +42,9 @@ class IterationGraph:
     executor: weakref.ref[Executor] | None = None
     #: The epoch whose end an iteration met (set by the executor's thread; `reset` clears it).
     ended_epoch: int | None = field(default=None)
+    #: The pipeline's loading figures: each iteration's sources and operators, timed once per
+    #: operator per iteration (docs/telemetry.md, docs/trace.md).
+    telemetry: LoadingRecorder | None = None
     #: The external sources read from a `source`, in the order DALI polls them each
     #: iteration: parallel iterators (on their dedicated workers) first, then the other
     #: parallel sources, then the serial ones; the external sources fed by feed_input; and
@@ -82,16 +87,22 @@ class IterationGraph:
                                lambda: self.is_cancelled(ticket))
         values: dict[tuple[int, int], Any] = {}
         polled = self.round_sources
+        clock = time.perf_counter
+        # Telemetry: (kind, name, began, ended) per source and operator, handed over once.
+        steps: list[tuple[str, str, float, float]] = []
+        began = clock()
         # DALI's round: every source with a `source` gives its batch of this iteration before
         # anything else runs, also when another one ends the epoch (the batches they gave
         # are then lost: an iterator is one item further on, as in DALI).
         ended = False
         for op in polled:
+            step_began = clock()
             try:
                 for index, batch in enumerate(op.run(ctx, [])):
                     values[(op.id, index)] = batch
             except StopIteration:
                 ended = True
+            steps.append(("source", op.display_name, step_began, clock()))
         if ended:
             self.ended_epoch = ticket.epoch_idx
             raise StopIteration
@@ -99,8 +110,10 @@ class IterationGraph:
         # As DALI, the iteration's batch size is the sources' (it may be below the maximum):
         # operators without inputs (constants, random numbers) make that many samples.
         for op in self.fed_sources:
+            step_began = clock()
             for index, batch in enumerate(op.run(ctx, [])):
                 values[(op.id, index)] = batch
+            steps.append(("source", op.display_name, step_began, clock()))
         first = next((op for op in (*polled, *self.fed_sources) if op.outputs), None)
         if first is not None and len(values[(first.id, 0)]) != ctx.batch_size:
             ctx = dataclasses.replace(ctx, batch_size=len(values[(first.id, 0)]))
@@ -108,8 +121,12 @@ class IterationGraph:
             if operator in self.sources:
                 continue
             inputs = [values[_value_key(node)] for node in operator.inputs]
+            step_began = clock()
             for index, batch in enumerate(operator.run(ctx, inputs)):
                 values[(operator.id, index)] = batch
+            steps.append(("operator", operator.name, step_began, clock()))
+        if self.telemetry is not None:
+            self.telemetry.computed((ticket.epoch_idx, ticket.iteration), began, clock(), steps)
         return tuple(values[_value_key(node)] for node in self.outputs)
 
 

@@ -45,6 +45,7 @@ from dali_lite._src.sources.external_source import ExternalSource
 from dali_lite._src.sources.feed import UnknownInputError
 from dali_lite._src.telemetry.recorder import LoadingRecorder
 from dali_lite._src.telemetry.report import LoadingFacts, SourceFacts, loading_report
+from dali_lite._src.telemetry.trace import DEFAULT_ITERATIONS as DEFAULT_TRACE_ITERATIONS
 
 if TYPE_CHECKING:
     from dali_lite._src.gpu.source import GPUExternalSource
@@ -308,7 +309,7 @@ class Pipeline:
         # reference from it would keep a dropped pipeline (and its workers) alive while an
         # iteration waits, and through the finalizer that owns the executor, for good.
         self._iterations = IterationGraph(self._operators, self._outputs_defined(),
-                                          self._options.batch_size)
+                                          self._options.batch_size, telemetry=self._telemetry)
         executor = Executor(self._iterations.compute, self._options.exec_async)
         self._iterations.executor = weakref.ref(executor)
         executor.starvation = self._iterations.starvation
@@ -566,7 +567,7 @@ class Pipeline:
                 # pipeline, and its worker processes, alive until the next garbage collection.
                 del error, ticket
         self._checkpoints.delivered(ticket)
-        self._telemetry.took(began, time.perf_counter())
+        self._telemetry.took(began, time.perf_counter(), (ticket.epoch_idx, ticket.iteration))
         outputs: tuple[Any, ...] = ticket.outputs
         return outputs
 
@@ -770,6 +771,20 @@ class Pipeline:
             sources={source.name: SourceFacts(source.prefetch_queue_depth,
                                               source.bytes_per_sample_hint)
                      for source in (group.descriptions if group is not None else ())}))
+
+    def save_trace(self, filename: str | os.PathLike[str],
+                   iterations: int = DEFAULT_TRACE_ITERATIONS) -> None:
+        """dali_lite's own (DALI has none): write the last ``iterations`` iterations (100 by
+        default; asking for more keeps that many from then on) as Chrome trace-event JSON, for
+        https://ui.perfetto.dev or chrome://tracing: a track per worker, the program's calls,
+        the executor's reads and operators, the start-up (docs/trace.md)."""
+        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+            raise ValueError("save_trace: `iterations` must be a positive int (the number of "
+                             f"last iterations to write); got iterations={iterations!r}")
+        group = self._resources.parallel
+        if group is not None:
+            group.collect_startups()
+        self._telemetry.save_trace(filename, iterations)
 
     def input_feed_count(self, input_name: str) -> int:
         """How many batches feed_input must provide before the first run (the prefetch

@@ -13,12 +13,17 @@ What feeds it, one call each, never per sample (the figures must cost nothing th
   the iteration waited for it, and how many batches were ready when it asked;
 - `took`: each iteration the pipeline's program took (`pipeline.pipeline`): the time inside the
   call, waiting, and the time since the previous one returned (the consumer's own time);
+- `computed`: each iteration the executor computed, with each operator's run after the sources
+  (`pipeline.iteration`): calls and seconds per operator;
 - `pool_sized` / `count_changed`: the pool's worker count, as set at the start and each change
   of it with its reason and the figures behind it (`py_num_workers="auto"`).
 
 `statistics(reset)` reads the current window as a plain dict (keys in docs/telemetry.md);
 ``reset=True`` starts a new window. Start-ups and the workers' process ids are not windowed: a
 start-up happens once, and a restart is seen against the last process id whatever the window.
+
+Beside the figures it keeps the events of the last iterations (`trace.IterationTrace`, its
+`trace` attribute, fed by the same callers) that `save_trace` writes as a timeline.
 
 Thread-safety: the executor's thread records while the program's reads. A window is replaced
 whole on reset (one reference swap); a figure recorded while the swap happens lands in the old
@@ -27,12 +32,20 @@ window or the new one, never torn.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["LoadingRecorder", "PipelineFigures", "SourceFigures", "StartupFigures",
-           "WorkerCountChange", "WorkerFigures"]
+from dali_lite._src.telemetry.trace import (
+    IterationKey,
+    IterationTrace,
+    trace_document,
+    write_trace,
+)
+
+__all__ = ["LoadingRecorder", "OperatorFigures", "PipelineFigures", "SourceFigures",
+           "StartupFigures", "WorkerCountChange", "WorkerFigures"]
 
 
 @dataclass(slots=True)
@@ -80,6 +93,15 @@ class PipelineFigures:
     between_s: float = 0.0
 
 
+@dataclass(slots=True)
+class OperatorFigures:
+    """One operator of the graph after the sources, in a window: runs (one per iteration) and
+    seconds in them, in the executor's thread of the main process."""
+
+    calls: int = 0
+    time_s: float = 0.0
+
+
 @dataclass(frozen=True, slots=True)
 class StartupFigures:
     """A spawned worker's start: the process's start (the interpreter's, and a staged start's
@@ -112,6 +134,7 @@ class _Window:
     workers: dict[int, WorkerFigures] = field(default_factory=dict)
     sources: dict[str, SourceFigures] = field(default_factory=dict)
     pipeline: PipelineFigures = field(default_factory=PipelineFigures)
+    operators: dict[str, OperatorFigures] = field(default_factory=dict)
 
 
 class LoadingRecorder:
@@ -133,6 +156,8 @@ class LoadingRecorder:
         self._count_mode: str | None = None
         self._count: int | None = None
         self._count_changes: list[WorkerCountChange] = []
+        #: The last iterations' events, for `save_trace` (fed by the same callers).
+        self.trace = IterationTrace()
 
     # ------------------------------------------------------------------ recording
     def reply(self, worker: int, pid: int, samples: int, callback_s: float, write_s: float,
@@ -176,9 +201,11 @@ class LoadingRecorder:
             figures.waited_s += waited_s
         figures.ready_ahead += ready_ahead
 
-    def took(self, began: float, ended: float) -> None:
-        """The program's call for an iteration's outputs ran from `began` to `ended`
-        (`time.perf_counter()`)."""
+    def took(self, began: float, ended: float, key: IterationKey | None = None) -> None:
+        """The program's call for an iteration's outputs (iteration `key`: epoch, number) ran
+        from `began` to `ended` (`time.perf_counter()`)."""
+        if key is not None:
+            self.trace.took(key, began, ended)
         figures = self._window.pipeline
         figures.iterations += 1
         figures.waiting_s += ended - began
@@ -186,6 +213,21 @@ class LoadingRecorder:
         if last is not None and began >= last:
             figures.between_s += began - last
         self._last_took = ended
+
+    def computed(self, key: IterationKey, began: float, ended: float,
+                 steps: list[tuple[str, str, float, float]]) -> None:
+        """The executor computed iteration `key` from `began` to `ended`; `steps`: each
+        source's and each operator's run as (kind: "source" or "operator", name, began,
+        ended)."""
+        operators = self._window.operators
+        for kind, name, step_began, step_ended in steps:
+            if kind == "operator":
+                figures = operators.get(name)
+                if figures is None:
+                    figures = operators[name] = OperatorFigures()
+                figures.calls += 1
+                figures.time_s += step_ended - step_began
+        self.trace.computed(key, began, ended, steps)
 
     def started(self, worker: int, figures: StartupFigures) -> None:
         """Worker `worker`'s start-up (a spawned worker's; the latest one's if replaced)."""
@@ -219,6 +261,7 @@ class LoadingRecorder:
         # Copies first (one C call each, under the GIL): the executor's thread may add a
         # worker or a source while this one reads, which iterating the dict itself would meet.
         workers, sources = window.workers.copy(), window.sources.copy()
+        operators = window.operators.copy()
         pids, startups = self._pids.copy(), self._startups.copy()
         first_task = self._first_task.copy()
         return {
@@ -229,6 +272,15 @@ class LoadingRecorder:
                         for worker, figures in sorted(startups.items())},
             "sources": {name: asdict(figures) for name, figures in sources.items()},
             "pipeline": asdict(window.pipeline),
+            "operators": {name: asdict(figures) for name, figures in operators.items()},
             "worker_count": {"mode": self._count_mode, "now": self._count,
                              "changes": [asdict(change) for change in self._count_changes]},
         }
+
+    def save_trace(self, filename: str | os.PathLike[str], iterations: int) -> None:
+        """Write the last `iterations` iterations as Chrome trace-event JSON (`trace`); keep
+        at least that many from now on."""
+        if iterations > self.trace.ring.iterations:
+            self.trace.ring.resize(iterations)
+        document = trace_document(self.trace, self._startups.copy(), iterations)
+        write_trace(filename, document)
