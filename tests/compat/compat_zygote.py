@@ -59,6 +59,10 @@ _CONTEXT_MODULES = ("", ".fn", ".types", ".backend", ".tensors", ".pipeline")
 #: The root's plugin for each extra a case may need (`Case.needs`): imported with it.
 _PLUGINS = {"torch": ".plugin.pytorch", "jax": ".plugin.jax",
             "numba": ".plugin.numba.fn.experimental"}
+#: What Numba's first compilation imports (half of a small case's compile on this machine,
+#: seconds, paid by every case's child otherwise); importing compiles nothing.
+_FIRST_COMPILE_IMPORTS = ("numba.np.arraymath", "numba.np.npyimpl", "numba.core.typed_passes",
+                          "numba.core.untyped_passes", "numba.cpython.builtins")
 #: Bound of a zygote's imports (torch's take seconds; a loaded machine multiplies them).
 START_TIMEOUT_S = 300.0
 #: How long a reaped case's session may take to end (a worker that noticed its parent's
@@ -111,11 +115,17 @@ def _preload(root: str, modules: list[str]) -> str | None:
     """Make the imports; why forking from here would not be safe, or None."""
     import numpy as np  # first: its BLAS pool is the one thread allowed
 
+    if "numba" in modules:
+        # Numba's array support imports SciPy's BLAS, which starts a pool of its own (SciPy
+        # bundles its own OpenBLAS; like numpy's, it stops its threads before a fork).
+        import scipy.linalg  # noqa: F401
     blas_threads = _native_threads()
     del np
     for suffix in _CONTEXT_MODULES:
         importlib.import_module(root + suffix)
     for module in modules:
+        importlib.import_module(module)
+    for module in _FIRST_COMPILE_IMPORTS if "numba" in modules else ():
         importlib.import_module(module)
     import compat_child  # noqa: F401  (what each child runs, and its imports)
     import compat_record  # noqa: F401
