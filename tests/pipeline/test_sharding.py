@@ -264,3 +264,19 @@ def test_a_version_4_checkpoint_still_restores() -> None:
     assert take(make(Samples(10), None, None, old)) == [2, 3, 4]
     merged = merge_checkpoints([old])
     assert [take(make(SizedSamples(10), r, 2, merged)) for r in range(2)] == [[2, 4], [3, 2]]
+
+
+def test_a_graph_function_naming_shard_arguments_takes_them_as_on_dali(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # DALI's programs pass shard_id/num_shards to their graph functions (readers, JAX's
+    # data_iterator): they stay the function's, unwarned (DALI's Pipeline has no such
+    # arguments to shadow), and the pipeline is not sharded.
+    @dali.pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def graph(shard_id: int, num_shards: int) -> Any:
+        return fn.external_source(
+            lambda info: np.array([info.idx_in_epoch, shard_id, num_shards]), batch=False)
+
+    pipe = graph(shard_id=1, num_shards=2)
+    assert pipe.sharding is None
+    assert pipe.run()[0].as_array().tolist() == [[0, 1, 2], [1, 1, 2]]
+    assert "shadows" not in capsys.readouterr().out
