@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 import dali_lite as dali
 from dali_lite import fn
@@ -280,3 +281,96 @@ def test_a_graph_function_naming_shard_arguments_takes_them_as_on_dali(
     assert pipe.sharding is None
     assert pipe.run()[0].as_array().tolist() == [[0, 1, 2], [1, 1, 2]]
     assert "shadows" not in capsys.readouterr().out
+
+
+class ResizedJobs(RuleBasedStateMachine):
+    """A job resized again and again, within an epoch and across epochs, against the model.
+
+    Its ranks take steps (each its own number), drain the epoch, start the next one, and at
+    any point the job is stopped, its ranks' checkpoints merged and a job of another size
+    resumes from them (a resumed job's checkpoints merge again). The model: the set of the
+    epoch's global batches delivered (a padding batch delivers nothing), and each rank's next
+    batches dealt round-robin from the rest."""
+
+    LENGTH = 9  # global batches of an epoch (per-sample, 2 samples a batch, one left over)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.world = 0
+        self.pipes: list[dali.Pipeline] = []
+        self.epoch = 0
+        self.delivered: set[int] = set()
+        self.shares: list[list[int]] = []  # each rank's batches still to come in the epoch
+        self.positions: list[int] = []  # each rank's steps taken in the epoch's deal
+        self.ended: list[bool] = []
+        self.real = 0  # the epoch's batches left when they were dealt (the rest is padding)
+
+    def _deal(self) -> None:
+        remaining = [b for b in range(self.LENGTH) if b not in self.delivered]
+        self.shares = [dealt(self.world, r, remaining, True) for r in range(self.world)]
+        self.positions = [0] * self.world
+        self.real = len(remaining)
+        self.ended = [False] * self.world
+
+    @initialize(world=st.integers(1, 4))
+    def start(self, world: int) -> None:
+        self.world = world
+        self.pipes = [make(SizedSamples(self.LENGTH * BATCH + 1), r, world)
+                      for r in range(world)]
+        self._deal()
+
+    @rule(rank=st.integers(0, 3), steps=st.integers(1, 3))
+    def take_steps(self, rank: int, steps: int) -> None:
+        rank %= self.world
+        if self.ended[rank]:
+            return
+        got = take(self.pipes[rank], steps)
+        share = self.shares[rank]
+        assert got == share[:steps]
+        for batch in got:
+            if self.positions[rank] * self.world + rank < self.real:
+                self.delivered.add(batch)
+            self.positions[rank] += 1
+        self.shares[rank] = share[len(got):]
+        if len(got) < steps:
+            self.ended[rank] = True  # its StopIteration was delivered
+
+    @rule()
+    def next_epoch(self) -> None:
+        for rank, pipe in enumerate(self.pipes):
+            assert take(pipe) == self.shares[rank]
+            pipe.reset()
+        self.epoch += 1
+        self.delivered = set()
+        self._deal()
+
+    @rule(world=st.integers(1, 4))
+    def resize(self, world: int) -> None:
+        merged = merge_checkpoints([pipe.checkpoint() for pipe in self.pipes])
+        body = json.loads(merged)
+        assert body["epoch_idx"] == self.epoch
+        if all(self.ended):
+            # Every rank stands at the epoch's end: the new job's first run ends it too.
+            assert body["epoch_ended"]
+        self.world = world
+        self.pipes = [make(SizedSamples(self.LENGTH * BATCH + 1), r, world, merged)
+                      for r in range(world)]
+        if all(self.ended):
+            for pipe in self.pipes:
+                assert take(pipe) == []
+                pipe.reset()
+            self.epoch += 1
+            self.delivered = set()
+        self._deal()
+
+    @invariant()
+    def every_rank_runs_as_many_steps(self) -> None:
+        if self.pipes:
+            left = {len(share) + position for share, position
+                    in zip(self.shares, self.positions)}
+            assert len(left) == 1  # the same epoch length on every rank
+
+
+ResizedJobs.TestCase.settings = settings(max_examples=20, stateful_step_count=10,
+                                         deadline=None)
+test_resized_jobs = ResizedJobs.TestCase
