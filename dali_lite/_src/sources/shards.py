@@ -20,7 +20,8 @@ a collective for one that ran out. Without a length, a rank's epoch ends where i
 raises StopIteration (ranks may then differ by one step: docs/sharding.md).
 
 `ShardedSource` wraps the user's source with the plan; it pickles to workers with it, so serial
-and parallel sources map alike. Imports nothing of dali_lite but `types`, as workers load it.
+and parallel sources map alike. Imports nothing of dali_lite but `types` and `errors`, as
+workers load it.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from dali_lite._src.errors import describe_callable
 from dali_lite._src.types.source_info import BatchInfo, SampleInfo
 
 __all__ = ["ShardPlan", "ShardedSource", "compact", "global_batches"]
@@ -174,4 +176,5 @@ class ShardedSource:
         return self.source(BatchInfo(batch, info.epoch_idx))
 
     def __repr__(self) -> str:
-        return repr(self.source)
+        # Messages name the user's source, never the wrapper.
+        return describe_callable(self.source)
