@@ -20,9 +20,10 @@ are cheap and come from a serial source in this process. The program prints
                                         [--trace FILE]
 
 ``--json FILE`` also writes the printed figures to FILE (the test of this example compares
-them with the statistics of the same pipeline). ``--trace FILE`` saves the last 100 iterations
-as a trace to open in https://ui.perfetto.dev (``Pipeline.save_trace``, docs/trace.md). With ``--start-method ray`` (``pip install
-ray``, or ``pip install -e '.[ray]'`` in a clone of dali_lite) the callbacks run on Ray actors:
+them with the statistics of the same pipeline). ``--trace FILE`` saves the last 100
+iterations as a trace to open in https://ui.perfetto.dev (``Pipeline.save_trace``,
+docs/trace.md). With ``--start-method ray`` (``pip install ray``, or
+``pip install -e '.[ray]'`` in a clone of dali_lite) the callbacks run on Ray actors:
 in the cluster that ``RAY_ADDRESS`` names, or else on a local Ray instance that this program
 starts and stops (never a cluster some other program left running; see docs/scale-out.md).
 Connecting or starting is bounded (``DALI_LITE_RAY_START_TIMEOUT_S``, 60 s by default): an

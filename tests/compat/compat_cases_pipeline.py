@@ -140,7 +140,7 @@ def _signature(function) -> list[Any]:
 
 
 #: dali_lite's own constructor arguments, keyword-only in effect and listed in docs/compat.md.
-EXTENSIONS = frozenset({"py_timeout", "py_ray_options"})
+EXTENSIONS = frozenset({"py_timeout", "py_ray_options", "shard_id", "num_shards"})
 
 
 @case(params=["foo", "py_num_worker", "batch_sz", "enable_conditionals"])
@@ -345,6 +345,25 @@ def pipeline_def_own_arguments(ctx):
     ctx.record("pipeline", [pipe.max_batch_size, pipe.seed])
     outcome(ctx, "run", pipe.run)
     outcome(ctx, "too many positional", graph, 1, 2, words=["positional"])
+
+
+@case
+def pipeline_def_shard_arguments_are_the_functions(ctx):
+    # A reader's shard, or what DALI's JAX data_iterator passes: the function's own, with no
+    # warning printed (dali_lite's Pipeline has shard_id/num_shards of its own; DALI's not).
+    import contextlib
+    import io
+
+    @ctx.pipeline_def(batch_size=2, num_threads=1, device_id=None)
+    def graph(shard_id, num_shards):
+        return ctx.fn.external_source(
+            lambda info: np.array([info.idx_in_epoch, shard_id, num_shards]), batch=False)
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        pipe = graph(shard_id=1, num_shards=2)
+    ctx.record("printed", printed.getvalue())
+    outcome(ctx, "run", pipe.run)
 
 
 @case(params=["py_num_worker", "batch_sz", "foo"])

@@ -105,7 +105,7 @@ def test_checkpoint_is_versioned_utf8_json_bytes() -> None:
         data = pipe.checkpoint()
     assert type(data) is bytes
     body = json.loads(data.decode("utf-8"))
-    assert body["format"] == FORMAT_NAME and body["version"] == FORMAT_VERSION == 4
+    assert body["format"] == FORMAT_NAME and body["version"] == FORMAT_VERSION == 5
     assert body["operators"] == []  # no random operators
     assert (body["batch_size"], body["epoch_idx"], body["iteration"],
             body["epoch_ended"]) == (BATCH_SIZE, 0, 1, False)
@@ -117,6 +117,7 @@ def test_checkpoint_is_versioned_utf8_json_bytes() -> None:
     assert body["sources"][1]["state"] == {"taken": 1, "exhausted": False, "restart": False,
                                            "ended_epoch": None, "stops": 0}
     assert body["iterator_data"] == ""
+    assert body["shards"] is None  # not sharded
     assert len(body["sha256"]) == 64
 
 
@@ -469,7 +470,7 @@ def _rewritten(data: bytes, **changes: Any) -> bytes:
 
 
 @pytest.mark.parametrize(("changes", "words"), [
-    ({"version": 5}, "newer"),
+    ({"version": 6}, "newer"),
     ({"version": "1"}, "version"),
     ({"iteration": -1}, "iteration must be an int >= 0"),
     ({"epoch_ended": 1}, "epoch_ended must be true or false"),
@@ -487,8 +488,19 @@ def _rewritten(data: bytes, **changes: Any) -> bytes:
      "do not follow iteration 1"),
     ({"producer": {"epoch_ends": [], "iteration": 0, "prefetched": True, "end_met": False}},
      "iteration must be an int >= 1"),
-    ({"version": 1}, "unknown fields \\['operators', 'producer'\\]"),
-    ({"version": 2}, "unknown fields \\['operators'\\]"),
+    ({"version": 1}, "unknown fields \\['operators', 'producer', 'shards'\\]"),
+    ({"version": 2}, "unknown fields \\['operators', 'shards'\\]"),
+    ({"version": 4}, "unknown fields \\['shards'\\]"),
+    ({"shards": []}, "shards must be an object or null"),
+    ({"shards": {"num_shards": 2, "shard_id": None, "segment": None}}, "both null"),
+    ({"shards": {"num_shards": 2, "shard_id": 2, "segment": None}},
+     "shard_id must be < num_shards"),
+    ({"shards": {"num_shards": None, "shard_id": None, "segment": None}},
+     "merged checkpoint must have a segment"),
+    ({"shards": {"num_shards": 2, "shard_id": 0,
+                 "segment": {"epoch_idx": 0, "done_below": 2, "done": [1]}}},
+     "done must be a list of ints > done_below"),
+    ({"operators": None}, "operators must be a list"),
     ({"operators": {}}, "operators must be a list"),
     ({"operators": [{"operator": "random__CoinFlip"}]}, "missing fields \\['state'\\]"),
     ({"operators": [{"operator": 7, "state": 1}]}, "operator must be a string"),
@@ -509,6 +521,7 @@ def test_a_version_1_checkpoint_still_restores() -> None:
     body = json.loads(data)
     body.pop("producer")
     body.pop("operators")
+    body.pop("shards")
     for source in body["sources"]:
         if source["state"] is not None:
             source["state"].pop("stops")

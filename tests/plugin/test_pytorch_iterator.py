@@ -579,3 +579,40 @@ def test_no_loss_no_warning() -> None:
                                          auto_reset=True)
                 drain(it)
         assert _lost(seen) == []
+
+
+class _SizedSamples:
+    """A per-sample source of `length` samples that says its length (sharding's epochs)."""
+
+    def __init__(self, length: int) -> None:
+        self.length = length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __call__(self, info: dali.types.SampleInfo) -> np.ndarray:
+        if info.idx_in_epoch >= self.length:
+            raise StopIteration
+        return np.array([info.idx_in_epoch], dtype=np.int64)
+
+
+def test_sharded_pipelines_give_every_rank_the_length_of_the_epoch() -> None:
+    """Three ranks over 7 batches: each iterator says 3 steps (the last one padded on two
+    ranks) and runs 3, epoch after epoch; `size` is the rank's samples per epoch."""
+    with ExitStack() as stack:
+        iterators = []
+        for rank in range(3):
+            pipe = dali.Pipeline(batch_size=2, num_threads=1, device_id=None, shard_id=rank,
+                                 num_shards=3)
+            stack.callback(pipe.close)
+            with pipe:
+                pipe.set_outputs(fn.external_source(_SizedSamples(14), batch=False))
+            iterators.append(DALIGenericIterator(pipe, ["x"], auto_reset=True))
+        for _ in range(2):
+            seen = []
+            for it in iterators:
+                assert (len(it), it.size) == (3, 6)
+                batches = [values(step)[0] for step in it]
+                assert len(batches) == 3
+                seen += [sample for batch in batches for sample in batch]
+            assert set(seen) == set(range(14)) and len(seen) == 18

@@ -122,6 +122,7 @@ def test_a_version_3_checkpoint_of_an_ended_iterator_still_restores() -> None:
         data = pipe.checkpoint()
     body = json.loads(data)
     body.update(version=3)
+    body.pop("shards")
     body["sources"][0]["state"] = {"taken": 2, "exhausted": True, "restart": False,
                                    "ended_epoch": 0}
     from dali_lite._src.execution.checkpoint import _digest

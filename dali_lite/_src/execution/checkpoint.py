@@ -23,6 +23,11 @@ starts over by itself outlives its end). Versions 1 to 3 are still read: a versi
 checkpoint as a producer standing where the caller stood, neither 1 nor 2 restores operators'
 states, and an iterator's state without `stops` counted none (an ended one is read as having
 raised once).
+Version 5 added `shards`: the sharding of a pipeline run as one rank of many (dali_lite's own
+`shard_id`/`num_shards`: `{"num_shards", "shard_id", "segment"}`, null for an unsharded one;
+`num_shards` and `shard_id` null in a checkpoint merged from all ranks, `merge_checkpoints`),
+and lets a merged checkpoint's `operators` be null (not recorded). Versions 1 to 4 are
+read as unsharded.
 
 Reading never runs code (JSON only, never pickle) and trusts nothing: every field is checked
 for presence, type and range, and a SHA-256 of the rest catches a file damaged on disk. A
@@ -40,7 +45,7 @@ from typing import Any, TypeGuard
 from dali_lite._src.errors import RuntimeValueError
 
 FORMAT_NAME = "dali_lite.checkpoint"
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 
 #: How a source gets its data, as a checkpoint names it.
 SOURCE_KINDS = ("callable", "callable_no_arg", "iterable", "generator_function", "generator",
@@ -52,7 +57,10 @@ CYCLE_MODES = ("no", "quiet", "raise")
 _TOP_FIELDS_V1 = ("format", "version", "batch_size", "epoch_idx", "iteration", "epoch_ended",
                   "sources", "iterator_data", "sha256")
 _TOP_FIELDS_V2 = (*_TOP_FIELDS_V1, "producer")
-_TOP_FIELDS = (*_TOP_FIELDS_V2, "operators")
+_TOP_FIELDS_V4 = (*_TOP_FIELDS_V2, "operators")
+_TOP_FIELDS = (*_TOP_FIELDS_V4, "shards")
+_SHARDS_FIELDS = ("num_shards", "shard_id", "segment")
+_SEGMENT_FIELDS = ("epoch_idx", "done_below", "done")
 _OPERATOR_FIELDS = ("operator", "state")
 _PRODUCER_FIELDS = ("epoch_ends", "iteration", "prefetched", "end_met")
 _SOURCE_FIELDS = ("name", "kind", "batch", "cycle", "num_outputs", "state")
@@ -138,6 +146,9 @@ class Checkpoint:
     #: Each operator with a state of its own, in definition order; None: not recorded (a
     #: version 1 or 2 checkpoint), the operators keep the states they start with.
     operators: tuple[OperatorRecord, ...] | None = None
+    #: The sharding (`ShardPlan.to_json()`; num_shards and shard_id None when merged); None:
+    #: an unsharded pipeline's.
+    shards: dict[str, Any] | None = None
 
     def check_shape(self, batch_size: int, shapes: list[SourceShape]) -> None:
         """Raise CheckpointError unless a pipeline of this batch size and these sources (in
@@ -189,9 +200,12 @@ def encode(checkpoint: Checkpoint) -> bytes:
         "sources": [{"name": r.shape.name, "kind": r.shape.kind, "batch": r.shape.batch,
                      "cycle": r.shape.cycle, "num_outputs": r.shape.num_outputs,
                      "state": r.state} for r in checkpoint.sources],
-        "operators": [{"operator": r.operator, "state": r.state}
-                      for r in checkpoint.operators or ()],
+        "operators": (None if checkpoint.operators is None and checkpoint.shards is not None
+                      and checkpoint.shards["num_shards"] is None else
+                      [{"operator": r.operator, "state": r.state}
+                       for r in checkpoint.operators or ()]),
         "iterator_data": checkpoint.iterator_data,
+        "shards": checkpoint.shards,
     }
     body["sha256"] = _digest(body)
     return json.dumps(body, indent=1).encode("utf-8")
@@ -225,7 +239,8 @@ def decode(data: Any) -> Checkpoint:
         raise CheckpointError(
             f"the checkpoint has format version {version}, newer than this dali_lite reads "
             f"({FORMAT_VERSION}); restore it with the dali_lite version that wrote it or newer")
-    fields = {1: _TOP_FIELDS_V1, 2: _TOP_FIELDS_V2}.get(version, _TOP_FIELDS)
+    fields = {1: _TOP_FIELDS_V1, 2: _TOP_FIELDS_V2, 3: _TOP_FIELDS_V4,
+              4: _TOP_FIELDS_V4}.get(version, _TOP_FIELDS)
     _exact_fields(body, fields, "the checkpoint")
     digest = body.pop("sha256")
     if digest != _digest(body):
@@ -243,14 +258,48 @@ def decode(data: Any) -> Checkpoint:
     sources = tuple(_source(entry, index, version)
                     for index, entry in enumerate(body["sources"]))
     producer = None if version == 1 else _producer(body["producer"], iteration, epoch_ended)
+    shards = _shards(body["shards"]) if version >= 5 else None
+    merged = shards is not None and shards["num_shards"] is None
     operators = None
-    if version >= 3:
+    if version >= 3 and not (merged and body["operators"] is None):
         if not isinstance(body["operators"], list):
             raise CheckpointError("the checkpoint's operators must be a list")
         operators = tuple(_operator(entry, index)
                           for index, entry in enumerate(body["operators"]))
     return Checkpoint(batch_size, epoch_idx, iteration, epoch_ended, sources,
-                      body["iterator_data"], producer, operators)
+                      body["iterator_data"], producer, operators, shards)
+
+
+def _shards(entry: Any) -> dict[str, Any] | None:
+    where = "the checkpoint's shards"
+    if entry is None:
+        return None
+    if not isinstance(entry, dict):
+        raise CheckpointError(f"{where} must be an object or null; got {entry!r}")
+    _exact_fields(entry, _SHARDS_FIELDS, where)
+    if (entry["num_shards"] is None) != (entry["shard_id"] is None):
+        raise CheckpointError(f"{where}: num_shards and shard_id are both null (merged) or "
+                              f"both ints; got {entry!r}")
+    if entry["num_shards"] is not None:
+        shards = _int_field(entry, "num_shards", where, minimum=1)
+        shard_id = _int_field(entry, "shard_id", where)
+        if shard_id >= shards:
+            raise CheckpointError(f"{where}: shard_id must be < num_shards; got {entry!r}")
+    segment = entry["segment"]
+    if segment is None:
+        if entry["num_shards"] is None:
+            raise CheckpointError(f"{where}: a merged checkpoint must have a segment")
+        return dict(entry)
+    where = f"{where} segment"
+    if not isinstance(segment, dict):
+        raise CheckpointError(f"{where} must be an object or null; got {segment!r}")
+    _exact_fields(segment, _SEGMENT_FIELDS, where)
+    _int_field(segment, "epoch_idx", where)
+    below = _int_field(segment, "done_below", where)
+    done = segment["done"]
+    if not isinstance(done, list) or not all(_is_int(d) and d > below for d in done):
+        raise CheckpointError(f"{where}: done must be a list of ints > done_below; got {done!r}")
+    return {**entry, "segment": dict(segment)}
 
 
 def _operator(entry: Any, index: int) -> OperatorRecord:

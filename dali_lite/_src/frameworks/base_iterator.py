@@ -304,10 +304,31 @@ class _DaliBaseIterator(IteratorCheckpoints):
 
     @property
     def size(self) -> int:
+        if self._size < 0:
+            steps = self._sharded_steps()
+            if steps is not None:
+                return steps * self._num_gpus * self.batch_size
         return self._size
+
+    def _sharded_steps(self) -> int | None:
+        """dali_lite's own: the steps of this epoch when every pipeline is one rank of a
+        sharded job whose sources say their length (`Pipeline.epoch_batches()`, the same on
+        every rank): the iterator's length without `size` (docs/sharding.md). None for
+        other pipelines (NVIDIA DALI's have no such method)."""
+        counts = []
+        for pipe in self._pipes:
+            epoch_batches = getattr(pipe, "epoch_batches", None)
+            count = epoch_batches() if callable(epoch_batches) else None
+            if not isinstance(count, int):
+                return None
+            counts.append(count)
+        return min(counts)
 
     def __len__(self) -> int:
         if self._size < 0:
+            steps = self._sharded_steps()
+            if steps is not None:
+                return steps
             # DALI answers 0 here (ceil(-1 / batch_size)); the length is unknown, and
             # TypeError is how Python says an object has no length (tqdm, Lightning and
             # operator.length_hint handle it).

@@ -69,10 +69,11 @@ class PipelineCheckpoints:
 
     def encode(self, operators: Sequence[Operator], batch_size: int, iterator_data: object,
                *, producer_epoch: int, scheduled: int, prefetched: bool,
-               end_met: bool) -> bytes:
+               end_met: bool, shards: dict[str, Any] | None = None) -> bytes:
         """The checkpoint of a built pipeline at its delivered position, with the producer's
         side (its epoch, the iterations scheduled, whether it prefetched or met the end) and
-        a framework iterator's `iterator_data` stored beside it."""
+        a framework iterator's `iterator_data` stored beside it, and the sharding's record
+        (`PipelineShards.record`)."""
         self.check_enabled()
         if isinstance(iterator_data, bytes):
             iterator_data = iterator_data.decode("utf-8")
@@ -85,7 +86,7 @@ class PipelineCheckpoints:
             prefetched=prefetched, end_met=end_met)
         records = tuple(OperatorRecord(op.schema_name, op_state)
                         for op, op_state in _stateful_operators(operators))
-        return encode(dataclasses.replace(checkpoint, operators=records))
+        return encode(dataclasses.replace(checkpoint, operators=records, shards=shards))
 
     # ------------------------------------------------------------------ the pipeline's hooks
     def prepare_sources(self, operators: Sequence[Operator], batch_size: int) -> None:

@@ -21,6 +21,10 @@ from dali_lite._src.pipeline.pipeline import (
 
 # Keyword arguments the factory itself takes (and drops unless the function names them).
 _FACTORY_ARGUMENTS = ("enable_conditionals", "debug")
+# dali_lite's own constructor arguments that DALI programs name in their graph functions (a
+# reader's shard, DALI's JAX `data_iterator` passes them): on DALI they shadow nothing, so
+# such a function is warned about by neither.
+_NOT_SHADOWING = ("shard_id", "num_shards")
 
 
 class UnknownPipelineArgumentError(TypeError, AssertionError):
@@ -49,7 +53,7 @@ def _split_arguments(func: Callable[..., Any], kwargs: dict[str, Any]
             continue
         if name in own:
             fn_args[name] = value
-            if name in constructor:
+            if name in constructor and name not in _NOT_SHADOWING:
                 # DALI prints this warning (to stdout); a program's output stays the same.
                 print(f"Warning: the argument `{name}` shadows a Pipeline constructor "
                       "argument of the same name.")

@@ -40,6 +40,7 @@ from dali_lite._src.parallel.hang_watch import report_interrupted_waits
 from dali_lite._src.pipeline.checkpointing import PipelineCheckpoints
 from dali_lite._src.pipeline.dot import graph_to_dot
 from dali_lite._src.pipeline.iteration import IterationGraph
+from dali_lite._src.pipeline.sharding import PipelineShards, ShardingInfo
 from dali_lite._src.sources.constant import constant_array, constant_node
 from dali_lite._src.sources.external_source import ExternalSource
 from dali_lite._src.sources.feed import UnknownInputError
@@ -135,6 +136,8 @@ class Pipeline:
         concurrency: Any = None,
         py_timeout: float | None = None,
         py_ray_options: dict[str, Any] | None = None,
+        shard_id: int | None = None,
+        num_shards: int | str | None = None,
         **unknown: Any,
     ) -> None:
         # The pipeline's own state first: a constructor that raises leaves an object that
@@ -189,6 +192,8 @@ class Pipeline:
         self._last_outputs: tuple[Any, ...] | None = None
         self._shared_outputs: list[tuple[Any, ...]] = []
         self._checkpoints = PipelineCheckpoints(enable_checkpointing, checkpoint)
+        # dali_lite's own: one pipeline per rank over one global index space (sharding.py).
+        self._shards = PipelineShards(shard_id, num_shards)
         self._telemetry = LoadingRecorder()  # always on (docs/telemetry.md)
         self._telemetry_reset = False  # a window began since the pipeline was made
 
@@ -299,6 +304,7 @@ class Pipeline:
         self._check_open()
         self._options.check_buildable()
         self._define()
+        self._shard_sources()
         _refuse_shared_names(self._operators)
         for op in self._operators:
             op.setup(self)
@@ -327,6 +333,7 @@ class Pipeline:
         if self._resources.parallel is not None:
             return
         self._define()
+        self._shard_sources()
         parallel = [op for op in self._operators
                     if isinstance(op, ExternalSource) and op.parallel]
         if not parallel:
@@ -850,7 +857,27 @@ class Pipeline:
         return self._checkpoints.encode(
             self._operators, self._options.batch_size, iterator_data,
             producer_epoch=self._epoch_idx, scheduled=self._next_iteration,
-            prefetched=not self._first_iter, end_met=self._last_iter)
+            prefetched=not self._first_iter, end_met=self._last_iter,
+            shards=self._shards.record())
+
+    # ------------------------------------------------------------------ sharding
+    def _shard_sources(self) -> None:
+        self._shards.apply(self._operators, self._options.checkpoint,
+                           self._checkpoints.enabled)
+
+    @property
+    def sharding(self) -> ShardingInfo | None:
+        """dali_lite's own: the `shard_id`/`num_shards` this pipeline took (from its arguments
+        or, for `num_shards="auto"`, the environment, and where from), or None when it is not
+        sharded (docs/sharding.md)."""
+        return self._shards.info
+
+    def epoch_batches(self) -> int | None:
+        """dali_lite's own: the batches this pipeline delivers in its current epoch when it is
+        sharded and its sources say their length (`len(source)`), else None. Every rank of a
+        job gets the same number (docs/sharding.md); DALI's framework iterators report it as
+        their length."""
+        return self._shards.steps(self._operators, self._epoch_idx, self._options.batch_size)
 
     def _restore_position(self) -> None:
         """After build: take the restored checkpoint's position (if restored from one), and

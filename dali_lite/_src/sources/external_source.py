@@ -41,6 +41,7 @@ from dali_lite._src.sources.kinds import (
     normalize_cycle,
 )
 from dali_lite._src.sources.sample_range import SampleRange
+from dali_lite._src.sources.shards import ShardedSource, ShardPlan, global_batches
 from dali_lite._src.types.source_info import BatchInfo
 
 if TYPE_CHECKING:
@@ -78,6 +79,8 @@ class ExternalSource(Operator):
     always_runs = True
     #: Class default, so that pipelines serialized before the argument existed still load.
     py_timeout: float | None = None
+    #: The rank's share of the global index space (a sharded pipeline sets it: `shard`).
+    shard_plan: ShardPlan | None = None
 
     def __init__(
         self,
@@ -199,7 +202,7 @@ class ExternalSource(Operator):
         self.display_name = display
 
     runtime_attributes: ClassVar[tuple[str, ...]] = (
-        "pipeline", "_fed", "_callback", "_observer", "parallel_source")
+        "pipeline", "_fed", "_callback", "_observer", "parallel_source", "shard_plan")
 
     def _init_runtime(self) -> None:
         super()._init_runtime()
@@ -208,6 +211,7 @@ class ExternalSource(Operator):
         #: What polls a serial iterator in the callback's place: a checkpoint's observer of it.
         self._observer: Callable[[BatchInfo], Outputs] | None = None
         self.parallel_source: ParallelBatches | None = None
+        self.shard_plan = None
 
     @property
     def is_iterator(self) -> bool:
@@ -230,15 +234,40 @@ class ExternalSource(Operator):
         assert kind is not None  # only a source with a `source` has a callback
         if kind is SourceKind.CALLABLE_ONE_ARG or kind is SourceKind.CALLABLE_NO_ARG:
             takes_arg = kind is SourceKind.CALLABLE_ONE_ARG
-            if not self.batch:
-                return PerSampleCall(self.source, self.declared_num_outputs, name, takes_arg)
             argument = ("none" if not takes_arg
                         else "batch_info" if self.batch_info else "iteration")
-            return PerBatchCall(self.source, self.declared_num_outputs, name, argument,
+            source = self.source
+            if self.shard_plan is not None and takes_arg:
+                # The user's source sees global indices; the wrapper takes the local info.
+                length = global_batches(self.source, self.batch, batch_size)
+                plan = self.shard_plan.with_length(length)
+                source = ShardedSource(source, plan, "sample_info" if not self.batch
+                                       else argument, batch_size)
+                argument = "batch_info"
+            if not self.batch:
+                return PerSampleCall(source, self.declared_num_outputs, name, takes_arg)
+            return PerBatchCall(source, self.declared_num_outputs, name, argument,
                                 batch_size)
         return IteratorCall(self.source, kind, self.cycle, self.declared_num_outputs, name,
                             per_sample=not self.batch, batch_size=batch_size,
                             serial=not self.parallel)
+
+    def shard(self, plan: ShardPlan) -> None:
+        """Give the source rank's share of the global index space (a sharded pipeline, before
+        its callbacks are made). Only a callable that takes a SampleInfo, a BatchInfo or the
+        iteration can be told global indices; the others are refused, naming the source."""
+        if self.source is None:
+            return  # fed by feed_input: the caller feeds this rank's data
+        if self.kind is not SourceKind.CALLABLE_ONE_ARG:
+            what = self.kind.value if self.kind is not None else "feed"
+            raise ValueError(
+                f"external_source {self.display_name!r}: a sharded pipeline (num_shards="
+                f"{plan.num_shards}) can shard only a callable source that takes a SampleInfo, "
+                f"a BatchInfo or the iteration; its source is a {what}, whose order the "
+                "pipeline cannot split: shard it yourself (give each rank its own iterable) "
+                "and create the pipeline without shard_id/num_shards (docs/sharding.md)")
+        if plan != self.shard_plan:
+            self.shard_plan, self._callback = plan, None
 
     def polled_callback(self, batch_size: int) -> SourceCall:
         """The callable that polls this source (made now if the pipeline is not set up yet:
