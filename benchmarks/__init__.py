@@ -9,6 +9,8 @@ Modules:
   workers of every loader run the very same functions);
 * :mod:`benchmarks.loaders`: one adapter per loader that builds it, yields batches and turns
   each into one contiguous numpy array;
+* :mod:`benchmarks.ceilings`: the ceilings measured beside the loaders, the callback alone
+  and the callback plus one copy of each sample into shared memory out of cache;
 * :mod:`benchmarks.child`: one measurement, run in a fresh interpreter;
 * :mod:`benchmarks.memory`: the memory of a process tree (RSS, USS, PSS, shared memory),
   sampled from outside;

@@ -12,7 +12,10 @@ Both give the same figures: the medians of :mod:`benchmarks.report`, as its tabl
 Per workload, each loader's median is drawn relative to the fastest peer (DALI, the DataLoader
 or Grain), so 1 is the best peer; above each bar its own figure. A loader with no figures (Grain
 where it is not installed) gets no bars. Throughput (higher is better) and start-up (lower is
-better) are two panels. Needs matplotlib (the ``bench`` extra).
+better) are two panels. Where the ceilings ran (:mod:`benchmarks.ceilings`), a third panel
+draws each loader's throughput as a fraction of them: a pale bar up to its fraction of the
+callback + one copy, a full one up to its fraction of the callback alone (the higher
+ceiling, so the smaller fraction). Needs matplotlib (the ``bench`` extra).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.loaders import NUM_WORKERS, START_METHOD
-from benchmarks.report import LOADER_TITLES, METRICS, PEERS, Metric, metric_values
+from benchmarks.report import CEILING_LOADERS, LOADER_TITLES, METRICS, PEERS, Metric, metric_values
 
 __all__ = ["CHART_LOADERS", "Figures", "draw", "figures_from_markdown", "figures_from_results",
            "main"]
@@ -74,7 +77,7 @@ def figures_from_results(results: Sequence[dict[str, Any]],
     figures = Figures(notes=list(notes))
     for metric in METRICS:
         row = {}
-        for loader in CHART_LOADERS:
+        for loader in (*CHART_LOADERS, *CEILING_LOADERS):
             values = metric_values(results, loader, metric)
             if values:
                 # Through the table's own format, so that chart and table say the same.
@@ -104,7 +107,7 @@ def figures_from_markdown(text: str) -> Figures:
     header = next(i for i, ln in enumerate(lines) if ln.startswith("| workload | metric |"))
     titles = [c.strip() for c in lines[header].strip("|").split("|")]
     columns = {loader: titles.index(title) for loader, title in LOADER_TITLES.items()
-               if loader in CHART_LOADERS and title in titles}
+               if loader in (*CHART_LOADERS, *CEILING_LOADERS) and title in titles}
     for line in lines[header + 2:]:
         if not line.startswith("|"):
             break
@@ -147,7 +150,9 @@ def _relative(metric: Metric, row: dict[str, float]) -> dict[str, float]:
     peers = [row[p] for p in PEERS if p in row]
     pick = max if metric.higher_is_better else min
     reference = pick(peers) if peers else row.get("dali_lite", 0.0)
-    return {loader: value / reference for loader, value in row.items() if reference}
+    # The ceilings are drawn in a panel of their own (a callback alone can be 500x a peer).
+    return {loader: value / reference for loader, value in row.items()
+            if reference and loader in CHART_LOADERS}
 
 
 def _drawn(figures: Figures) -> list[str]:
@@ -185,6 +190,36 @@ def _panel(axes: Any, figures: Figures, metrics: list[Metric], title: str, ylabe
     axes.spines[["top", "right"]].set_visible(False)
 
 
+def _ceiling_rows(figures: Figures, metrics: list[Metric]) -> list[Metric]:
+    """The throughput metrics that have both ceilings' figures."""
+    return [m for m in metrics
+            if all(c in figures.values.get((m.workload, m.title), {}) for c in CEILING_LOADERS)]
+
+
+def _ceiling_panel(axes: Any, figures: Figures, metrics: list[Metric]) -> None:
+    loaders = _drawn(figures)
+    width = 0.8 / len(loaders)
+    for m, metric in enumerate(metrics):
+        row = figures.values[(metric.workload, metric.title)]
+        alone, copy = (row[c] for c in CEILING_LOADERS)
+        for i, loader in enumerate(loaders):
+            if loader not in row or not alone or not copy:
+                continue
+            x = m + (i - (len(loaders) - 1) / 2) * width
+            of_copy, of_alone = row[loader] / copy, row[loader] / alone
+            axes.bar(x, of_copy, width * 0.95, color=_COLORS[loader], alpha=0.35)
+            axes.bar(x, of_alone, width * 0.95, color=_COLORS[loader])
+            axes.text(x, max(of_copy, of_alone), f" {of_alone:.2f} / {of_copy:.2f}",
+                      rotation=90, ha="center", va="bottom", fontsize=6)
+    axes.axhline(1.0, color="#555555", linewidth=0.8, linestyle="--")
+    axes.set_xticks(range(len(metrics)), [_tick(m) for m in metrics], fontsize=8)
+    axes.set_ylim(0, 1.6)
+    axes.set_title("Of the ceilings: callback alone (full) / + one copy (pale)", fontsize=9)
+    axes.set_ylabel("fraction of the ceiling", fontsize=8)
+    axes.tick_params(axis="y", labelsize=8)
+    axes.spines[["top", "right"]].set_visible(False)
+
+
 def draw(figures: Figures, out: Path, title: str | None = None) -> Path:
     """Draws `figures` into the PNG file `out`; returns `out`."""
     # matplotlib is the bench extra's, and drawing needs no display: the Agg canvas of a
@@ -197,8 +232,11 @@ def draw(figures: Figures, out: Path, title: str | None = None) -> Path:
     start = [m for m in shown if not m.higher_is_better]
     if not shown:
         raise ValueError("no figures of dali_lite or of its peers to draw")
+    ceilings = _ceiling_rows(figures, fast)
     fig = Figure(figsize=(11, 4.6), dpi=100)
-    grid = fig.add_gridspec(1, 2, width_ratios=[max(1, len(fast)), max(1, len(start)) + 0.6])
+    ratios = [max(1, len(fast)), max(1, len(start)) + 0.6]
+    grid = fig.add_gridspec(1, 3 if ceilings else 2,
+                            width_ratios=[*ratios, len(ceilings)] if ceilings else ratios)
     panels = [(fast, "Throughput (higher is better)", "x the faster peer's"),
               (start, "Start-up (lower is better)", "x the better peer's")]
     legend_axes = None
@@ -207,6 +245,8 @@ def draw(figures: Figures, out: Path, title: str | None = None) -> Path:
             axes = fig.add_subplot(grid[0, column])
             _panel(axes, figures, metrics, panel_title, ylabel)
             legend_axes = legend_axes or axes
+    if ceilings:
+        _ceiling_panel(fig.add_subplot(grid[0, 2]), figures, ceilings)
     assert legend_axes is not None
     fig.legend(*legend_axes.get_legend_handles_labels(), loc="upper right",
                ncols=len(_drawn(figures)), fontsize=8, frameon=False)

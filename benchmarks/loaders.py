@@ -40,6 +40,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from benchmarks.ceilings import CEILINGS, Ceiling
 from benchmarks.workloads import (
     CHAIN_CROP,
     CHAIN_MEAN,
@@ -87,6 +88,10 @@ LOADERS: dict[str, str] = {
     # Google's Grain (grain.python.DataLoader): the same per-sample function as a
     # RandomAccessDataSource, batched by Grain in spawned worker processes.
     "grain": "grain",
+    # The ceilings (benchmarks.ceilings): the callback alone in the same number of forked
+    # processes, and the same plus one copy of each sample into shared memory out of cache.
+    "ceiling": "numpy",
+    "ceiling_copy": "numpy",
 }
 #: Modules a loader needs besides the one LOADERS names.
 _ALSO_NEEDS: dict[str, tuple[str, ...]] = {
@@ -415,6 +420,8 @@ def make_loader(name: str, workload: Workload, total_batches: int) -> Loader:
         raise LoaderMissing(f"{LOADERS[name]} is not installed (pip install '.[bench]')")
     if not workload.applies_to(name):
         raise ValueError(f"{workload.name}: not for loader {name} ({workload.not_applicable})")
+    if name in CEILINGS:
+        return Ceiling(name, workload, total_batches, worker_count(workload), PREFETCH)
     if workload.chain:
         return _ChainLoader(LOADERS[name], workload)
     if name == "torch":

@@ -23,18 +23,21 @@ from typing import Any
 from benchmarks.loaders import NUM_WORKERS
 from benchmarks.workloads import HEAVY_CPU_S, WORKLOADS
 
-__all__ = ["FIRST_BATCH_METRICS", "LOADER_TITLES", "MEMORY_METRICS", "METRICS", "PEERS",
-           "Metric", "metric_values", "render"]
+__all__ = ["CEILING_LOADERS", "FIRST_BATCH_METRICS", "LOADER_TITLES", "MEMORY_METRICS",
+           "METRICS", "PEERS", "Metric", "ceiling_fractions", "metric_values", "render"]
 
 Result = dict[str, Any]
 
 LOADER_TITLES = {"dali_lite": "dali_lite", "dali": "DALI", "torch": "DataLoader",
                  "dali_lite_ray": "dali_lite on Ray",
                  "dali_lite_torch": "dali_lite iterator", "dali_torch": "DALI iterator",
-                 "grain": "Grain"}
+                 "grain": "Grain", "ceiling": "callback alone",
+                 "ceiling_copy": "callback + one copy"}
 #: In the iterator table, each PyTorch iterator loader stands in for its library.
 _ITERATOR_ROLES = {"dali_lite_torch": "dali_lite", "dali_torch": "dali", "torch": "torch"}
 PEERS = ("dali", "torch", "grain")
+#: The ceilings (benchmarks.ceilings), in the order of their columns.
+CEILING_LOADERS = ("ceiling", "ceiling_copy")
 #: Samples per second with every worker busy on the heavy callback and no overhead at all.
 HEAVY_IDEAL_SAMPLES_PER_S = NUM_WORKERS / HEAVY_CPU_S
 _MIB = 1024 * 1024
@@ -249,6 +252,40 @@ def results_table(results: Sequence[Result], loaders: Sequence[str],
     return "\n".join(lines)
 
 
+def ceiling_fractions(results: Sequence[Result], loader: str,
+                      metric: Metric) -> dict[str, float]:
+    """``loader``'s median of ``metric`` over each ceiling's median (the ceilings that ran)."""
+    mine = metric_values(results, loader, metric)
+    fractions = {}
+    for ceiling in CEILING_LOADERS:
+        theirs = metric_values(results, ceiling, metric)
+        if mine and theirs and statistics.median(theirs) > 0:
+            fractions[ceiling] = statistics.median(mine) / statistics.median(theirs)
+    return fractions
+
+
+def ceilings_table(results: Sequence[Result], loaders: Sequence[str]) -> str:
+    """Each loader's median as a fraction of the two ceilings', per throughput metric: a
+    cell is "of callback alone / of callback + one copy"."""
+    shown = [name for name in loaders if name not in CEILING_LOADERS]
+    lines = ["| workload | metric | " + " | ".join(LOADER_TITLES.get(name, name)
+                                                   for name in shown) + " |",
+             "|" + "---|" * (2 + len(shown))]
+    workloads_run = {r.get("workload") for r in results}
+    for metric in METRICS:
+        if not metric.higher_is_better or metric.workload not in workloads_run:
+            continue
+        if not all(metric_values(results, c, metric) for c in CEILING_LOADERS):
+            continue
+        cells = []
+        for name in shown:
+            fractions = ceiling_fractions(results, name, metric)
+            cells.append(" / ".join(f"{fractions[c]:.2f}" for c in CEILING_LOADERS)
+                         if len(fractions) == len(CEILING_LOADERS) else "-")
+        lines.append("| " + " | ".join([metric.workload, metric.title, *cells]) + " |")
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
 def diagnostics_table(results: Sequence[Result], loaders: Sequence[str]) -> str:
     """Medians of CPU time per batch (main process, workers), time to first batch, and the
     share of the machine's CPU that processes outside the measurement took meanwhile."""
@@ -341,6 +378,11 @@ def render(results: Sequence[Result], loaders: Sequence[str], missing: dict[str,
     parts = [header]
     if main_rows:
         parts += ["", results_table(peers_only, loaders, missing)]
+    ceilings = ceilings_table(results, [*loaders, *variants]) if main_rows else ""
+    if ceilings:
+        parts += ["", "Each loader as a fraction of the ceilings, of the callback alone / of "
+                  "the callback + one copy of each sample into shared memory out of cache "
+                  "(benchmarks/ceilings.py; medians over medians):", "", ceilings]
     with_subject = list(dict.fromkeys(["dali_lite", *loaders]))
     for variant in variants if main_rows else ():
         parts += ["", f"The same peers' runs against `{variant}` in the role of dali_lite:", "",

@@ -69,6 +69,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "CEILINGS",
     "CHAIN_BATCH",
     "CHAIN_CROP",
     "CHAIN_MEAN",
@@ -116,6 +117,10 @@ CHAIN_CROP = (224, 224)
 CHAIN_MEAN = (0.485, 0.456, 0.406)  # ImageNet's, for images scaled to [0, 1]
 CHAIN_STD = (0.229, 0.224, 0.225)
 CHAIN_SEED = 7  # fn.random.coin_flip's: both libraries mirror the same samples
+
+#: The ceilings' pseudo-loaders (benchmarks.ceilings): the callback alone, and the callback
+#: plus one copy of each sample into shared memory out of cache.
+CEILINGS = ("ceiling", "ceiling_copy")
 
 # Prepared lazily, once per process (each worker builds its own after fork or spawn).
 _large_images: list[np.ndarray] = []
@@ -303,10 +308,14 @@ class Workload:
 
     def applies_to(self, loader: str) -> bool:
         """Whether ``loader`` (a name of :data:`benchmarks.loaders.LOADERS`) can run this."""
+        if loader in CEILINGS:  # a throughput ceiling: not for start-up or memory figures
+            return not (self.startup or self.first_batch or self.memory or self.chain)
         return self.loaders is None or loader in self.loaders
 
     def why_not(self, loader: str) -> str:
         """What the table says for ``loader`` when this workload does not apply to it."""
+        if loader in CEILINGS:
+            return "n/a (not a throughput)"
         return dict(self.reasons).get(loader, self.not_applicable)
 
     def batches(self, scale: float) -> tuple[int, int]:

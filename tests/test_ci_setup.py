@@ -108,8 +108,11 @@ def test_the_core_subset_names_tests_that_exist() -> None:
 
 def test_ci_installs_every_extra_the_cpu_tests_need() -> None:
     # test: pytest and its plugins; torch: zero-copy torch views, DLPack, refusals;
-    # numba, jax: the plugin tests; compat: NVIDIA DALI, the compat suite's reference.
-    assert {"test", "torch", "numba", "jax", "compat"} <= _installed_by_ci()
+    # numba, jax: the plugin tests; compat: NVIDIA DALI, the compat suite's reference;
+    # bench: Grain and matplotlib, for the benchmarks' Grain and chart tests.
+    assert {"test", "torch", "numba", "jax", "compat", "bench"} <= _installed_by_ci()
+    assert {"grain", "matplotlib"} <= {re.split(r"[<>=\[ ]", req, maxsplit=1)[0]
+                                       for req in _extras()["bench"]}
 
 
 def test_the_test_extra_bounds_and_shuffles_the_suite() -> None:
