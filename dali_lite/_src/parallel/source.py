@@ -300,7 +300,7 @@ class ParallelSource:
         except BaseException:
             self.life.abandon(batch)
             raise
-        self.group.telemetry.fetched(self.name, began and time.perf_counter() - began, ready)
+        self.group.fetched(self.name, began and time.perf_counter() - began, ready)
         failure = next((t for t in batch.tasks if isinstance(t.result, TaskFailed)), None)
         if failure is not None:
             self.life.abandon(batch)
