@@ -232,12 +232,7 @@ class WorkerPool(PoolBase):
                     stop_worker(self._res, index)
             for index in range(count):
                 if not self._live[index]:
-                    try:
-                        with sigint_blocked():
-                            start_worker(self._res, self._launch, index)
-                    except BaseException:
-                        self._broken = WorkerDiedError(index, None, None, broken=True)
-                        raise
+                    self._start_or_break(index, None)
                     self._live[index] = True
             return running_prefix(self._live)
 
@@ -443,12 +438,17 @@ class WorkerPool(PoolBase):
         """Kill worker ``worker`` and start a fresh one under the same index."""
         pid = self._res.pids[worker]
         retire_worker(self._res, worker)
+        self._start_or_break(worker, pid)
+
+    def _start_or_break(self, worker: int, old_pid: int | None) -> None:
+        """Start worker ``worker`` (after ``old_pid``'s, if any); the pool is broken if it
+        cannot be."""
         assert self._launch is not None  # set by start(), before any task
         try:
             with sigint_blocked():
                 start_worker(self._res, self._launch, worker)
         except BaseException:
-            self._broken = WorkerDiedError(worker, pid, None, broken=True)
+            self._broken = WorkerDiedError(worker, old_pid, None, broken=True)
             raise
 
 

@@ -170,29 +170,26 @@ class WorkerCountPolicy:
                 return None
             else:
                 self._trial = None
-                if trial.new < trial.old:
-                    return self._judge_retirement(trial, window)
-                if window.rate < trial.rate * GAIN_TO_KEEP and window.wait_share > WAIT_TO_GROW:
-                    self.limit = trial.old
-                    self._limit_age_s = 0.0
-                    self._limit_cost = window.cost_s
-                    return CountDecision(trial.old, (
-                        f"{trial.new} workers made {window.rate:.0f} samples/s, no more than "
-                        f"{trial.old} made ({trial.rate:.0f}): back to {trial.old}"),
-                        self._figures(window, before_rate=trial.rate))
+                return self._judge(trial, window)
         grow = self._grow(window)
         if grow is not None:
             return grow
         return self._retire(window) or self._try_fewer(window)
 
-    def _judge_retirement(self, trial: _Trial, window: WindowFigures) -> CountDecision | None:
-        if window.rate >= trial.rate * (1 - LOSS_TO_KEEP):
-            return None
-        self.low_limit = trial.old
+    def _judge(self, trial: _Trial, window: WindowFigures) -> CountDecision | None:
+        """Keep the count a trial reached, or take it back (and remember the limit)."""
+        if trial.new < trial.old:
+            if window.rate >= trial.rate * (1 - LOSS_TO_KEEP):
+                return None
+            self.low_limit, compared = trial.old, "less than"
+        else:
+            if window.rate >= trial.rate * GAIN_TO_KEEP or window.wait_share <= WAIT_TO_GROW:
+                return None
+            self.limit, compared = trial.old, "no more than"
         self._limit_age_s = 0.0
         self._limit_cost = window.cost_s
         return CountDecision(trial.old, (
-            f"{trial.new} workers made {window.rate:.0f} samples/s, less than {trial.old} made "
+            f"{trial.new} workers made {window.rate:.0f} samples/s, {compared} {trial.old} made "
             f"({trial.rate:.0f}): back to {trial.old}"),
             self._figures(window, before_rate=trial.rate))
 
