@@ -17,7 +17,8 @@ How it decides:
   wait share says is missing (`n / (1 - wait share)`);
 - judge each growth on the next window but one: a growth that did not raise the throughput by
   `GAIN_TO_KEEP` is taken back, and the count it reached becomes a ceiling, forgotten when the
-  samples' cost changes (`COST_CHANGE`, a phase change) or after `CEILING_S`;
+  samples' cost changes (`COST_CHANGE`, a phase change) or after `CEILING_S`; a growth across
+  such a change is kept, not judged (its rates do not compare);
 - while the CPUs are saturated (`CPU_SATURATED` of them in use) by more workers than the
   CPUs, try one worker fewer: workers that wait for a CPU look busy, so only a trial shows
   whether fewer make as much; one that loses more than `LOSS_TO_KEEP` of the throughput is
@@ -52,10 +53,11 @@ RETIRE_WINDOWS = 3
 #: The throughput gain a growth must bring to be kept.
 GAIN_TO_KEEP = 1.02
 #: The throughput a retirement tried on saturated CPUs may lose and be kept.
-LOSS_TO_KEEP = 0.03
+LOSS_TO_KEEP = 0.07
 #: The share of the CPUs in use (workers and main process) that counts as saturated.
 CPU_SATURATED = 0.9
-#: A change of the samples' cost (busy seconds per sample) by this factor forgets a ceiling.
+#: A change of the samples' cost (busy seconds per sample) by this factor is a new phase of
+#: the workload: it forgets a ceiling, and a growth across it is not judged.
 COST_CHANGE = 1.5
 #: Seconds after which a ceiling found by a growth taken back is forgotten.
 CEILING_S = 20.0
@@ -135,6 +137,8 @@ class _Trial:
     new: int
     rate: float
     windows_left: int
+    #: The samples' cost (busy seconds per sample) before the change (None: unknown).
+    cost: float | None = None
 
 
 class WorkerCountPolicy:
@@ -178,6 +182,8 @@ class WorkerCountPolicy:
 
     def _judge(self, trial: _Trial, window: WindowFigures) -> CountDecision | None:
         """Keep the count a trial reached, or take it back (and remember the limit)."""
+        if trial.new > trial.old and _changed(trial.cost, window.cost_s):
+            return None  # the workload changed meanwhile: the rates do not compare
         if trial.new < trial.old:
             if window.rate >= trial.rate * (1 - LOSS_TO_KEEP):
                 return None
@@ -200,7 +206,7 @@ class WorkerCountPolicy:
         if (window.worker_cpu_s is None or n <= lowest or n <= self.cpus
                 or used < CPU_SATURATED * self.cpus):
             return None
-        self._trial = _Trial(n, n - 1, window.rate, 1)
+        self._trial = _Trial(n, n - 1, window.rate, 1, window.cost_s)
         return CountDecision(n - 1, (
             f"the {n} workers and the main process used {used:.1f} of the {self.cpus} CPUs: "
             f"trying whether {n - 1} make as much"), self._figures(window))
@@ -209,10 +215,7 @@ class WorkerCountPolicy:
         if self.limit is None and self.low_limit is None:
             return
         self._limit_age_s += window.elapsed_s
-        cost, known = window.cost_s, self._limit_cost
-        changed = (cost is not None and known is not None and known > 0
-                   and not 1 / COST_CHANGE <= cost / known <= COST_CHANGE)
-        if changed or self._limit_age_s > CEILING_S:
+        if _changed(self._limit_cost, window.cost_s) or self._limit_age_s > CEILING_S:
             self.limit = self.low_limit = None
 
     def _grow(self, window: WindowFigures) -> CountDecision | None:
@@ -237,7 +240,7 @@ class WorkerCountPolicy:
         new = min(wanted, 2 * n, top, by_cpu, by_memory)
         if new <= n:
             return None
-        self._trial = _Trial(n, new, window.rate, 1)
+        self._trial = _Trial(n, new, window.rate, 1, window.cost_s)
         bound = "I/O" if per_worker < 0.5 * busy else "CPU"
         return CountDecision(new, (
             f"the pipeline waited {wait:.0%} of the time for data while the {n} workers were "
@@ -277,3 +280,10 @@ class WorkerCountPolicy:
         if before_rate is not None:
             figures["samples_per_s_before"] = before_rate
         return figures
+
+
+def _changed(before: float | None, now: float | None) -> bool:
+    """Whether the samples' cost moved by `COST_CHANGE` or more (a new phase)."""
+    if before is None or now is None or before <= 0:
+        return False
+    return not 1 / COST_CHANGE < now / before < COST_CHANGE
