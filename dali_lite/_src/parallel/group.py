@@ -214,6 +214,8 @@ class ParallelSourceGroup:
                                     self.telemetry, sizing)
             return
         # A fixed count (or a pool that cannot change its count: it runs them all).
+        for source in self.sources:
+            source.split.active = num_workers
         self.telemetry.pool_sized("fixed", num_workers)
         self.pool.start()
 
