@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from dali_lite_workers.messages import DataEnded, Reply, TaskDone, TaskFailed
     from dali_lite_workers.pool import WorkerPool
     from dali_lite_workers.process_launch import usable_cpus
-    from dali_lite_workers.task_pool import TaskPool
+    from dali_lite_workers.task_pool import ResizablePool, TaskPool
 
 __all__ = [
     "BatchedCallback",
@@ -42,6 +42,7 @@ __all__ = [
     "RemoteError",
     "RemoteTraceback",
     "Reply",
+    "ResizablePool",
     "TaskDone",
     "TaskFailed",
     "TaskPool",
@@ -61,6 +62,7 @@ _HOMES = {
     "DataEnded": "messages", "Reply": "messages", "TaskDone": "messages",
     "TaskFailed": "messages",
     "WorkerPool": "pool", "usable_cpus": "process_launch", "TaskPool": "task_pool",
+    "ResizablePool": "task_pool",
 }
 
 

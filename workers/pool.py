@@ -6,6 +6,10 @@ fd), collecting replies and noticing deaths. How a process is started or cleared
 :mod:`dali_lite_workers.process_launch`'s job, releasing it all
 :mod:`dali_lite_workers.resources`'s, and what a callback is :mod:`dali_lite_workers.callbacks`'s.
 
+Why one module: `WorkerPool` is one object, the conversation with its processes (which run,
+what each was sent, what each owes), and starting, stopping, replacing and collecting all read
+and change that one state under one lock.
+
 Why it is shaped so:
 
 * Single-threaded: the pool starts no helper thread at all. ``collect`` waits on the result
@@ -23,6 +27,10 @@ Why it is shaped so:
   ``weakref.finalize`` and (through it) ``atexit``.
 * A worker's death breaks the pool for good: every later ``submit``/``collect`` raises
   :class:`WorkerDiedError`; ``close`` still works.
+* The pool may run fewer workers than ``num_workers`` (``start_active``), and ``resize``
+  changes how many run while it works (``py_num_workers="auto"``): a worker starts under
+  the lowest index not running, and one stops only while it holds no task (the highest
+  first); ``num_workers`` stays the ceiling, the indices tasks may name.
 * A task that overruns its ``timeout_s`` does not: ``collect`` captures the worker's Python
   stack, kills it, starts a fresh worker under the same index (same start method and
   callbacks; segments are sent to it again on next use) and raises
@@ -59,7 +67,7 @@ from dali_lite_workers.messages import (
     WorkerReady,
 )
 from dali_lite_workers.pickling import prepare_callbacks
-from dali_lite_workers.pool_base import PoolBase
+from dali_lite_workers.pool_base import PoolBase, running_prefix
 from dali_lite_workers.process_launch import (
     WorkerLaunch,
     close_gate,
@@ -67,6 +75,7 @@ from dali_lite_workers.process_launch import (
     sigint_blocked,
     start_gates,
     start_worker,
+    stop_worker,
     usable_cpus,
 )
 from dali_lite_workers.readiness import ReadySet, Waitable
@@ -101,11 +110,18 @@ class WorkerPool(PoolBase):
         pickler: Any | None = None,  # see dali_lite_workers.pickling.resolve_pickler
         name: str = "dali_lite",
         start_at_once: int | None = None,
+        start_active: int | None = None,
     ) -> None:
         method = run_by(PoolKind.PROCESSES, start_method)
         if start_at_once is not None and start_at_once < 1:
             raise ValueError(f"start_at_once must be at least 1, got {start_at_once}")
         super().__init__(callbacks, num_workers)
+        if start_active is not None and not 1 <= start_active <= num_workers:
+            raise ValueError(f"start_active must be from 1 to num_workers ({num_workers}), "
+                             f"got {start_active}")
+        #: Which worker indices run a process now (see ``resize``).
+        self._live = [False] * num_workers
+        self._start_active = num_workers if start_active is None else start_active
         self._start_method = method
         self._start_at_once = start_at_once  # spawned workers importing at once (None: CPUs)
         self._pickler = pickler
@@ -123,8 +139,18 @@ class WorkerPool(PoolBase):
 
     @property
     def pids(self) -> list[int]:
-        """Process ids of the workers (empty before ``start``)."""
-        return list(self._res.pids)
+        """Process ids of the running workers (empty before ``start``)."""
+        return [pid for pid, live in zip(self._res.pids, self._live) if live]
+
+    @property
+    def active_workers(self) -> int:
+        """How many workers run now (``num_workers`` unless started or resized to fewer)."""
+        return sum(self._live)
+
+    def worker_pids(self) -> dict[int, int]:
+        """Each running worker's process id, by its index."""
+        return {index: pid for index, (pid, live) in enumerate(zip(self._res.pids, self._live))
+                if live}
 
     @property
     def start_method(self) -> str:
@@ -134,7 +160,7 @@ class WorkerPool(PoolBase):
     def worker_stack(self, worker: int) -> str:
         """Worker ``worker``'s Python stacks now ("" if it did not answer). Not under the
         pool's lock, which a ``collect`` holds while it waits: a Ctrl-C's handler may ask."""
-        if worker >= len(self._res.pids):
+        if worker >= len(self._res.pids) or not self._live[worker]:
             return ""
         with self._stack_lock:  # one reader of a dump at a time, or it would be torn
             return capture_stack(self._res.dumps[worker], self._res.pids[worker])
@@ -156,13 +182,14 @@ class WorkerPool(PoolBase):
             self._launch = WorkerLaunch(self._start_method, self._name, self._callbacks,
                                         payloads, spec)
             at_once = self._start_at_once if self._start_at_once is not None else usable_cpus()
-            gates = start_gates(self._launch, self._num_workers, at_once)
+            gates = start_gates(self._launch, self._start_active, at_once)
             if self._start_method.reports_startup:
-                self._start_watch = StartWatch(self._num_workers, time.monotonic())
+                self._start_watch = StartWatch(self._start_active, time.monotonic())
             try:
                 with sigint_blocked():
                     for index, gate in enumerate(gates):
                         start_worker(self._res, self._launch, index, gate)
+                        self._live[index] = True
                 self._res.wakeup_fds = os.pipe()
                 os.set_blocking(self._res.wakeup_fds[1], False)
             except BaseException:
@@ -185,6 +212,29 @@ class WorkerPool(PoolBase):
     def wake(self) -> None:
         """Make a ``collect`` waiting in another thread return now (any thread, any point)."""
         wake_collect(self._res)
+
+    def resize(self, count: int) -> int:
+        """Run ``count`` workers (1 to ``num_workers``): start those missing under the lowest
+        indices not running, stop those from index ``count`` up that hold no task (one that
+        holds some stops at a later call, once it has answered them). Returns how many run
+        from index 0 on (all below it run).
+        The caller sends tasks only to workers below ``count``."""
+        if not 1 <= count <= self._num_workers:
+            raise ValueError(f"count must be from 1 to num_workers ({self._num_workers}), "
+                             f"got {count}")
+        with self._lock:
+            self._check_usable()
+            assert self._launch is not None  # set by start()
+            busy = set(self._res.pending.values())
+            for index in range(count, self._num_workers):
+                if self._live[index] and index not in busy:
+                    self._live[index] = False
+                    stop_worker(self._res, index)
+            for index in range(count):
+                if not self._live[index]:
+                    self._start_or_break(index, None)
+                    self._live[index] = True
+            return running_prefix(self._live)
 
     # -- tasks --------------------------------------------------------------------------
 
@@ -230,6 +280,9 @@ class WorkerPool(PoolBase):
         with self._lock:
             self._check_usable()
             self._check_task(worker, callback, segment_id, segment)
+            if not self._live[worker]:
+                raise ValueError(f"worker {worker} is not running (the pool runs "
+                                 f"{self.active_workers} of {self._num_workers}; see resize)")
             # A list is frozen into a tuple; any other sequence (a compact range object that
             # the worker expands item by item) travels as it is.
             frozen = tuple(args) if isinstance(args, list) else args
@@ -272,10 +325,11 @@ class WorkerPool(PoolBase):
         deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
         with self._lock:
             self._check_usable()
-            conns = self._res.conns
-            sentinels = {proc.sentinel: i for i, proc in enumerate(self._res.processes)}
+            live = [i for i, running in enumerate(self._live) if running]
+            conns = {i: self._res.conns[i] for i in live}
+            sentinels = {self._res.processes[i].sentinel: i for i in live}
             wakeup = self._res.wakeup_fds
-            watched: list[Waitable] = [*conns, *sentinels]
+            watched: list[Waitable] = [*conns.values(), *sentinels]
             if wakeup is not None:
                 watched.append(wakeup[0])
             while True:
@@ -295,7 +349,7 @@ class WorkerPool(PoolBase):
                     if isinstance(obj, int) and obj in sentinels:
                         raise self._worker_died(sentinels[obj])
                 replies: list[Reply] = []
-                for worker, conn in enumerate(conns):
+                for worker, conn in conns.items():
                     if conn in ready:
                         self._drain(worker, conn, replies)
                 if replies or take_wakes(self._res, ready):
@@ -384,12 +438,17 @@ class WorkerPool(PoolBase):
         """Kill worker ``worker`` and start a fresh one under the same index."""
         pid = self._res.pids[worker]
         retire_worker(self._res, worker)
+        self._start_or_break(worker, pid)
+
+    def _start_or_break(self, worker: int, old_pid: int | None) -> None:
+        """Start worker ``worker`` (after ``old_pid``'s, if any); the pool is broken if it
+        cannot be."""
         assert self._launch is not None  # set by start(), before any task
         try:
             with sigint_blocked():
                 start_worker(self._res, self._launch, worker)
         except BaseException:
-            self._broken = WorkerDiedError(worker, pid, None, broken=True)
+            self._broken = WorkerDiedError(worker, old_pid, None, broken=True)
             raise
 
 
@@ -397,3 +456,4 @@ def _cause(error: WorkerDiedError, exc: BaseException) -> BaseException | None:
     """The cause to raise ``error`` from: a start-up failure's is the worker's traceback,
     not the broken pipe that revealed the death."""
     return error.__cause__ if isinstance(error, WorkerStartupError) else exc
+

@@ -16,7 +16,7 @@ from dali_lite_shm import SharedSegment
 from dali_lite_workers.callbacks import Callback
 from dali_lite_workers.messages import WorkerReady
 
-__all__ = ["PoolBase"]
+__all__ = ["PoolBase", "running_prefix"]
 
 # typing.Self is Python 3.11+; the project supports 3.10.
 _Pool = TypeVar("_Pool", bound="PoolBase")
@@ -79,3 +79,9 @@ class PoolBase:
             raise ValueError(f"callback {callback} out of range [0, {len(self._callbacks)})")
         if segment.closed:
             raise ValueError(f"segment {segment_id} is closed")
+
+
+def running_prefix(live: Sequence[bool]) -> int:
+    """How many workers from index 0 on run, one after the other: the workers a resized pool's
+    tasks may go to (`ResizablePool.resize`)."""
+    return next((index for index, running in enumerate(live) if not running), len(live))

@@ -22,6 +22,7 @@ from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, cast
 
 from dali_lite_workers.callbacks import Callback
+from dali_lite_workers.messages import Shutdown
 from dali_lite_workers.pickling import PicklerSpec
 from dali_lite_workers.resources import PoolResources
 from dali_lite_workers.start_methods import StartMethod
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from multiprocessing.context import ForkContext, ForkServerContext, SpawnContext
 
 __all__ = ["StartGate", "WorkerLaunch", "close_gate", "retire_worker", "sigint_blocked",
-           "start_gates", "start_worker", "usable_cpus"]
+           "start_gates", "start_worker", "stop_worker", "usable_cpus"]
 
 #: How long to wait for a timed-out worker to die after SIGKILL.
 _KILL_TIMEOUT_S = 2.0
@@ -204,5 +205,29 @@ def retire_worker(res: PoolResources, index: int) -> None:
     else:  # not reaped yet (e.g. in uninterruptible sleep): shutdown finishes it
         res.retired_processes.append(proc)
     # The new worker has none of the segments yet: the next submit sends them again.
+    res.retired.extend(res.segments[index].values())
+    res.segments[index] = {}
+
+
+def stop_worker(res: PoolResources, index: int) -> None:
+    """Stop worker ``index``, which holds no task (a pool that runs fewer workers now): it is
+    asked to exit, as at shutdown, and killed if it has not within ``_KILL_TIMEOUT_S``; its pipes
+    go, its segments go to the retired list. Its process stays in ``res.processes``, exited
+    and not closed (shutdown joins every entry), until :func:`start_worker` starts a new one
+    under the index."""
+    proc = res.processes[index]
+    with contextlib.suppress(Exception):
+        res.conns[index].send(Shutdown())
+    proc.join(_KILL_TIMEOUT_S)
+    if proc.exitcode is None:
+        with contextlib.suppress(Exception):
+            proc.kill()
+        proc.join(_KILL_TIMEOUT_S)
+    if proc.exitcode is None:
+        res.retired_processes.append(proc)
+    for conn in (res.conns[index], res.dumps[index]):
+        PARENT_CONNECTIONS.discard(conn)
+        with contextlib.suppress(OSError):
+            conn.close()
     res.retired.extend(res.segments[index].values())
     res.segments[index] = {}

@@ -157,6 +157,31 @@ class RayLauncher:
             self.actors.append(ActorState(self._new_actor(index)))
         self.wait_ready(list(range(num_workers)))
 
+    def has_room(self) -> bool:
+        """Whether the cluster has the CPUs one more actor asks for (``num_cpus``) free now;
+        True where the actors ask for none."""
+        import ray
+
+        wanted = float(self.actor_options.get("num_cpus", 0) or 0)
+        return wanted <= 0 or ray.available_resources().get("CPU", 0.0) >= wanted
+
+    def start_actor(self, index: int) -> None:
+        """Start the actor of worker ``index`` (the next index, or one stopped) and wait until
+        it runs; raises :class:`RayPlacementError` as ``wait_ready`` does."""
+        state = ActorState(self._new_actor(index))
+        if index == len(self.actors):
+            self.actors.append(state)
+        else:
+            self.actors[index] = state
+        self.wait_ready([index])
+
+    def stop_actor(self, index: int) -> None:
+        """Kill the actor of worker ``index``, which holds no task."""
+        handle = self.actors[index].handle
+        kill_actors([handle])
+        with contextlib.suppress(ValueError):
+            self.handles.remove(handle)
+
     def wait_ready(self, indices: list[int]) -> None:
         """Wait until the actors of ``indices`` have started and note their pids and
         start-ups (``startups``). Raises :class:`RayPlacementError` when they have not within

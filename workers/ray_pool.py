@@ -57,7 +57,7 @@ from dali_lite_workers.errors import (
     TaskTimeoutError,
 )
 from dali_lite_workers.messages import DataEnded, Reply, TaskDone, TaskFailed
-from dali_lite_workers.pool_base import PoolBase
+from dali_lite_workers.pool_base import PoolBase, running_prefix
 from dali_lite_workers.ray_actor import RayTaskFailure
 from dali_lite_workers.ray_connect import init_ray
 from dali_lite_workers.ray_launch import (
@@ -107,8 +107,15 @@ class RayWorkerPool(PoolBase):
         replayable: Sequence[bool] | None = None,
         start_timeout_s: float | None = None,
         name: str = "dali_lite",
+        start_active: int | None = None,
     ) -> None:
         super().__init__(callbacks, num_workers)
+        if start_active is not None and not 1 <= start_active <= num_workers:
+            raise ValueError(f"start_active must be from 1 to num_workers ({num_workers}), "
+                             f"got {start_active}")
+        self._start_active = num_workers if start_active is None else start_active
+        #: Which worker indices have an actor now (see ``resize``).
+        self._live = [False] * num_workers
         if replayable is not None and len(replayable) != len(self._callbacks):
             raise ValueError(f"replayable has {len(replayable)} entries for "
                              f"{len(self._callbacks)} callbacks")
@@ -132,7 +139,18 @@ class RayWorkerPool(PoolBase):
     @property
     def pids(self) -> list[int]:
         """Process ids of the actors (on their nodes; empty before ``start``)."""
-        return [a.pid for a in self._actors if a.pid is not None]
+        return [a.pid for a, live in zip(self._actors, self._live) if live and a.pid is not None]
+
+    @property
+    def active_workers(self) -> int:
+        """How many actors run now (``num_workers`` unless started or resized to fewer)."""
+        return sum(self._live)
+
+    def worker_pids(self) -> dict[int, int]:
+        """Each running actor's process id, by index (on its node: this one's only when the
+        cluster is this machine)."""
+        return {index: a.pid for index, (a, live) in enumerate(zip(self._actors, self._live))
+                if live and a.pid is not None}
 
     def node_ids(self) -> list[str]:
         """The Ray node each worker runs on, by worker index."""
@@ -163,7 +181,8 @@ class RayWorkerPool(PoolBase):
                 return
             self._launcher.connect(self._callbacks, self._pickler)
             try:
-                self._launcher.start_actors(self._num_workers)
+                self._launcher.start_actors(self._start_active)
+                self._live[:self._start_active] = [True] * self._start_active
             except BaseException:
                 self._closing = True
                 kill_actors(self._launcher.handles)
@@ -186,6 +205,33 @@ class RayWorkerPool(PoolBase):
         if not self._started:
             raise RuntimeError("the worker pool is not started; call start() first")
 
+    def resize(self, count: int) -> int:
+        """Run ``count`` actors (see `dali_lite_workers.ResizablePool`): an actor starts only
+        where the cluster has the CPUs its ``num_cpus`` asks for free, so that a growth never
+        waits for a placement; the pool then runs fewer than asked. Returns how many run
+        from index 0 on (all below it run)."""
+        if not 1 <= count <= self._num_workers:
+            raise ValueError(f"count must be from 1 to num_workers ({self._num_workers}), "
+                             f"got {count}")
+        with self._lock:
+            self._check_usable()
+            for index in range(count, self._num_workers):
+                if self._live[index] and not self._actors[index].queue:
+                    self._live[index] = False
+                    self._launcher.stop_actor(index)
+            for index in range(count):
+                if self._live[index]:
+                    continue
+                if not self._launcher.has_room():
+                    break
+                try:
+                    self._launcher.start_actor(index)
+                except RayPlacementError:
+                    self._launcher.stop_actor(index)
+                    break
+                self._live[index] = True
+            return running_prefix(self._live)
+
     # -- tasks --------------------------------------------------------------------------
 
     def wake(self) -> None:
@@ -202,6 +248,9 @@ class RayWorkerPool(PoolBase):
         with self._lock:
             self._check_usable()
             self._check_task(worker, callback, segment_id, segment)
+            if not self._live[worker]:
+                raise ValueError(f"worker {worker} is not running (the pool runs "
+                                 f"{self.active_workers} of {self._num_workers}; see resize)")
             if placement is not None and data_segment is None:
                 raise ValueError("a placement needs the data_segment it names")
             task = _Task(self._next_task_id, worker, callback,
@@ -324,7 +373,7 @@ class RayWorkerPool(PoolBase):
     def _check_deadlines(self) -> None:
         now = time.monotonic()
         for worker, actor in enumerate(self._actors):
-            if not actor.queue:
+            if not actor.queue or not self._live[worker]:
                 continue
             head = self._tasks.get(actor.queue[0])
             if head is None or head.timeout_s is None:
@@ -341,3 +390,4 @@ class RayWorkerPool(PoolBase):
         self._launcher.restart(worker)
         raise TaskTimeoutError(worker, actor.pid, head.timeout_s or 0.0,
                                "<the Python stack of a Ray actor cannot be captured>", lost)
+

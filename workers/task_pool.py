@@ -17,13 +17,13 @@ part of the contract:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from dali_lite_shm import SharedSegment
 from dali_lite_shm.placement import Placement
 from dali_lite_workers.messages import Reply
 
-__all__ = ["TaskPool"]
+__all__ = ["ResizablePool", "TaskPool"]
 
 
 class TaskPool(Protocol):
@@ -57,3 +57,25 @@ class TaskPool(Protocol):
 
     def close(self) -> None:
         """Stop every worker (idempotent); nothing is left running."""
+
+
+@runtime_checkable
+class ResizablePool(TaskPool, Protocol):
+    """A pool that can run fewer workers than `num_workers` and change how many while it works
+    (`py_num_workers="auto"`); `num_workers` is then the ceiling, the indices tasks may name."""
+
+    @property
+    def active_workers(self) -> int:
+        """How many workers run now."""
+        ...
+
+    def resize(self, count: int) -> int:
+        """Run `count` workers, those of the indices below it: start the missing ones; stop
+        those from `count` up that hold no task (one that still holds tasks stops at a later
+        call). Returns how many run from index 0 on, all below it running; a pool that cannot
+        start more (a Ray cluster without room) runs fewer than asked."""
+        ...
+
+    def worker_pids(self) -> dict[int, int]:
+        """Each running worker's process id, by index (those of this machine only)."""
+        ...

@@ -341,3 +341,44 @@ def test_loading_statistics_count_each_actor_s_tasks_and_samples() -> None:
         assert figures["start_s"] >= 0 and figures["load_s"] > 0
         assert figures["ready_after_s"] >= figures["start_s"] + figures["load_s"]
     assert any(figures["first_task_s"] for figures in startup.values())
+
+
+def test_auto_adds_and_removes_actors_where_the_cluster_has_room(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A policy forced to ask for the ceiling (8 on 2 CPUs), then the floor, then no change
+    # (each actor started costs a second or more here).
+    from dali_lite._src.parallel import auto_workers
+    from dali_lite._src.parallel.worker_count import CountDecision, WorkerCountPolicy
+
+    monkeypatch.setattr(auto_workers, "WINDOW_S", 0.0)
+    asked: list[int] = []
+
+    def decide(policy: WorkerCountPolicy, window: object) -> CountDecision | None:
+        asked.append(len(asked))
+        new = {1: 8, 3: 1}.get(len(asked))  # its windows 1 and 3 (per pipeline)
+        return None if new is None else CountDecision(new, "forced", {})
+
+    monkeypatch.setattr(WorkerCountPolicy, "decide", decide)
+    source = PerSampleSource((SampleSpec("int32", (3,), vary=True),), length=24)
+
+    def define():
+        return fn.external_source(source, parallel=True, batch=False)
+
+    runs, changes = [], []
+    for method, extra in (("fork", {}), ("ray", {"py_ray_options": {"num_cpus": 0.5}})):
+        asked.clear()
+        pipe = pipeline(define, 4, py_num_workers="auto", py_start_method=method, **extra)
+        pipe.build()
+        batches = []
+        for _ in range(2):
+            batches.append(drain(pipe, 50))
+            pipe.reset()
+        runs.append(batches)
+        changes = pipe.loading_statistics()["worker_count"]["changes"]
+        running = len(_pool_pids(pipe))
+        pipe.close()
+    assert runs[1] == runs[0] and len(runs[0][0]) == 6
+    # The session's cluster has 2 CPUs: 4 actors of half a CPU, never 8.
+    assert max(c["new"] for c in changes) == 4
+    assert any("could start only" in c["reason"] for c in changes)
+    assert changes[-1]["new"] == 1 and running == 1  # the actors retired were stopped

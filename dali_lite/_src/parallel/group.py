@@ -4,7 +4,8 @@
 `py_start_method="ray"`; any `dali_lite_workers.TaskPool`, a test's in-process fake included) when
 the pipeline is built, hands each `ParallelSource` (see `source`) the results of its tasks, and
 turns a stuck task into a failed batch (and sends the tasks queued behind it to the
-replacement worker).
+replacement worker). With `py_num_workers="auto"` it makes the pool at its ceiling and lets
+`auto_workers.AutoWorkers` change how many of its workers run, window after window.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 from dali_lite._src.cuda.runtime import refuse_fork_after_cuda
 from dali_lite._src.errors import RuntimeValueError, add_context
 from dali_lite._src.options import PipelineOptions
+from dali_lite._src.parallel.auto_workers import AUTO, AutoSizing, AutoWorkers, auto_sizing
 from dali_lite._src.parallel.description import SourceCall, SourceDescription
 from dali_lite._src.parallel.hang_watch import HangWatch
 from dali_lite._src.parallel.source import ParallelSource
@@ -35,6 +37,7 @@ from dali_lite_workers import (
     DataEnded,
     RemoteError,
     Reply,
+    ResizablePool,
     TaskDone,
     TaskFailed,
     TaskPool,
@@ -75,6 +78,9 @@ class ParallelSourceGroup:
         self._segment_ids = itertools.count()
         self._closed = False
         self._owner_pid = os.getpid()
+        #: py_num_workers="auto": the sizing, and what changes the count (None: a fixed count).
+        self._sizing: AutoSizing | None = None
+        self.auto: AutoWorkers | None = None
         # Guards the sources' scheduling state: the executor's thread fetches, and reset()
         # comes from the program's thread. A lease's end (any thread) never takes it: it only
         # records, and wakes the executor's wait (NOTE [a slot's life] in `slot_life`).
@@ -102,6 +108,13 @@ class ParallelSourceGroup:
         if pool is not None and not self._closed and os.getpid() == self._owner_pid:
             pool.wake()
 
+    def fetched(self, source: str, waited_s: float, ready_ahead: int) -> None:
+        """An iteration took a batch of `source` after waiting `waited_s` (telemetry's
+        `fetched`; auto's measure of the pipeline's wait for data)."""
+        self.telemetry.fetched(source, waited_s, ready_ahead)
+        if self.auto is not None:
+            self.auto.waited(waited_s)
+
     def worker_loads(self, num_workers: int) -> list[WorkerLoad]:
         """Each worker's tasks in flight (every source's: they share the pool) and how
         recently it replied."""
@@ -118,6 +131,8 @@ class ParallelSourceGroup:
         if self._closed or self.pool is None:
             return
         with self.lock:
+            if self.auto is not None:
+                self.auto.tick()
             waiting = [source for source in self.sources if source.life.freed_since_drain]
             for source in waiting:
                 source.life.drain()
@@ -143,7 +158,13 @@ class ParallelSourceGroup:
                 f"before its workers start; got batch_size={self.options.batch_size}"
             )
         workers = self.options.py_num_workers
-        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        if isinstance(workers, str) and workers != AUTO:
+            # DALI raises NotImplementedError at build for any string (with no message).
+            raise NotImplementedError(
+                f"py_num_workers must be a positive int or {AUTO!r} (dali_lite's: the count "
+                f"adapts while the pipeline runs); got {workers!r}")
+        if workers != AUTO and (isinstance(workers, bool) or not isinstance(workers, int)
+                                or workers < 1):
             # DALI raises RuntimeError here, at build() (or start_py_workers()).
             raise RuntimeValueError(
                 "The pipeline contains `fn.external_source` with `parallel` argument specified "
@@ -159,6 +180,11 @@ class ParallelSourceGroup:
         if self.start_method.refused_after_cuda:
             refuse_fork_after_cuda()
         num_workers = self.options.py_num_workers
+        if num_workers == AUTO:
+            # The pool's ceiling fixes the geometry; the count that runs adapts (auto_workers).
+            dedicated_count = sum(isinstance(d.callback, IteratorCall) for d in self.descriptions)
+            self._sizing = auto_sizing(usable_cpus(), dedicated_count)
+            num_workers = self._sizing.ceiling
         callbacks = [description.callback for description in self.descriptions]
         dedicated = itertools.cycle(range(num_workers))
         depth = self.options.prefetch_queue_depth
@@ -171,6 +197,9 @@ class ParallelSourceGroup:
             self.sources.append(ParallelSource(self, description, index,
                                                self.options.batch_size, num_workers, worker,
                                                keep_alive))
+        if self._sizing is not None:
+            for source in self.sources:
+                source.split.active = self._sizing.initial
         # The sources first: a spawn pool starts the workers of their first tasks at once.
         self.pool = self._pool_factory(callbacks)
         for source in self.sources:
@@ -178,10 +207,35 @@ class ParallelSourceGroup:
         # A callback the pool cannot send names itself: its repr is the user's source's
         # (sources.callbacks).
         self._pool_started_at = time.monotonic()
-        self.telemetry.pool_sized("fixed", self.options.py_num_workers)
+        sizing = self._sizing
         began = time.perf_counter()
+        if sizing is not None and isinstance(self.pool, ResizablePool):
+            self.telemetry.pool_sized(AUTO, sizing.initial)
+            self.pool.start()
+            self.telemetry.trace.pool_started(began, time.perf_counter())
+            self.auto = AutoWorkers(self.pool, [source.split for source in self.sources],
+                                    self.telemetry, sizing)
+            return
+        # A fixed count (or a pool that cannot change its count: it runs them all).
+        for source in self.sources:
+            source.split.active = num_workers
+        self.telemetry.pool_sized("fixed", num_workers)
         self.pool.start()
         self.telemetry.trace.pool_started(began, time.perf_counter())
+
+    @property
+    def pool_size(self) -> int:
+        """The pool's `num_workers`: the count, or auto's ceiling."""
+        if self._sizing is not None:
+            return self._sizing.ceiling
+        return int(self.options.py_num_workers)
+
+    @property
+    def workers_at_start(self) -> int:
+        """How many workers the pool starts: all of them, or auto's first guess."""
+        if self._sizing is not None:
+            return self._sizing.initial
+        return int(self.options.py_num_workers)
 
     def _new_pool(self, callbacks: Sequence[SourceCall]) -> TaskPool:
         """The pool that runs the start method's workers: the fork/spawn pool, or with
@@ -192,15 +246,17 @@ class ParallelSourceGroup:
             # per CPU and at least those the first iteration's tasks go to, which are then ready
             # after one main-module import's time rather than after all of them.
             first = max((source.split.first_workers for source in self.sources), default=1)
-            return WorkerPool(callbacks, options.py_num_workers, options.py_start_method,
+            return WorkerPool(callbacks, self.pool_size, options.py_start_method,
                               pickler=options.py_callback_pickler,
-                              start_at_once=max(usable_cpus(), first))
+                              start_at_once=max(usable_cpus(), first),
+                              start_active=self.workers_at_start)
         # PoolKind.RAY. Ray is an optional extra: its pool loads only for such a method.
         from dali_lite_workers.ray_pool import RayWorkerPool
 
         # Callables are stateless by DALI's contract and can run again on another actor;
         # an iterator or generator keeps its position in the actor that runs it.
-        return RayWorkerPool(callbacks, options.py_num_workers,
+        return RayWorkerPool(callbacks, self.pool_size,
+                             start_active=self.workers_at_start,
                              pickler=options.py_callback_pickler,
                              actor_options=options.py_ray_options,
                              replayable=[not isinstance(c, IteratorCall) for c in callbacks])
@@ -257,6 +313,8 @@ class ParallelSourceGroup:
             samples = len(task.args) * task.source.samples_per_call
             telemetry.reply(result.worker, result.pid, samples, result.callback_s,
                             result.write_s, result.idle_s)
+            if self.auto is not None:
+                self.auto.replied(result.callback_s + result.write_s, samples)
             layout = result.layout
             moved = layout.used_nbytes
             if layout.placed and task.placement is not None:

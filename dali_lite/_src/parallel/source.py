@@ -300,14 +300,13 @@ class ParallelSource:
         except BaseException:
             self.life.abandon(batch)
             raise
-        telemetry = self.group.telemetry
         key = (ctx.epoch_idx, ctx.iteration)
         if began:
             waited = time.perf_counter()
-            telemetry.trace.waited(key, self.name, began, waited)
-            telemetry.fetched(self.name, waited - began, ready)
+            self.group.telemetry.trace.waited(key, self.name, began, waited)
+            self.group.fetched(self.name, waited - began, ready)
         else:
-            telemetry.fetched(self.name, 0.0, ready)
+            self.group.fetched(self.name, 0.0, ready)
         failure = next((t for t in batch.tasks if isinstance(t.result, TaskFailed)), None)
         if failure is not None:
             self.life.abandon(batch)
@@ -320,7 +319,7 @@ class ParallelSource:
         self._schedule_through(ctx.iteration + self.depth)
         read_began = time.perf_counter()
         outputs = self._read(batch)
-        telemetry.trace.read(key, self.name, read_began, time.perf_counter())
+        self.group.telemetry.trace.read(key, self.name, read_began, time.perf_counter())
         return outputs
 
     def _read(self, batch: ScheduledBatch) -> list[list[np.ndarray]]:

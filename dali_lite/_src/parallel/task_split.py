@@ -18,6 +18,11 @@ when its batch is scheduled: one already queued behind a slow task stays there. 
 goes by the rotation alone, to the leading workers (`first_workers`), which a staged spawn
 start starts first. Fixed assignment (the rotation always, as before) stays selectable for
 comparison: `DALI_LITE_TASK_ASSIGNMENT=fixed`, read once, when this module is first imported.
+
+Under `py_num_workers="auto"` the geometry is the pool's ceiling's (`num_workers`: the
+mini-batches, the tasks per batch, the slots), fixed for the pipeline's life, while the
+workers that run tasks are the first `active` of them (`worker_count`): the rotation and the
+idle choice go over those alone, and a change of `active` moves no task already sent.
 """
 
 from __future__ import annotations
@@ -103,6 +108,8 @@ class TaskSplit:
         self.kind = kind
         self.batch_size = batch_size
         self.num_workers = num_workers
+        #: The workers tasks go to, 0 to `active - 1` (`py_num_workers="auto"` changes it).
+        self.active = num_workers
         self.dedicated_worker = dedicated_worker
         self.assignment = DEFAULT_ASSIGNMENT if assignment is None else assignment
         per_sample = kind is SplitKind.PER_SAMPLE
@@ -133,15 +140,15 @@ class TaskSplit:
         iteration 0 go to."""
         if self.dedicated_worker is not None:
             return self.dedicated_worker + 1
-        return min(self.num_workers, len(self.ranges))
+        return min(self.active, len(self.ranges))
 
     def rotation(self, iteration: int, position: int) -> int:
         """The worker of the fixed assignment: consecutive tasks on consecutive workers, the
         start rotating so that uneven loads even out over iterations."""
         offset = iteration * self.tasks_per_batch
-        if self.tasks_per_batch % self.num_workers == 0:
+        if self.tasks_per_batch % self.active == 0:
             offset += iteration
-        return (position + offset) % self.num_workers
+        return (position + offset) % self.active
 
     def worker(self, iteration: int, position: int,
                loads: Callable[[], Sequence[WorkerLoad]]) -> int:
@@ -150,10 +157,10 @@ class TaskSplit:
         if self.dedicated_worker is not None:
             return self.dedicated_worker
         preferred = self.rotation(iteration, position)
-        if self.assignment is Assignment.FIXED or iteration == 0 or self.num_workers == 1:
+        if self.assignment is Assignment.FIXED or iteration == 0 or self.active == 1:
             return preferred
         known = loads()
-        n = self.num_workers
+        n = self.active
 
         def key(w: int) -> tuple[int, int]:
             tasks, last_reply = known[w]

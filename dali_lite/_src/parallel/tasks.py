@@ -77,6 +77,10 @@ class TaskRouter(Protocol):
     def worker_loads(self, num_workers: int) -> list[WorkerLoad]:
         """Each worker's tasks in flight and how recently it replied."""
 
+    def fetched(self, source: str, waited_s: float, ready_ahead: int) -> None:
+        """An iteration took a batch of `source` after waiting `waited_s`, when `ready_ahead`
+        of its prefetched batches were complete."""
+
     def schedule_deferred(self) -> None:
         """Let every source schedule the prefetches that waited for a slot whose lease ended
         (the executor's thread, never a lease's end)."""

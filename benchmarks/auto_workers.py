@@ -1,0 +1,230 @@
+"""``py_num_workers="auto"`` against every fixed count: ``python -m benchmarks --auto-workers``.
+
+Three workloads of a per-sample parallel source (batches of 32, fork, the source's default
+depth), each run by dali_lite in a fresh interpreter per measurement, ``--repeats`` times:
+
+* ``cpu``: a numpy loop of about 2 ms a sample (CPU-bound: the best count is about the CPUs);
+* ``io``: ``time.sleep(0.005)`` a sample, as a network or disk read (the best count is far
+  above the CPUs);
+* ``phase``: 0.2 ms of numpy a sample for the first ``PHASE_AT_S`` seconds after build(), then
+  5 ms of sleep and 0.5 ms of numpy (a phase change mid-epoch: cheap samples, then expensive
+  ones).
+
+Each fixed count from 1 to 4x the CPUs runs ``FIXED_S`` seconds after a warm-up (for
+``phase``, from the phase change on); ``"auto"`` runs ``AUTO_S`` seconds (after the phase
+change for ``phase``). Measured: samples per second once settled (auto: from its last change
+of the count, or from 10 s, whichever is earlier, to the end; the windows of its trials
+included), the seconds it took to settle (its last change of the count; from the phase
+change for ``phase``), and the process tree's peak PSS (psutil, read every half second).
+Printed: each configuration's medians, and auto's ratios to the best fixed count (throughput
+and memory); ``--json FILE`` keeps every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+_RESULT = "RESULT "
+BATCH = 32
+PHASE_AT_S = 4.0
+WARMUP_S = 2.0
+FIXED_S = 5.0
+AUTO_S = 14.0
+#: Seconds within which auto must have settled (the issue's goal).
+SETTLE_GOAL_S = 10.0
+WORKLOADS = ("cpu", "io", "phase")
+
+#: When the measured pipeline was built (set in the child before the workers fork).
+_STARTED = [0.0]
+
+
+def _spin(rounds: int) -> None:
+    data = np.arange(8192, dtype=np.float64)
+    for _ in range(rounds):
+        data = np.sqrt(data * data + 1.0)
+
+
+def cpu_sample(info: Any) -> np.ndarray:
+    _spin(100)
+    return np.full((16,), info.idx_in_epoch, np.int32)
+
+
+def io_sample(info: Any) -> np.ndarray:
+    time.sleep(0.005)
+    return np.full((16,), info.idx_in_epoch, np.int32)
+
+
+def phase_sample(info: Any) -> np.ndarray:
+    if time.monotonic() - _STARTED[0] < PHASE_AT_S:
+        _spin(10)
+    else:
+        time.sleep(0.005)
+        _spin(25)
+    return np.full((16,), info.idx_in_epoch, np.int32)
+
+
+_SAMPLES = {"cpu": cpu_sample, "io": io_sample, "phase": phase_sample}
+
+
+def _tree_pss() -> int:
+    import psutil
+
+    total = 0
+    main = psutil.Process()
+    for process in [main, *main.children(recursive=True)]:
+        try:
+            total += process.memory_full_info().pss
+        except (psutil.Error, OSError):
+            continue
+    return total
+
+
+def child(workload: str, workers: str) -> dict[str, Any]:
+    """One measurement: the timeline of samples and counts, and the peak PSS."""
+    import dali_lite as dali
+    from dali_lite import fn
+
+    count: int | str = workers if workers == "auto" else int(workers)
+    pipe = dali.Pipeline(batch_size=BATCH, num_threads=1, device_id=None,
+                         py_num_workers=count, py_start_method="fork")
+    with pipe:
+        pipe.set_outputs(fn.external_source(_SAMPLES[workload], parallel=True, batch=False))
+    _STARTED[0] = time.monotonic()
+    pipe.build()
+    begin = time.monotonic()
+    measured_from = begin + (PHASE_AT_S if workload == "phase" else WARMUP_S)
+    if workers != "auto" and workload == "phase":
+        measured_from += 1.0  # the fixed pool's own settling after the phase change
+    end = measured_from + (AUTO_S if workers == "auto" else FIXED_S)
+    peak = [0]
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(0.5):
+            peak[0] = max(peak[0], _tree_pss())
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    timeline: list[tuple[float, int]] = []
+    samples = 0
+    while True:
+        now = time.monotonic()
+        if now >= end:
+            break
+        pipe.run()
+        samples += BATCH
+        timeline.append((time.monotonic() - begin, samples))
+    stop.set()
+    watcher.join()
+    changes = pipe.loading_statistics()["worker_count"]["changes"]
+    # The recorder's clock starts when the pipeline was made, just before build().
+    pipe.close()
+    return {"timeline": timeline, "measured_from": measured_from - begin,
+            "changes": [(c["at_s"], c["old"], c["new"], c["reason"]) for c in changes],
+            "peak_pss": peak[0]}
+
+
+def _rate(timeline: list[tuple[float, int]], since: float) -> float:
+    points = [(t, n) for t, n in timeline if t >= since]
+    if len(points) < 2:
+        return 0.0
+    return (points[-1][1] - points[0][1]) / (points[-1][0] - points[0][0])
+
+
+def summarize(workload: str, result: dict[str, Any]) -> dict[str, float]:
+    """Throughput once settled, settle time, peak PSS of one run."""
+    start = PHASE_AT_S if workload == "phase" else 0.0
+    changes = result["changes"]
+    last_change = max((at for at, *_ in changes if at >= start), default=start)
+    settle_s = last_change - start
+    since = max(result["measured_from"], min(last_change, start + SETTLE_GOAL_S))
+    return {"rate": _rate(result["timeline"], since), "settle_s": settle_s,
+            "peak_mib": result["peak_pss"] / 2**20,
+            "final": float(changes[-1][2]) if changes else float("nan")}
+
+
+def _run_child(workload: str, workers: str) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, "-m", "benchmarks.auto_workers", "--child", workload,
+                          workers], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         check=True)
+    line = next(line for line in out.stdout.splitlines() if line.startswith(_RESULT))
+    return dict(json.loads(line[len(_RESULT):]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks --auto-workers")
+    parser.add_argument("--auto-workers", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--child", nargs=2, metavar=("WORKLOAD", "WORKERS"),
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument("--max-workers", type=int, default=4 * (os.cpu_count() or 1))
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(_RESULT + json.dumps(child(*args.child)), flush=True)
+        return 0
+    counts = [str(n) for n in range(1, args.max_workers + 1)] + ["auto"]
+    runs: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for workload in args.workloads.split(","):
+        runs[workload] = {c: [] for c in counts}
+        for _ in range(args.repeats):
+            for workers in counts:  # interleaved: the machine's load hits every count alike
+                result = _run_child(workload, workers)
+                result["summary"] = summarize(workload, result)
+                runs[workload][workers].append(result)
+        report(workload, runs[workload])
+    if args.json is not None:
+        args.json.write_text(json.dumps(runs))
+    return 0
+
+
+def report(workload: str, runs: dict[str, list[dict[str, Any]]]) -> None:
+    def median(workers: str, key: str) -> float:
+        return statistics.median(r["summary"][key] for r in runs[workers])
+
+    print(f"\n### {workload}\n")
+    print("| py_num_workers | samples/s (median) | peak PSS MiB | settled after s | runs |")
+    print("|---|---|---|---|---|")
+    fixed = [w for w in runs if w != "auto"]
+    for workers in runs:
+        settle = f"{median(workers, 'settle_s'):.1f}" if workers == "auto" else ""
+        rates = ", ".join(f"{r['summary']['rate']:.0f}" for r in runs[workers])
+        print(f"| {workers} | {median(workers, 'rate'):.0f} | {median(workers, 'peak_mib'):.0f} "
+              f"| {settle} | {rates} |")
+    best = max(fixed, key=lambda w: median(w, "rate"))
+    cpus = str(len(os.sched_getaffinity(0)))
+    auto_rate = median("auto", "rate")
+    print(f"\nauto / best fixed ({best}): {auto_rate / median(best, 'rate'):.2f}; "
+          f"auto / fixed={cpus} (the CPUs): {auto_rate / median(cpus, 'rate'):.2f}; "
+          f"memory: auto {median('auto', 'peak_mib'):.0f} MiB against best "
+          f"{median(best, 'peak_mib'):.0f} MiB (one worker more: "
+          f"{median(best, 'peak_mib') + _one_worker(runs, best):.0f}); "
+          f"settled after {median('auto', 'settle_s'):.1f} s; final counts "
+          f"{[r['summary']['final'] for r in runs['auto']]}")
+
+
+def _one_worker(runs: dict[str, list[dict[str, Any]]], best: str) -> float:
+    """One worker's PSS: the difference between neighbouring fixed counts (median)."""
+    n = int(best)
+    low, high = str(max(1, n - 1)), str(n if n > 1 else 2)
+    if low == high:
+        return 0.0
+    return max(0.0, statistics.median(r["summary"]["peak_mib"] for r in runs[high])
+               - statistics.median(r["summary"]["peak_mib"] for r in runs[low]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
