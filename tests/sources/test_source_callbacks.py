@@ -18,6 +18,7 @@ from dali_lite._src.sources.callbacks import PerSampleCall
 from dali_lite._src.sources.sample_range import SampleRange
 from dali_lite.types import SampleInfo
 from dali_lite_shm import SharedSegment, SlotWriter
+from dali_lite_shm.codec import CheckedSamples
 from dali_lite_workers import BatchedCallback
 
 
@@ -254,3 +255,23 @@ def test_sample_range_yields_what_the_constructor_makes(first: int, start: int, 
     if infos:
         infos[0].iteration = -1  # mutable, as DALI's, and no other call sees the change
         assert all(info.iteration == iteration for info in infos[1:])
+
+
+@pytest.mark.parametrize(("dtypes", "checked"), [(["i4", "i4", "i4"], True),
+                                                 (["i4", "f4", "i4"], False)])
+def test_a_task_for_a_slot_hands_its_uniform_samples_over_checked(dtypes: list[str],
+                                                                   checked: bool) -> None:
+    """A worker's task (given its slot) returns arrays of one dtype as `CheckedSamples`, which
+    the slot's write need not check again; other tasks, and a serial source, a plain list."""
+    call = PerSampleCall(lambda info: np.zeros(3, dtype=dtypes[info.idx_in_batch]), None,
+                         "src", True)
+    segment = SharedSegment.create(1 << 16)
+    try:
+        with SlotWriter(segment, len(dtypes)) as writer:
+            outputs, failure = call.call_many(SampleRange(0, 0, len(dtypes), 0, 0), writer)
+    finally:
+        segment.close()
+    assert failure is None and outputs is not None
+    assert (type(outputs[0]) is CheckedSamples) == checked
+    serial, _ = call.call_many(SampleRange(0, 0, len(dtypes), 0, 0))
+    assert serial is not None and type(serial[0]) is not CheckedSamples
