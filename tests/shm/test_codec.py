@@ -186,6 +186,25 @@ def test_the_whole_batch_path_writes_what_the_per_sample_path_writes(
     assert fast == slow
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(samples=uniform_batches(),
+       odd=st.none() | st.tuples(st.integers(0, 5),
+                                 hnp.array_shapes(min_dims=0, max_dims=3, max_side=4)))
+def test_checked_samples_write_what_a_plain_list_writes(
+    samples: list[np.ndarray], odd: tuple[int, tuple[int, ...]] | None
+) -> None:
+    """Samples a source has checked (`CheckedSamples`: arrays of one dtype) skip the write's
+    own type and dtype checks, never its shape check: the slot is the same as for a list,
+    one run or several (a sample of another shape among them)."""
+    if odd is not None:
+        index, shape = odd
+        samples = [*samples]
+        samples.insert(min(index, len(samples)), np.ones(shape, dtype=samples[0].dtype))
+    assert _written([codec.CheckedSamples(samples)]) == _written([list(samples)])
+    run = codec.single_run(codec.CheckedSamples(samples), 0)
+    assert (run is None) == (len({s.shape for s in samples}) > 1 or samples[0].size == 0)
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(nbytes=st.sampled_from([1, 8, 1000, codec.JOIN_MAX_SAMPLE_NBYTES,
                                codec.JOIN_MAX_SAMPLE_NBYTES + 8]),

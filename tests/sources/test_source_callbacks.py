@@ -18,6 +18,7 @@ from dali_lite._src.sources.callbacks import PerSampleCall
 from dali_lite._src.sources.sample_range import SampleRange
 from dali_lite.types import SampleInfo
 from dali_lite_shm import SharedSegment, SlotWriter
+from dali_lite_shm.codec import CheckedSamples
 from dali_lite_workers import BatchedCallback
 
 
@@ -231,3 +232,46 @@ def test_the_pool_reports_the_failing_sample_of_a_batched_callback(start_method:
     assert isinstance(reply, TaskFailed) and reply.call_index == 3
     error = reply.error.rebuild()
     assert isinstance(error, Boom) and "source failed at 3" in str(error)
+
+
+@settings(max_examples=30, deadline=None)
+@given(first=st.integers(0, 10**6), start=st.integers(0, 300), count=st.integers(0, 40),
+       iteration=st.integers(0, 10**4), epoch_idx=st.integers(0, 50))
+def test_sample_range_yields_what_the_constructor_makes(first: int, start: int, count: int,
+                                                         iteration: int,
+                                                         epoch_idx: int) -> None:
+    """A task's SampleRange, iterated as the worker does, gives each call a SampleInfo of its
+    own, as ``SampleInfo(...)`` makes it: same type, fields, repr and pickle."""
+    infos = list(SampleRange(first, start, count, iteration, epoch_idx))
+    made = [SampleInfo(first + i, start + i, iteration, epoch_idx) for i in range(count)]
+    fields = ("idx_in_epoch", "idx_in_batch", "iteration", "epoch_idx")
+    assert [type(info) for info in infos] == [SampleInfo] * count
+    assert ([[getattr(info, name) for name in fields] for info in infos]
+            == [[getattr(info, name) for name in fields] for info in made])
+    assert len({id(info) for info in infos}) == count
+    for info in infos:
+        assert repr(info).startswith("<dali_lite.types.SampleInfo object at 0x")
+        assert info.__reduce__() == (SampleInfo, tuple(getattr(info, name) for name in fields))
+    if infos:
+        infos[0].iteration = -1  # mutable, as DALI's, and no other call sees the change
+        assert all(info.iteration == iteration for info in infos[1:])
+
+
+@pytest.mark.parametrize(("dtypes", "checked"), [(["i4", "i4", "i4"], True),
+                                                 (["i4", "f4", "i4"], False)])
+def test_a_task_for_a_slot_hands_its_uniform_samples_over_checked(dtypes: list[str],
+                                                                   checked: bool) -> None:
+    """A worker's task (given its slot) returns arrays of one dtype as `CheckedSamples`, which
+    the slot's write need not check again; other tasks, and a serial source, a plain list."""
+    call = PerSampleCall(lambda info: np.zeros(3, dtype=dtypes[info.idx_in_batch]), None,
+                         "src", True)
+    segment = SharedSegment.create(1 << 16)
+    try:
+        with SlotWriter(segment, len(dtypes)) as writer:
+            outputs, failure = call.call_many(SampleRange(0, 0, len(dtypes), 0, 0), writer)
+    finally:
+        segment.close()
+    assert failure is None and outputs is not None
+    assert (type(outputs[0]) is CheckedSamples) == checked
+    serial, _ = call.call_many(SampleRange(0, 0, len(dtypes), 0, 0))
+    assert serial is not None and type(serial[0]) is not CheckedSamples

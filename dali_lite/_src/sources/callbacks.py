@@ -26,6 +26,7 @@ from dali_lite._src.sources.serial_iterator import SerialIterator
 from dali_lite._src.sources.state import IteratorPosition
 from dali_lite._src.types.dtypes import NP_TO_DALI
 from dali_lite._src.types.source_info import BatchInfo, SampleInfo
+from dali_lite_shm.codec import CheckedSamples
 
 if TYPE_CHECKING:
     from dali_lite_workers.callbacks import SampleSink
@@ -106,20 +107,25 @@ def _one_sample(item: Any, what: str) -> SampleList:
     return samples
 
 
-def _valid_samples(results: list[Any]) -> bool:
-    """Whether every item of ``results`` is a numpy array of a DALI type, as it is; checked
-    by C loops over the whole list (``list.count`` compares by identity first, so results
-    that share one dtype object, the usual case, cost a pointer comparison each for it)."""
+def _valid_samples(results: list[Any], for_slot: bool) -> list[Any] | None:
+    """``results`` as an output's samples if every item is a numpy array of a DALI type, as
+    it is (``for_slot``, a worker's write into its slot: a `CheckedSamples` when they also
+    share one dtype, so that the write checks only their shapes); None if some item must be
+    converted. Checked by C loops over the whole list (``list.count`` compares by identity
+    first, so results that share one dtype object, the usual case, cost a pointer
+    comparison each for it)."""
     count = len(results)
     if list(map(type, results)).count(np.ndarray) != count:
-        return False
+        return None
     if not count:
-        return True
+        return results
     dtypes = list(map(_DTYPE_OF, results))
     first = dtypes[0]
     if dtypes.count(first) == count:
-        return first in NP_TO_DALI
-    return all(dtype in NP_TO_DALI for dtype in set(dtypes))
+        if first not in NP_TO_DALI:
+            return None
+        return CheckedSamples(results) if for_slot else results
+    return results if all(dtype in NP_TO_DALI for dtype in set(dtypes)) else None
 
 
 def _joined(parts: list[Outputs], count: int) -> Outputs:
@@ -197,7 +203,7 @@ class PerSampleCall(_SourceCall):
             # len(results) is the index of the call that raised; the results before it must
             # still be checked, since per-item calls would have reported their errors first.
             failure = _ItemFailed(len(results), exc)
-        outputs = self._convert(results, items)
+        outputs = self._convert(results, items, stream is not None)
         if failure is not None:
             raise failure
         return outputs
@@ -205,10 +211,11 @@ class PerSampleCall(_SourceCall):
     def _what(self, info: SampleInfo) -> str:
         return f"sample {info.idx_in_epoch} of source {self.source_name!r}"
 
-    def _convert(self, results: list[Any], items: list[SampleInfo]) -> Outputs:
+    def _convert(self, results: list[Any], items: list[SampleInfo], for_slot: bool) -> Outputs:
         if self.num_outputs is None:
-            if _valid_samples(results):
-                return [results]  # every result is already a valid sample, as is
+            valid = _valid_samples(results, for_slot)
+            if valid is not None:
+                return [valid]  # every result is already a valid sample, as is
             layout = ""
             for index, result in enumerate(results):
                 if type(result) is not np.ndarray or result.dtype not in NP_TO_DALI:
