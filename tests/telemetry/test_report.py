@@ -9,7 +9,7 @@ import math
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from dali_lite._src.telemetry.recorder import LoadingRecorder
@@ -270,6 +270,8 @@ FACTS_ANY = st.builds(
 
 @settings(max_examples=60, deadline=None)
 @given(stats=STATS, facts=FACTS_ANY)
+# Time between calls so small that its share per iteration underflows to 0.0.
+@example(stats=_stats(3, 0.0, 5e-324), facts=FACTS)
 def test_any_statistics_give_one_stage_and_their_own_numbers(stats: dict[str, Any],
                                                              facts: LoadingFacts) -> None:
     verdict = judge(stats, facts)
@@ -287,8 +289,8 @@ def test_any_statistics_give_one_stage_and_their_own_numbers(stats: dict[str, An
     assert (f"Waiting for data: {format_share(share)} of the loop's time "
             f"({format_seconds(waiting)} inside the calls for outputs, "
             f"{format_seconds(between)} between them)") in text
-    if pipeline["iterations"] > 1 and between > 0:
-        own = between / (pipeline["iterations"] - 1)
+    own = between / (pipeline["iterations"] - 1) if pipeline["iterations"] > 1 else 0.0
+    if own > 0:
         assert f"floor: {1 / own:.1f} iterations/s" in text
         assert f"now {(pipeline['iterations'] - 1) / loop:.1f} iterations/s" in text
     for change in stats["worker_count"]["changes"]:

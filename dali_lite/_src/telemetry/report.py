@@ -190,7 +190,8 @@ def _loop(stats: Mapping[str, Any], facts: LoadingFacts) -> _Loop:
     iterations = int(pipeline["iterations"])
     between = float(pipeline["between_s"])
     gaps = iterations - 1
-    own = between / gaps if gaps > 0 and between > 0 else None
+    # A between_s of a few denormals divides to 0.0: no measure of its own then.
+    own = between / gaps if gaps > 0 and between / gaps > 0 else None
     workers = stats["workers"].values()
     count = stats["worker_count"]["now"]
     if count is None:
