@@ -169,6 +169,11 @@ class PolicyMachine(RuleBasedStateMachine):
             assert self.floor <= self.count <= self.ceiling
 
 
+# Derandomized: CI runs the same 20 programs every time. A search of 1,500 finds one kind of
+# miss still open: on CPUs saturated by more workers than CPUs, the windows' few percent of
+# noise let growths by one pass the 2% gain and the count wanders two or three above the
+# fewest that reach the best (the memory promise, not the throughput one), as the benchmarks'
+# memory figures show too (benchmarks/RESULTS.md, py_num_workers="auto").
 PolicyMachine.TestCase.settings = settings(
     max_examples=20, stateful_step_count=8, deadline=None, derandomize=True,
     suppress_health_check=[HealthCheck.too_slow])
@@ -203,3 +208,25 @@ def test_memory_bounds_growth() -> None:
         if decision is not None:
             count = decision.new
     assert count == 3
+
+
+def test_a_ceiling_found_computing_is_forgotten_when_the_samples_turn_to_waiting() -> None:
+    # Computing, a growth past the CPUs is taken back and 2 becomes a ceiling. The samples
+    # then take as long as before but wait on I/O: their busy time is the same, their CPU
+    # time a fiftieth. That is a new phase: the ceiling goes, and the count grows at once,
+    # not after the ceiling's age.
+    policy = WorkerCountPolicy(cpus=2, floor=1, ceiling=8)
+    pool = FakePool(2, 100 << 20, 16 << 30)
+    computing, waiting = Workload(0.005, 1.0, 0.0, 0.0), Workload(0.005, 0.02, 0.0, 0.0)
+    # Windows that read 12% low: room for a third worker, which then makes no more.
+    count, noise = 2, iter([-0.12] * 3 + [0.0] * 40)
+    for _ in range(8):
+        decision = policy.decide(pool.window(computing, count, next(noise)))
+        if decision is not None:
+            count = decision.new
+    assert count == 2 and policy.limit == 2
+    for _ in range(4):  # 2 s: well within the ceiling's age
+        decision = policy.decide(pool.window(waiting, count, 0.0))
+        if decision is not None:
+            count = decision.new
+    assert count > 2

@@ -17,8 +17,9 @@ How it decides:
   wait share says is missing (`n / (1 - wait share)`);
 - judge each growth on the next window but one: a growth that did not raise the throughput by
   `GAIN_TO_KEEP` is taken back, and the count it reached becomes a ceiling, forgotten when the
-  samples' cost changes (`COST_CHANGE`, a phase change) or after `CEILING_S`; a growth across
-  such a change is kept, not judged (its rates do not compare);
+  samples' busy or CPU time changes (`COST_CHANGE`, a phase change: samples as long as before
+  that now wait on I/O instead of computing change only the second) or after `CEILING_S`; a
+  growth across such a change is kept, not judged (its rates do not compare);
 - while the CPUs are saturated (`CPU_SATURATED` of them in use) by more workers than the
   CPUs, try one worker fewer: workers that wait for a CPU look busy, so only a trial shows
   whether fewer make as much; one that loses more than `LOSS_TO_KEEP` of the throughput is
@@ -105,6 +106,15 @@ class WindowFigures:
         """Busy seconds per sample (None: no sample)."""
         return self.busy_s / self.samples if self.samples else None
 
+    @property
+    def phase(self) -> tuple[float | None, float | None]:
+        """What marks the workload's phase: busy seconds and CPU seconds per sample (None:
+        unknown). Samples as long as before that now wait on I/O instead of computing keep
+        their busy time and change their CPU time."""
+        cpu = (self.worker_cpu_s / self.samples
+               if self.samples and self.worker_cpu_s is not None else None)
+        return self.cost_s, cpu
+
     def worker_cpus(self) -> float:
         """The CPUs one active worker uses (CPU seconds per second): its whole busy time
         where the CPU time is not measured (the cautious guess: CPU-bound)."""
@@ -137,8 +147,8 @@ class _Trial:
     new: int
     rate: float
     windows_left: int
-    #: The samples' cost (busy seconds per sample) before the change (None: unknown).
-    cost: float | None = None
+    #: The workload's phase before the change (`WindowFigures.phase`).
+    phase: tuple[float | None, float | None] = (None, None)
 
 
 class WorkerCountPolicy:
@@ -156,7 +166,7 @@ class WorkerCountPolicy:
         self.limit: int | None = None
         self.low_limit: int | None = None
         self._limit_age_s = 0.0
-        self._limit_cost: float | None = None
+        self._limit_phase: tuple[float | None, float | None] = (None, None)
         self._trial: _Trial | None = None
         self._idle_windows = 0
 
@@ -182,7 +192,7 @@ class WorkerCountPolicy:
 
     def _judge(self, trial: _Trial, window: WindowFigures) -> CountDecision | None:
         """Keep the count a trial reached, or take it back (and remember the limit)."""
-        if trial.new > trial.old and _changed(trial.cost, window.cost_s):
+        if trial.new > trial.old and _changed(trial.phase, window.phase):
             return None  # the workload changed meanwhile: the rates do not compare
         if trial.new < trial.old:
             if window.rate >= trial.rate * (1 - LOSS_TO_KEEP):
@@ -193,7 +203,7 @@ class WorkerCountPolicy:
                 return None
             self.limit, compared = trial.old, "no more than"
         self._limit_age_s = 0.0
-        self._limit_cost = window.cost_s
+        self._limit_phase = window.phase
         return CountDecision(trial.old, (
             f"{trial.new} workers made {window.rate:.0f} samples/s, {compared} {trial.old} made "
             f"({trial.rate:.0f}): back to {trial.old}"),
@@ -206,7 +216,7 @@ class WorkerCountPolicy:
         if (window.worker_cpu_s is None or n <= lowest or n <= self.cpus
                 or used < CPU_SATURATED * self.cpus):
             return None
-        self._trial = _Trial(n, n - 1, window.rate, 1, window.cost_s)
+        self._trial = _Trial(n, n - 1, window.rate, 1, window.phase)
         return CountDecision(n - 1, (
             f"the {n} workers and the main process used {used:.1f} of the {self.cpus} CPUs: "
             f"trying whether {n - 1} make as much"), self._figures(window))
@@ -215,7 +225,7 @@ class WorkerCountPolicy:
         if self.limit is None and self.low_limit is None:
             return
         self._limit_age_s += window.elapsed_s
-        if _changed(self._limit_cost, window.cost_s) or self._limit_age_s > CEILING_S:
+        if _changed(self._limit_phase, window.phase) or self._limit_age_s > CEILING_S:
             self.limit = self.low_limit = None
 
     def _grow(self, window: WindowFigures) -> CountDecision | None:
@@ -240,7 +250,7 @@ class WorkerCountPolicy:
         new = min(wanted, 2 * n, top, by_cpu, by_memory)
         if new <= n:
             return None
-        self._trial = _Trial(n, new, window.rate, 1, window.cost_s)
+        self._trial = _Trial(n, new, window.rate, 1, window.phase)
         bound = "I/O" if per_worker < 0.5 * busy else "CPU"
         return CountDecision(new, (
             f"the pipeline waited {wait:.0%} of the time for data while the {n} workers were "
@@ -282,8 +292,9 @@ class WorkerCountPolicy:
         return figures
 
 
-def _changed(before: float | None, now: float | None) -> bool:
-    """Whether the samples' cost moved by `COST_CHANGE` or more (a new phase)."""
-    if before is None or now is None or before <= 0:
-        return False
-    return not 1 / COST_CHANGE < now / before < COST_CHANGE
+def _changed(before: tuple[float | None, float | None],
+             now: tuple[float | None, float | None]) -> bool:
+    """Whether the samples' busy or CPU time moved by `COST_CHANGE` or more (a new phase)."""
+    return any(old is not None and new is not None and old > 0
+               and not 1 / COST_CHANGE < new / old < COST_CHANGE
+               for old, new in zip(before, now))
