@@ -22,8 +22,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-
-import psutil
+from typing import TYPE_CHECKING
 
 from dali_lite._src.parallel.task_split import TaskSplit
 from dali_lite._src.parallel.worker_count import (
@@ -35,6 +34,9 @@ from dali_lite._src.parallel.worker_count import (
 )
 from dali_lite._src.telemetry.recorder import LoadingRecorder
 from dali_lite_workers import ResizablePool
+
+if TYPE_CHECKING:
+    import psutil
 
 __all__ = ["AUTO", "WINDOW_S", "AutoSizing", "AutoWorkers", "auto_sizing"]
 
@@ -58,6 +60,8 @@ class AutoSizing:
 
 def auto_sizing(cpus: int, dedicated: int) -> AutoSizing:
     """The sizing on this machine: `dedicated` workers hold an iterator's position each."""
+    import psutil  # here, not at the top: a pipeline of a fixed count never imports it
+
     main_bytes = psutil.Process().memory_info().rss
     spare = psutil.virtual_memory().available * (1 - MEMORY_RESERVE)
     by_memory = max(1, int(spare // max(1, main_bytes)))
@@ -109,6 +113,8 @@ class AutoWorkers:
             return None
         if self.pool.active_workers > self.count:
             self.pool.resize(self.count)  # retired workers that held tasks stop once done
+        import psutil
+
         main_cpu = time.process_time()
         window = WindowFigures(
             elapsed_s=elapsed, active=self.count, busy_s=self._busy_s,
@@ -142,6 +148,8 @@ class AutoWorkers:
 
     def _worker_cpu_s(self) -> float | None:
         """The CPU seconds the workers used since the last look (None: not measurable)."""
+        import psutil
+
         pids = self.pool.worker_pids()
         if not pids:
             return None
@@ -164,6 +172,8 @@ class AutoWorkers:
 
     def _worker_bytes(self) -> int:
         """One worker's private resident bytes (the mean: resident less shared)."""
+        import psutil
+
         sizes = []
         for pid in self.pool.worker_pids().values():
             process = self._processes.get(pid)
