@@ -60,8 +60,14 @@ def test_a_per_sample_batch_is_split_into_contiguous_slices_over_the_workers(
         pids = [pid for pid, _ in batch]
         runs = [pid for pid, _ in itertools.groupby(pids)]
         assert set(pids) <= pool
-        assert len(runs) == len(set(runs)), f"the slices are not contiguous: {pids}"
-        assert len(runs) == min(tasks, batch_size), f"not split in {tasks} tasks: {pids}"
+        if iteration == 0:
+            # Iteration 0 goes by the rotation: every task on a worker of its own.
+            assert len(runs) == len(set(runs)), f"the slices are not contiguous: {pids}"
+            assert len(runs) == min(tasks, batch_size), f"not split in {tasks} tasks: {pids}"
+        else:
+            # Later tasks go to the idlest worker (task_split), which may take two of a batch
+            # when its reply came first; each task is still one contiguous slice.
+            assert len(runs) <= min(tasks, batch_size), f"more runs than tasks: {pids}"
 
 
 @pytest.mark.parametrize("start_method", START_METHODS)

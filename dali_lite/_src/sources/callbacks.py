@@ -26,7 +26,6 @@ from dali_lite._src.sources.serial_iterator import SerialIterator
 from dali_lite._src.sources.state import IteratorPosition
 from dali_lite._src.types.dtypes import NP_TO_DALI
 from dali_lite._src.types.source_info import BatchInfo, SampleInfo
-from dali_lite_shm.codec import CheckedSamples
 
 if TYPE_CHECKING:
     from dali_lite_workers.callbacks import SampleSink
@@ -124,7 +123,13 @@ def _valid_samples(results: list[Any], for_slot: bool) -> list[Any] | None:
     if dtypes.count(first) == count:
         if first not in NP_TO_DALI:
             return None
-        return CheckedSamples(results) if for_slot else results
+        if for_slot:
+            # Here, not at the top: only a worker writes into a slot, and `import dali_lite`
+            # loads no shared-memory machinery (tests/api/test_public_paths.py).
+            from dali_lite_shm.codec import CheckedSamples
+
+            return CheckedSamples(results)
+        return results
     return results if all(dtype in NP_TO_DALI for dtype in set(dtypes)) else None
 
 
