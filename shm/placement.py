@@ -19,7 +19,10 @@ placements, while no task writes it. A placed write never grows it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+import numpy as np
 
 __all__ = ["Placement"]
 
@@ -38,3 +41,8 @@ class Placement:
     meta_offset: int
     meta_capacity: int
     fallback_base: int = 0
+
+    def data_nbytes(self, samples: int) -> int:
+        """The bytes `samples` samples of the expected outputs take in the data segment."""
+        return samples * sum(math.prod(shape) * np.dtype(dtype).itemsize
+                             for dtype, shape in self.expected)

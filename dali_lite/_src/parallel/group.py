@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
 import os
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
-
-import numpy as np
 
 from dali_lite._src.cuda.runtime import refuse_fork_after_cuda
 from dali_lite._src.errors import RuntimeValueError, add_context
@@ -320,9 +317,7 @@ class ParallelSourceGroup:
             if layout.placed and task.placement is not None:
                 # The samples lie in the batch's data slot; this slot holds only their
                 # metadata, at an offset past where the batch's data would lie (not moved).
-                moved = layout.meta_nbytes + len(task.args) * sum(
-                    math.prod(shape) * np.dtype(dtype).itemsize
-                    for dtype, shape in task.placement.expected)
+                moved = layout.meta_nbytes + task.placement.data_nbytes(len(task.args))
             telemetry.wrote(task.source.name, moved, layout.grew)
         else:
             failed = not isinstance(result, DataEnded)
