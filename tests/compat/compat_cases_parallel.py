@@ -537,7 +537,7 @@ def per_batch_too_many_samples(ctx):
 
 # ---------------------------------------------------------------------- refusals
 # The words are DALI's sentences, whole: programs match them with regexes.
-@case(params=[0, None])
+@case(params=[0, None, "many"])
 def no_workers(ctx):
     pipe = _pipe(ctx, lambda fn: fn.external_source(plain_sample, batch=False, parallel=True),
                  workers=ctx.params)

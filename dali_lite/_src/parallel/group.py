@@ -155,21 +155,18 @@ class ParallelSourceGroup:
                 f"before its workers start; got batch_size={self.options.batch_size}"
             )
         workers = self.options.py_num_workers
-        if isinstance(workers, str) and workers != AUTO:
-            # DALI raises NotImplementedError at build for any string (with no message).
-            raise NotImplementedError(
-                f"py_num_workers must be a positive int or {AUTO!r} (dali_lite's: the count "
-                f"adapts while the pipeline runs); got {workers!r}")
         if workers != AUTO and (isinstance(workers, bool) or not isinstance(workers, int)
                                 or workers < 1):
-            # DALI raises RuntimeError here, at build() (or start_py_workers()).
+            # DALI raises RuntimeError here, at build() (or start_py_workers()), a string
+            # included (compat case parallel.no_workers).
             raise RuntimeValueError(
                 "The pipeline contains `fn.external_source` with `parallel` argument specified "
                 f"to True. However, the `py_num_workers` was set to `{workers}`. The external "
                 "source cannot run in parallel mode without Python workers pool. Please specify "
                 "the number of `py_num_workers` to a positive integer or set the `parallel` "
                 "parameter to False in external sources in the pipeline. (dali_lite: the "
-                f"Pipeline constructor needs py_num_workers >= 1; got py_num_workers={workers!r})"
+                f"Pipeline constructor needs py_num_workers >= 1 or {AUTO!r}; got "
+                f"py_num_workers={workers!r})"
             )
 
     def start(self) -> None:
