@@ -35,6 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.choosing_workers import io_sample, tree_pss_bytes
+
 ROOT = Path(__file__).resolve().parent.parent
 _RESULT = "RESULT "
 BATCH = 32
@@ -61,11 +63,6 @@ def cpu_sample(info: Any) -> np.ndarray:
     return np.full((16,), info.idx_in_epoch, np.int32)
 
 
-def io_sample(info: Any) -> np.ndarray:
-    time.sleep(0.005)
-    return np.full((16,), info.idx_in_epoch, np.int32)
-
-
 def phase_sample(info: Any) -> np.ndarray:
     if time.monotonic() - _STARTED[0] < PHASE_AT_S:
         _spin(10)
@@ -76,19 +73,6 @@ def phase_sample(info: Any) -> np.ndarray:
 
 
 _SAMPLES = {"cpu": cpu_sample, "io": io_sample, "phase": phase_sample}
-
-
-def _tree_pss() -> int:
-    import psutil
-
-    total = 0
-    main = psutil.Process()
-    for process in [main, *main.children(recursive=True)]:
-        try:
-            total += process.memory_full_info().pss
-        except (psutil.Error, OSError):
-            continue
-    return total
 
 
 def child(workload: str, workers: str) -> dict[str, Any]:
@@ -113,7 +97,7 @@ def child(workload: str, workers: str) -> dict[str, Any]:
 
     def watch() -> None:
         while not stop.wait(0.5):
-            peak[0] = max(peak[0], _tree_pss())
+            peak[0] = max(peak[0], tree_pss_bytes())
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()

@@ -85,7 +85,8 @@ def _pipeline(source: Any, batch: int, workers: int, method: str, depth: int = 2
     return pipe
 
 
-def _tree_pss_mib() -> float:
+def tree_pss_bytes() -> int:
+    """The proportional set size of this process and its descendants, summed (bytes)."""
     import psutil
 
     me = psutil.Process()
@@ -93,7 +94,11 @@ def _tree_pss_mib() -> float:
     for proc in [me, *me.children(recursive=True)]:
         with contextlib.suppress(psutil.Error):  # a process that just ended
             total += proc.memory_full_info().pss
-    return total / _MIB
+    return total
+
+
+def _tree_pss_mib() -> float:
+    return tree_pss_bytes() / _MIB
 
 
 def _child(mode: str, arg: str, method: str) -> dict[str, Any]:
