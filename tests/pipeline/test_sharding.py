@@ -218,6 +218,13 @@ def test_bad_shard_arguments_are_named(kwargs: dict[str, Any], message: str) -> 
         dali.Pipeline(batch_size=1, **kwargs)
 
 
+def test_numpy_integers_are_shard_arguments_as_ints_are() -> None:
+    info = dali.Pipeline(batch_size=1, shard_id=np.int64(1), num_shards=np.uint8(3)).sharding
+    assert info is not None
+    assert (info.shard_id, info.num_shards) == (1, 3)
+    assert type(info.shard_id) is int and type(info.num_shards) is int
+
+
 def test_auto_refuses_a_rank_outside_the_world(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RANK", "2")
     monkeypatch.setenv("WORLD_SIZE", "2")

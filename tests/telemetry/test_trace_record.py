@@ -195,3 +195,14 @@ def test_save_trace_refuses_a_bad_count(tmp_path: Path, iterations: Any) -> None
     with pytest.raises(ValueError, match=r"save_trace: `iterations` must be a positive int.*"
                                          rf"got iterations={iterations!r}"):
         pipe.save_trace(tmp_path / "t.json", iterations=iterations)
+
+
+def test_save_trace_takes_a_numpy_integer_count(tmp_path: Path) -> None:
+    pipe = _serial_pipe()
+    pipe.build()
+    for _ in range(3):
+        pipe.run()
+    pipe.save_trace(tmp_path / "t.json", iterations=np.int32(2))
+    trace = validate(json.loads((tmp_path / "t.json").read_text()))
+    program = trace.track("main process", "program: run()/outputs()")
+    assert [s["args"]["iteration"] for s in program] == [1, 2]

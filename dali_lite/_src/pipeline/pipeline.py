@@ -23,12 +23,15 @@ from __future__ import annotations
 import contextlib
 import difflib
 import inspect
+import numbers
 import os
 import time
 import warnings
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+import numpy as np
 
 from dali_lite._src.cuda import context as cuda_context
 from dali_lite._src.execution.checkpoint import CheckpointError, Producer
@@ -785,13 +788,15 @@ class Pipeline:
         default; asking for more keeps that many from then on) as Chrome trace-event JSON, for
         https://ui.perfetto.dev or chrome://tracing: a track per worker, the program's calls,
         the executor's reads and operators, the start-up (docs/trace.md)."""
-        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+        count: object = iterations  # numpy's integers too, as DALI takes them for an int
+        if (isinstance(count, (bool, np.bool_)) or not isinstance(count, numbers.Integral)
+                or count < 1):
             raise ValueError("save_trace: `iterations` must be a positive int (the number of "
                              f"last iterations to write); got iterations={iterations!r}")
         group = self._resources.parallel
         if group is not None:
             group.collect_startups()
-        self._telemetry.save_trace(filename, iterations)
+        self._telemetry.save_trace(filename, int(count))
 
     def input_feed_count(self, input_name: str) -> int:
         """How many batches feed_input must provide before the first run (the prefetch

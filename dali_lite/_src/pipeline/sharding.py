@@ -12,11 +12,14 @@ sources, and records it in checkpoints. docs/sharding.md tells the whole story.
 
 from __future__ import annotations
 
+import numbers
 import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from dali_lite._src.execution.checkpoint import CheckpointError, decode
 from dali_lite._src.graph.nodes import Operator
@@ -38,7 +41,8 @@ class ShardingInfo:
 
 
 def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    """An integer, numpy's included (DALI takes them wherever it takes an int), not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
 
 def resolve_shards(shard_id: Any, num_shards: Any,
@@ -59,7 +63,7 @@ def resolve_shards(shard_id: Any, num_shards: Any,
     if not _is_count(shard_id) or not 0 <= shard_id < num_shards:
         raise ValueError(f"shard_id must be an int in [0, num_shards={num_shards}); got "
                          f"{shard_id!r}")
-    return ShardingInfo(shard_id, num_shards, "arguments")
+    return ShardingInfo(int(shard_id), int(num_shards), "arguments")
 
 
 def _env_pair(environ: Mapping[str, str], rank: str, size: str) -> tuple[int, int] | None:
