@@ -353,7 +353,7 @@ def test_parallel_source_with_no_workers_is_refused_at_build() -> None:
     try:
         # DALI's RuntimeError and words (compat: parallel.no_workers), then dali_lite's.
         with pytest.raises(RuntimeError, match=r"cannot run in parallel mode without Python "
-                           r"workers pool.*py_num_workers >= 1; got py_num_workers=0"):
+                           r"workers pool.*py_num_workers >= 1 or 'auto'; got py_num_workers=0"):
             pipe.build()
     finally:
         pipe.close()

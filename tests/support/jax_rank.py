@@ -6,7 +6,8 @@ sharded pipeline through dali_lite's JAX `data_iterator` (tests/plugin/test_jax_
 The pipeline takes its shard from JAX (`num_shards="auto"`: `jax.process_index()` of
 `jax.process_count()`). Every rank appends the sample indices of each step to
 WORKDIR/<phase>-<rank>.jsonl; with STOP_AFTER it writes its checkpoint after that many steps
-and exits at once; a resumed job (WORKDIR/merged.ckpt exists) restores from the merged one.
+and exits at once (past JAX's shutdown barrier, without closing the iterator); a resumed job
+(WORKDIR/merged.ckpt exists) restores from the merged one.
 """
 
 from __future__ import annotations
@@ -66,6 +67,9 @@ def main() -> None:
             steps += 1
             if steps == stop_after:
                 (workdir / f"rank{rank}.ckpt").write_bytes(it.checkpoints()[0])
+                # Every rank has its checkpoint before any leaves: the leader hosts JAX's
+                # coordination service, and a rank that finds it gone aborts (SIGABRT).
+                jax.distributed.shutdown()
                 os._exit(0)
     jax.distributed.shutdown()
 
