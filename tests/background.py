@@ -109,6 +109,12 @@ class BackgroundRunner:
                                   text=True, check=True, timeout=60)
         self.pid = int(launched.stdout)
         self.process = psutil.Process(self.pid)
+        #: When the child started, when the session reached the group (its own tests done)
+        #: and when the child's last report came: where CI's time goes (`timing`).
+        self.started = time.time()
+        self.reached: float | None = None
+        #: `timing()`'s line, kept by stop() for the terminal summary (which comes after it).
+        self.summary: str | None = None
 
     def wants(self, item: pytest.Item) -> bool:
         return item.nodeid in self.nodeids
@@ -141,6 +147,8 @@ class BackgroundRunner:
         session). A child that writes no report for longer than its own per-test timeout
         (doubled, for the teardown) is stuck past what its timeouts end: it is killed, and
         the tests it did not report fail as lost."""
+        if self.reached is None:
+            self.reached = time.time()
         self._read()
         last_progress, seen = time.monotonic(), self.offset
         while not self._finished(item.nodeid) and self._alive():
@@ -161,6 +169,19 @@ class BackgroundRunner:
         for report in reports:
             hook.pytest_runtest_logreport(report=report)
         hook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+
+    def timing(self) -> str | None:
+        """How long the session's own tests and the child's group took from the child's
+        start (None if the session never reached the group): which of the two to cut."""
+        try:
+            last_report = os.path.getmtime(self.path)
+        except OSError:
+            return None
+        if self.reached is None:
+            return None
+        own, group = self.reached - self.started, last_report - self.started
+        return (f"background: the session's own tests took {own:.0f} s, the background "
+                f"group ({' '.join(GROUPS)}) {group:.0f} s")
 
     def _tail(self) -> str:
         try:
@@ -183,6 +204,7 @@ class BackgroundRunner:
             with contextlib.suppress(psutil.Error):
                 self.process.wait(15)
         kill_session(self.pid)
+        self.summary = self.timing()
         with contextlib.suppress(OSError):
             for name in os.listdir(self.tmp):
                 os.unlink(os.path.join(self.tmp, name))

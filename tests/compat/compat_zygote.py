@@ -111,6 +111,23 @@ def _native_threads() -> int:
     return len(os.listdir("/proc/self/task"))
 
 
+def _compile_once_with_numba() -> None:
+    """Compile one small function: Numba's first compilation in a process sets up its typing
+    and lowering registries and LLVM (about 5 s on this machine, against 0.5-1.5 s for each
+    later one), which every case's child, forked from here, would otherwise pay again. It
+    compiles only this function: what a case compiles, and the errors it meets, are its own."""
+    import numba
+    import numpy as np
+
+    @numba.njit
+    def double(out: Any, values: Any) -> None:
+        out[:] = values * 2
+        for i in range(values.shape[0]):
+            out[i] = values[i] + 1
+
+    double(np.empty((2, 2), np.uint8), np.ones((2, 2), np.uint8))
+
+
 def _preload(root: str, modules: list[str]) -> str | None:
     """Make the imports; why forking from here would not be safe, or None."""
     import numpy as np  # first: its BLAS pool is the one thread allowed
@@ -127,6 +144,8 @@ def _preload(root: str, modules: list[str]) -> str | None:
         importlib.import_module(module)
     for module in _FIRST_COMPILE_IMPORTS if "numba" in modules else ():
         importlib.import_module(module)
+    if "numba" in modules:
+        _compile_once_with_numba()
     import compat_child  # noqa: F401  (what each child runs, and its imports)
     import compat_record  # noqa: F401
     import psutil

@@ -11,10 +11,11 @@ How it decides:
 
 - grow while the pipeline waits for data (a wait share above `WAIT_TO_GROW`), the active
   workers are busy (above `BUSY_TO_GROW` of their time) and the CPUs have room for more of
-  them: each worker's CPU use (its CPU seconds per second) says how many more the free CPUs
-  hold, so that callbacks that wait on I/O (busy, little CPU) grow far past the CPUs and
-  CPU-bound ones stop at them. One step at most doubles the count, and aims at the count the
-  wait share says is missing (`n / (1 - wait share)`);
+  them (none while they are full, `CPU_FULL` of them in use): each worker's CPU use (its CPU
+  seconds per second) says how many more the free CPUs hold, so that callbacks that wait on
+  I/O (busy, little CPU) grow far past the CPUs and CPU-bound ones stop at them. One step
+  at most doubles the count, and aims at the count the wait share says is missing
+  (`n / (1 - wait share)`);
 - judge each growth on the next window but one: a growth that did not raise the throughput by
   `GAIN_TO_KEEP` is taken back, and the count it reached becomes a ceiling, forgotten when the
   samples' busy or CPU time changes (`COST_CHANGE`, a phase change: samples as long as before
@@ -36,9 +37,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["BUSY_TO_GROW", "BUSY_TO_RETIRE", "CEILING_S", "COST_CHANGE", "CPU_SATURATED",
-           "GAIN_TO_KEEP", "LOSS_TO_KEEP", "MEMORY_RESERVE", "RETIRE_WINDOWS", "WAIT_TO_GROW",
-           "CountDecision", "WindowFigures", "WorkerCountPolicy", "initial_count"]
+__all__ = ["BUSY_TO_GROW", "BUSY_TO_RETIRE", "CEILING_S", "COST_CHANGE", "CPU_FULL",
+           "CPU_SATURATED", "GAIN_TO_KEEP", "LOSS_TO_KEEP", "MEMORY_RESERVE", "RETIRE_WINDOWS",
+           "WAIT_TO_GROW", "CountDecision", "WindowFigures", "WorkerCountPolicy", "initial_count"]
 
 #: The share of the window the pipeline waited for the sources' batches above which more
 #: workers are wanted.
@@ -57,6 +58,11 @@ GAIN_TO_KEEP = 1.02
 LOSS_TO_KEEP = 0.07
 #: The share of the CPUs in use (workers and main process) that counts as saturated.
 CPU_SATURATED = 0.9
+#: The share of the CPUs in use above which no worker is added: they are full, and another
+#: worker only shares them (a growth by one there, judged on windows with a few percent of
+#: noise, passed the gain by chance and the count wandered above the fewest that reach the
+#: best). Below it a growth is tried: the last few percent of the CPUs are worth a worker.
+CPU_FULL = 0.97
 #: A change of the samples' cost (busy seconds per sample) by this factor is a new phase of
 #: the workload: it forgets a ceiling, and a growth across it is not judged.
 COST_CHANGE = 1.5
@@ -211,7 +217,7 @@ class WorkerCountPolicy:
 
     def _try_fewer(self, window: WindowFigures) -> CountDecision | None:
         n = window.active
-        used = (window.main_cpu_s + (window.worker_cpu_s or 0.0)) / window.elapsed_s
+        used = _cpus_used(window)
         lowest = max(self.floor, self.low_limit or 0)
         if (window.worker_cpu_s is None or n <= lowest or n <= self.cpus
                 or used < CPU_SATURATED * self.cpus):
@@ -232,7 +238,8 @@ class WorkerCountPolicy:
         n = window.active
         top = self.ceiling if self.limit is None else min(self.ceiling, self.limit)
         wait, busy = window.wait_share, window.busy_share
-        if wait <= WAIT_TO_GROW or busy < BUSY_TO_GROW or n >= top:
+        if (wait <= WAIT_TO_GROW or busy < BUSY_TO_GROW or n >= top
+                or _cpus_used(window) >= CPU_FULL * self.cpus):
             return None
         self._idle_windows = 0
         # The CPUs left to workers (the main process keeps its own), and what one uses.
@@ -290,6 +297,14 @@ class WorkerCountPolicy:
         if before_rate is not None:
             figures["samples_per_s_before"] = before_rate
         return figures
+
+
+def _cpus_used(window: WindowFigures) -> float:
+    """The CPUs the workers and the main process used (the workers' part 0 where their CPU
+    time is not measured: remote Ray actors use other machines' CPUs)."""
+    if window.elapsed_s <= 0:
+        return 0.0
+    return (window.main_cpu_s + (window.worker_cpu_s or 0.0)) / window.elapsed_s
 
 
 def _changed(before: tuple[float | None, float | None],
