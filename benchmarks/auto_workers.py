@@ -15,7 +15,8 @@ Each fixed count from 1 to 4x the CPUs runs ``FIXED_S`` seconds after a warm-up 
 change for ``phase``). Measured: samples per second once settled (auto: from its last change
 of the count, or from 10 s, whichever is earlier, to the end; the windows of its trials
 included), the seconds it took to settle (its last change of the count; from the phase
-change for ``phase``), and the process tree's peak PSS (psutil, read every half second).
+change for ``phase``), the process tree's peak PSS (psutil, read every half second), and for
+auto each worker's PSS at the end, those forked at build() apart from those it added later.
 Printed: each configuration's medians, and auto's ratios to the best fixed count (throughput
 and memory); ``--json FILE`` keeps every run.
 """
@@ -23,6 +24,7 @@ and memory); ``--json FILE`` keeps every run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -48,8 +50,10 @@ AUTO_S = 14.0
 SETTLE_GOAL_S = 10.0
 WORKLOADS = ("cpu", "io", "phase")
 
-#: When the measured pipeline was built (set in the child before the workers fork).
+#: When the measured pipeline was built, and the scale of the durations above (`--scale`):
+#: set in the child before the workers fork.
 _STARTED = [0.0]
+_SCALE = [1.0]
 
 
 def _spin(rounds: int) -> None:
@@ -64,7 +68,7 @@ def cpu_sample(info: Any) -> np.ndarray:
 
 
 def phase_sample(info: Any) -> np.ndarray:
-    if time.monotonic() - _STARTED[0] < PHASE_AT_S:
+    if time.monotonic() - _STARTED[0] < PHASE_AT_S * _SCALE[0]:
         _spin(10)
     else:
         time.sleep(0.005)
@@ -75,8 +79,10 @@ def phase_sample(info: Any) -> np.ndarray:
 _SAMPLES = {"cpu": cpu_sample, "io": io_sample, "phase": phase_sample}
 
 
-def child(workload: str, workers: str) -> dict[str, Any]:
-    """One measurement: the timeline of samples and counts, and the peak PSS."""
+def child(workload: str, workers: str, scale: float = 1.0) -> dict[str, Any]:
+    """One measurement: the timeline of samples and counts, and the peak PSS; `scale`
+    multiplies the durations (a smoke test's short run)."""
+    _SCALE[0] = scale
     import dali_lite as dali
     from dali_lite import fn
 
@@ -86,12 +92,13 @@ def child(workload: str, workers: str) -> dict[str, Any]:
     with pipe:
         pipe.set_outputs(fn.external_source(_SAMPLES[workload], parallel=True, batch=False))
     _STARTED[0] = time.monotonic()
+    built_at = time.time()  # the clock of psutil's create_time()
     pipe.build()
     begin = time.monotonic()
-    measured_from = begin + (PHASE_AT_S if workload == "phase" else WARMUP_S)
+    measured_from = begin + (PHASE_AT_S if workload == "phase" else WARMUP_S) * scale
     if workers != "auto" and workload == "phase":
-        measured_from += 1.0  # the fixed pool's own settling after the phase change
-    end = measured_from + (AUTO_S if workers == "auto" else FIXED_S)
+        measured_from += scale  # the fixed pool's own settling after the phase change
+    end = measured_from + (AUTO_S if workers == "auto" else FIXED_S) * scale
     peak = [0]
     stop = threading.Event()
 
@@ -112,12 +119,27 @@ def child(workload: str, workers: str) -> dict[str, Any]:
         timeline.append((time.monotonic() - begin, samples))
     stop.set()
     watcher.join()
+    workers_pss = _workers_pss(built_at)
     changes = pipe.loading_statistics()["worker_count"]["changes"]
     # The recorder's clock starts when the pipeline was made, just before build().
     pipe.close()
     return {"timeline": timeline, "measured_from": measured_from - begin,
             "changes": [(c["at_s"], c["old"], c["new"], c["reason"]) for c in changes],
-            "peak_pss": peak[0]}
+            "peak_pss": peak[0], "workers_pss": workers_pss,
+            "phase_at_s": PHASE_AT_S * scale if workload == "phase" else 0.0}
+
+
+def _workers_pss(built_at: float) -> list[tuple[float, int]]:
+    """Each worker running now: seconds after build() it was forked, and its PSS (bytes). A
+    worker that auto adds later forks a main process that has run meanwhile (batches, caches,
+    pages touched since), which may cost it more than one forked at build()."""
+    import psutil
+
+    found = []
+    for proc in psutil.Process().children():
+        with contextlib.suppress(psutil.Error):
+            found.append((proc.create_time() - built_at, proc.memory_full_info().pss))
+    return found
 
 
 def _rate(timeline: list[tuple[float, int]], since: float) -> float:
@@ -129,7 +151,7 @@ def _rate(timeline: list[tuple[float, int]], since: float) -> float:
 
 def summarize(workload: str, result: dict[str, Any]) -> dict[str, float]:
     """Throughput once settled, settle time, peak PSS of one run."""
-    start = PHASE_AT_S if workload == "phase" else 0.0
+    start = result["phase_at_s"]
     changes = result["changes"]
     last_change = max((at for at, *_ in changes if at >= start), default=start)
     settle_s = last_change - start
@@ -139,10 +161,10 @@ def summarize(workload: str, result: dict[str, Any]) -> dict[str, float]:
             "final": float(changes[-1][2]) if changes else float("nan")}
 
 
-def _run_child(workload: str, workers: str) -> dict[str, Any]:
+def _run_child(workload: str, workers: str, scale: float) -> dict[str, Any]:
     out = subprocess.run([sys.executable, "-m", "benchmarks.auto_workers", "--child", workload,
-                          workers], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                         check=True)
+                          workers, str(scale)], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300, check=True)
     line = next(line for line in out.stdout.splitlines() if line.startswith(_RESULT))
     return dict(json.loads(line[len(_RESULT):]))
 
@@ -150,15 +172,18 @@ def _run_child(workload: str, workers: str) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks --auto-workers")
     parser.add_argument("--auto-workers", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--child", nargs=2, metavar=("WORKLOAD", "WORKERS"),
+    parser.add_argument("--child", nargs=3, metavar=("WORKLOAD", "WORKERS", "SCALE"),
                         help=argparse.SUPPRESS)
+    parser.add_argument("--scale", type=float, default=1.0,
+                        help="multiply every duration (warm-up, measurement, phase change)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--max-workers", type=int, default=4 * (os.cpu_count() or 1))
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     if args.child:
-        print(_RESULT + json.dumps(child(*args.child)), flush=True)
+        workload, workers, scale = args.child
+        print(_RESULT + json.dumps(child(workload, workers, float(scale))), flush=True)
         return 0
     counts = [str(n) for n in range(1, args.max_workers + 1)] + ["auto"]
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {}
@@ -166,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         runs[workload] = {c: [] for c in counts}
         for _ in range(args.repeats):
             for workers in counts:  # interleaved: the machine's load hits every count alike
-                result = _run_child(workload, workers)
+                result = _run_child(workload, workers, args.scale)
                 result["summary"] = summarize(workload, result)
                 runs[workload][workers].append(result)
         report(workload, runs[workload])
@@ -191,13 +216,33 @@ def report(workload: str, runs: dict[str, list[dict[str, Any]]]) -> None:
     best = max(fixed, key=lambda w: median(w, "rate"))
     cpus = str(len(os.sched_getaffinity(0)))
     auto_rate = median("auto", "rate")
-    print(f"\nauto / best fixed ({best}): {auto_rate / median(best, 'rate'):.2f}; "
-          f"auto / fixed={cpus} (the CPUs): {auto_rate / median(cpus, 'rate'):.2f}; "
+    at_cpus = (f"auto / fixed={cpus} (the CPUs): {auto_rate / median(cpus, 'rate'):.2f}; "
+               if cpus in runs else "")
+    print(f"\nauto / best fixed ({best}): {auto_rate / median(best, 'rate'):.2f}; {at_cpus}"
           f"memory: auto {median('auto', 'peak_mib'):.0f} MiB against best "
           f"{median(best, 'peak_mib'):.0f} MiB (one worker more: "
           f"{median(best, 'peak_mib') + _one_worker(runs, best):.0f}); "
           f"settled after {median('auto', 'settle_s'):.1f} s; final counts "
           f"{[r['summary']['final'] for r in runs['auto']]}")
+    early, late = _workers_by_fork_time(runs["auto"])
+    if early and late:
+        print(f"auto's workers at the end: those forked at build() {statistics.median(early):.1f}"
+              f" MiB PSS each (median of {len(early)}), those forked later "
+              f"{statistics.median(late):.1f} MiB (median of {len(late)})")
+
+
+#: A worker forked this long after build() began was added by auto, not started by build().
+_FORKED_AT_BUILD_S = 1.0
+
+
+def _workers_by_fork_time(runs: list[dict[str, Any]]) -> tuple[list[float], list[float]]:
+    """The PSS (MiB) of the workers forked at build() and of those auto forked later."""
+    early: list[float] = []
+    late: list[float] = []
+    for run in runs:
+        for forked_s, pss in run.get("workers_pss", []):
+            (early if forked_s < _FORKED_AT_BUILD_S else late).append(pss / 2**20)
+    return early, late
 
 
 def _one_worker(runs: dict[str, list[dict[str, Any]]], best: str) -> float:

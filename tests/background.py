@@ -1,10 +1,11 @@
 """Slow groups of the suite that need nothing of the rest run beside it: the compat suite
-(tests/compat) and the parallel engine's process tests (tests/parallel), one after the other
-in a child pytest of its own, started as the session's tests start.
+(tests/compat), the fault matrix (tests/faults) and the parallel engine's process tests
+(tests/parallel), one after the other in a child pytest of its own, started as the
+session's tests start.
 
-Both groups wait for child processes (the compat zygotes' cases, worker pools, Ray) much of
+The groups wait for child processes (the compat zygotes' cases, worker pools, Ray) much of
 their time, as the rest of the suite does: on two cores the child and the session together
-take little more than the longer of them, and the two groups together weigh about what the
+take little more than the longer of them, and the three groups together weigh about what the
 rest does (docs/testing.md). The session runs the group's tests last; when it reaches them
 it replays the reports the child wrote (as isolation.py does for its children), waiting for
 those not written yet, so the terminal, ``-rs``, ``--junitxml`` and the exit status show
@@ -42,7 +43,7 @@ from leaks import kill_session
 #: environment's ``DALI_LITE_BACKGROUND_GROUPS`` (paths, comma-separated) stands in for them
 #: (tests/test_background.py runs a group of its own).
 GROUPS = tuple(filter(None, os.environ.get("DALI_LITE_BACKGROUND_GROUPS", "").split(","))) or (
-    "tests/compat/", "tests/parallel/")
+    "tests/compat/", "tests/faults/", "tests/parallel/")
 #: Set in the child: the pid of the session it serves (it ends when that one is gone).
 PARENT_ENV = "DALI_LITE_BACKGROUND_PARENT"
 OFF_ENV = "DALI_LITE_NO_BACKGROUND"

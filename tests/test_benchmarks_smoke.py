@@ -762,3 +762,27 @@ def test_the_chart_draws_the_loaders_against_the_ceilings(tmp_path: Path) -> Non
         "dali_lite", "dali", "torch", "grain"}
     png = draw(figures, tmp_path / "chart.png")
     assert _png_size(png) == (1100, 460)
+
+
+@pytest.mark.timeout(240)
+def test_auto_workers_runs_beside_the_fixed_counts_and_splits_the_workers_memory(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, no_leftovers: None) -> None:
+    """`python -m benchmarks --auto-workers`, shortened (`--scale`): every count and auto, each
+    in its own interpreter; the table, auto's ratios, and each worker's PSS by when it was
+    forked (the I/O workload grows past the CPUs, so auto forks workers after build())."""
+    from benchmarks import auto_workers
+
+    raw = tmp_path / "auto.json"
+    code = auto_workers.main(["--workloads", "io", "--repeats", "1", "--max-workers", "2",
+                              "--scale", "0.25", "--json", str(raw)])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "| py_num_workers | samples/s (median) |" in text
+    assert "auto / best fixed" in text
+    runs = json.loads(raw.read_text())["io"]
+    assert set(runs) == {"1", "2", "auto"}
+    for results in runs.values():
+        (result,) = results
+        assert result["summary"]["rate"] > 0 and result["peak_pss"] > 0
+        assert result["workers_pss"] and all(pss > 0 for _, pss in result["workers_pss"])
+    assert len(runs["2"][0]["workers_pss"]) == 2
