@@ -786,3 +786,6 @@ def test_auto_workers_runs_beside_the_fixed_counts_and_splits_the_workers_memory
         assert result["summary"]["rate"] > 0 and result["peak_pss"] > 0
         assert result["workers_pss"] and all(pss > 0 for _, pss in result["workers_pss"])
     assert len(runs["2"][0]["workers_pss"]) == 2
+    # Auto's memory is compared over a fixed run's span, and its whole run's peak is kept.
+    auto = runs["auto"][0]["summary"]
+    assert 0 < auto["peak_mib"] <= auto["whole_run_peak_mib"]
