@@ -204,6 +204,29 @@ def test_settles_where_the_workload_says(cost_s: float, cpu_share: float,
     assert count == expected
 
 
+def test_a_growth_taken_back_on_shared_cpus_is_not_tried_again_at_once() -> None:
+    # CPU-bound samples on 2 CPUs that another process shares: the 2 workers are 88% busy
+    # and get 0.88 CPU each, which reads as room for a third. Three share the same CPUs, so
+    # each sample's busy time reads 1.7x longer and the throughput does not rise: back to 2,
+    # now a ceiling. Back at 2 the samples' busy time is what it was before the growth (the
+    # same phase), so the ceiling holds: it was compared with the 3 workers' inflated time,
+    # read as a new phase and forgotten at once, and the benchmark's CPU-bound runs went
+    # 2 -> 3 -> 2 again and again.
+    def window(active: int, busy_s: float) -> WindowFigures:
+        return WindowFigures(elapsed_s=0.5, active=active, busy_s=busy_s, worker_cpu_s=0.88,
+                             main_cpu_s=0.05, waited_s=0.45, samples=176,
+                             available_bytes=16 << 30, worker_bytes=100 << 20)
+
+    policy = WorkerCountPolicy(cpus=2, floor=1, ceiling=8)
+    count, changes = 2, []
+    for _ in range(24):  # 12 s: within the ceiling's age
+        decision = policy.decide(window(count, 0.88 if count == 2 else 1.5))
+        if decision is not None:
+            changes.append((count, decision.new))
+            count = decision.new
+    assert changes == [(2, 3), (3, 2)]
+
+
 def test_memory_bounds_growth() -> None:
     policy = WorkerCountPolicy(cpus=2, floor=1, ceiling=8)
     # Room for one more worker over the reserve, no more.

@@ -19,8 +19,10 @@ How it decides:
 - judge each growth on the next window but one: a growth that did not raise the throughput by
   `GAIN_TO_KEEP` is taken back, and the count it reached becomes a ceiling, forgotten when the
   samples' busy or CPU time changes (`COST_CHANGE`, a phase change: samples as long as before
-  that now wait on I/O instead of computing change only the second) or after `CEILING_S`; a
-  growth across such a change is kept, not judged (its rates do not compare);
+  that now wait on I/O instead of computing change only the second; between windows of
+  different counts only the CPU time, as the busy time reads longer when workers share the
+  CPUs) or after `CEILING_S`; a growth across such a change is kept, not judged (its rates do
+  not compare);
 - while the CPUs are saturated (`CPU_SATURATED` of them in use) by more workers than the
   CPUs, try one worker fewer: workers that wait for a CPU look busy, so only a trial shows
   whether fewer make as much; one that loses more than `LOSS_TO_KEEP` of the throughput is
@@ -63,8 +65,8 @@ CPU_SATURATED = 0.9
 #: noise, passed the gain by chance and the count wandered above the fewest that reach the
 #: best). Below it a growth is tried: the last few percent of the CPUs are worth a worker.
 CPU_FULL = 0.97
-#: A change of the samples' cost (busy seconds per sample) by this factor is a new phase of
-#: the workload: it forgets a ceiling, and a growth across it is not judged.
+#: A change of the samples' cost (busy or CPU seconds per sample) by this factor is a new
+#: phase of the workload: it forgets a ceiling, and a growth across it is not judged.
 COST_CHANGE = 1.5
 #: Seconds after which a ceiling found by a growth taken back is forgotten.
 CEILING_S = 20.0
@@ -173,6 +175,7 @@ class WorkerCountPolicy:
         self.low_limit: int | None = None
         self._limit_age_s = 0.0
         self._limit_phase: tuple[float | None, float | None] = (None, None)
+        self._limit_count = 0  # the count at which `_limit_phase` was measured
         self._trial: _Trial | None = None
         self._idle_windows = 0
 
@@ -198,7 +201,7 @@ class WorkerCountPolicy:
 
     def _judge(self, trial: _Trial, window: WindowFigures) -> CountDecision | None:
         """Keep the count a trial reached, or take it back (and remember the limit)."""
-        if trial.new > trial.old and _changed(trial.phase, window.phase):
+        if trial.new > trial.old and _changed(trial.phase, window.phase, same_count=False):
             return None  # the workload changed meanwhile: the rates do not compare
         if trial.new < trial.old:
             if window.rate >= trial.rate * (1 - LOSS_TO_KEEP):
@@ -209,7 +212,11 @@ class WorkerCountPolicy:
                 return None
             self.limit, compared = trial.old, "no more than"
         self._limit_age_s = 0.0
-        self._limit_phase = window.phase
+        # The phase as measured at the count it goes back to: workers past the CPUs share
+        # them, so their busy time per sample reads longer (1.5x for 3 on 2 CPUs), which
+        # compared with the windows back at the old count looked like a new phase and
+        # forgot the limit at once.
+        self._limit_phase, self._limit_count = trial.phase, trial.old
         return CountDecision(trial.old, (
             f"{trial.new} workers made {window.rate:.0f} samples/s, {compared} {trial.old} made "
             f"({trial.rate:.0f}): back to {trial.old}"),
@@ -231,7 +238,8 @@ class WorkerCountPolicy:
         if self.limit is None and self.low_limit is None:
             return
         self._limit_age_s += window.elapsed_s
-        if _changed(self._limit_phase, window.phase) or self._limit_age_s > CEILING_S:
+        if (_changed(self._limit_phase, window.phase, window.active == self._limit_count)
+                or self._limit_age_s > CEILING_S):
             self.limit = self.low_limit = None
 
     def _grow(self, window: WindowFigures) -> CountDecision | None:
@@ -308,8 +316,16 @@ def _cpus_used(window: WindowFigures) -> float:
 
 
 def _changed(before: tuple[float | None, float | None],
-             now: tuple[float | None, float | None]) -> bool:
-    """Whether the samples' busy or CPU time moved by `COST_CHANGE` or more (a new phase)."""
+             now: tuple[float | None, float | None], same_count: bool) -> bool:
+    """Whether the samples' busy or CPU time moved by `COST_CHANGE` or more (a new phase).
+
+    Between windows of different counts (`same_count` false) the busy time compares only
+    where the CPU time is not measured: workers past the CPUs share them, so each sample's
+    busy time reads longer (1.5x for 3 workers on 2 CPUs) while the work is the same, and a
+    growth there was kept unjudged, or a limit found there forgotten at once."""
+    pairs = list(zip(before, now))
+    (_, cpu_before), (_, cpu_now) = before, now
+    if not same_count and cpu_before is not None and cpu_now is not None:
+        pairs = [(cpu_before, cpu_now)]
     return any(old is not None and new is not None and old > 0
-               and not 1 / COST_CHANGE < new / old < COST_CHANGE
-               for old, new in zip(before, now))
+               and not 1 / COST_CHANGE < new / old < COST_CHANGE for old, new in pairs)
