@@ -40,12 +40,13 @@ Why it is shaped so:
 from __future__ import annotations
 
 import os
+import pickle
 import threading
 import time
 import weakref
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
-from multiprocessing.reduction import ForkingPickler, send_handle
+from multiprocessing.reduction import send_handle
 from typing import Any
 
 from dali_lite_shm import SharedSegment
@@ -294,15 +295,21 @@ class WorkerPool(PoolBase):
                 attach.append((placement.data_segment_id, data_segment))
             task = RunTask(self._next_task_id, callback, frozen, segment_id,
                            timeout_s is not None, placement)
-            # Pickle first (once; Connection.send would do exactly this): an unpicklable
-            # argument must fail here, before an AttachSegment goes out without its task.
-            payload = ForkingPickler.dumps(task)
+            # Pickle first (once): an unpicklable argument must fail here, before an
+            # AttachSegment goes out without its task. To bytes, not Connection.send's
+            # ForkingPickler.dumps: that returns a view of a BytesIO, and such a view left in a
+            # reference cycle (a frame of the daemon executor thread at interpreter exit, say)
+            # crashes the collector of CPython 3.12.0-3.12.1 (gh-111049): CI's 3.12.1 run of
+            # tests/test_install_names.py once segfaulted at exit with that bug's message.
+            # The worker's recv() reads either.
+            payload = pickle.dumps(task, pickle.HIGHEST_PROTOCOL)
             conn = self._res.conns[worker]
             known = self._res.segments[worker]
             try:
                 for an_id, a_segment in attach:
                     if known.get(an_id) is not a_segment:
-                        conn.send(AttachSegment(an_id))
+                        conn.send_bytes(pickle.dumps(AttachSegment(an_id),
+                                                     pickle.HIGHEST_PROTOCOL))
                         send_handle(conn, a_segment.fd, self._res.pids[worker])
                         known[an_id] = a_segment
                 conn.send_bytes(payload)
