@@ -74,6 +74,7 @@ from dali_lite_workers.process_launch import (
     close_gate,
     retire_worker,
     sigint_blocked,
+    start_fork_server,
     start_gates,
     start_worker,
     stop_worker,
@@ -112,8 +113,12 @@ class WorkerPool(PoolBase):
         name: str = "dali_lite",
         start_at_once: int | None = None,
         start_active: int | None = None,
+        fork_server: bool | None = None,
     ) -> None:
         method = run_by(PoolKind.PROCESSES, start_method)
+        if fork_server and not method.copies_parent:
+            raise ValueError(f"fork_server=True needs a start method that forks the pool's "
+                             f"process; {method.name!r} does not")
         if start_at_once is not None and start_at_once < 1:
             raise ValueError(f"start_at_once must be at least 1, got {start_at_once}")
         super().__init__(callbacks, num_workers)
@@ -124,6 +129,11 @@ class WorkerPool(PoolBase):
         self._live = [False] * num_workers
         self._start_active = num_workers if start_active is None else start_active
         self._start_method = method
+        # A pool that may start workers after start() (resize) forks them from a copy of
+        # itself as at start() (workers/fork_server.py); a fixed one forks again only to
+        # replace a timed-out worker, rarely enough not to keep a process for it.
+        self._fork_server = (fork_server if fork_server is not None else
+                             method.copies_parent and self._start_active < num_workers)
         self._start_at_once = start_at_once  # spawned workers importing at once (None: CPUs)
         self._pickler = pickler
         self._name = name
@@ -191,6 +201,8 @@ class WorkerPool(PoolBase):
                     for index, gate in enumerate(gates):
                         start_worker(self._res, self._launch, index, gate)
                         self._live[index] = True
+                    if self._fork_server:
+                        start_fork_server(self._res, self._launch)
                 self._res.wakeup_fds = os.pipe()
                 os.set_blocking(self._res.wakeup_fds[1], False)
             except BaseException:

@@ -22,9 +22,10 @@ from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, cast
 
 from dali_lite_workers.callbacks import Callback
+from dali_lite_workers.fork_server import ForkServer
 from dali_lite_workers.messages import Shutdown
 from dali_lite_workers.pickling import PicklerSpec
-from dali_lite_workers.resources import PoolResources
+from dali_lite_workers.resources import PoolResources, WorkerProcess
 from dali_lite_workers.start_methods import StartMethod
 from dali_lite_workers.startup import ReportingName
 from dali_lite_workers.worker import PARENT_CONNECTIONS, WorkerSetup, worker_main
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from multiprocessing.context import ForkContext, ForkServerContext, SpawnContext
 
 __all__ = ["StartGate", "WorkerLaunch", "close_gate", "retire_worker", "sigint_blocked",
-           "start_gates", "start_worker", "stop_worker", "usable_cpus"]
+           "start_fork_server", "start_gates", "start_worker", "stop_worker", "usable_cpus"]
 
 #: How long to wait for a timed-out worker to die after SIGKILL.
 _KILL_TIMEOUT_S = 2.0
@@ -124,24 +125,42 @@ def close_gate(gate: StartGate) -> None:
                 end.close()
 
 
+def start_fork_server(res: PoolResources, launch: WorkerLaunch) -> None:
+    """Fork ``launch``'s fork server (:mod:`dali_lite_workers.fork_server`) from this process
+    as it is now: every worker :func:`start_worker` starts later is forked from it."""
+    assert launch.start_method.copies_parent, "a fork server serves a method that forks"
+
+    def run(index: int, conn: Connection, stack_dump: Connection) -> None:
+        worker_main(WorkerSetup(
+            index=index, conn=conn,
+            parent_pid=None,  # the server: it ends with the pool's process
+            name=launch.name, set_pdeathsig=True,  # the server forks in its main thread
+            close_parent_connections=True, callbacks=launch.callbacks, stack_dump=stack_dump))
+
+    res.fork_server = ForkServer.start(
+        run, f"{launch.name}-fork-server",
+        # PR_SET_PDEATHSIG follows the thread that forks: only the main thread lives as
+        # long as the process.
+        set_pdeathsig=threading.current_thread() is threading.main_thread())
+
+
 def start_worker(res: PoolResources, launch: WorkerLaunch, index: int,
                  gate: StartGate | None = None) -> None:
     """Start worker ``index``: a new one, or the replacement of one that was killed; ``gate``
-    is its part in a staged start, if any (the pool's copies are closed here)."""
+    is its part in a staged start, if any (the pool's copies are closed here). Forked from
+    the pool's fork server where it has one."""
+    if res.fork_server is not None:
+        served, served_conn, served_dump = res.fork_server.start_worker(index)
+        _place(res, index, served_conn, served_dump)
+        _keep_process(res, index, served, served.pid)
+        return
     method = launch.start_method
     ctx = _context(method)
     payloads, spec = launch.payloads, launch.pickler
     in_main_thread = threading.current_thread() is threading.main_thread()
     parent_conn, child_conn = ctx.Pipe(duplex=True)
     dump_reader, dump_writer = ctx.Pipe(duplex=False)
-    # A later forked worker must not keep these (see PARENT_CONNECTIONS).
-    PARENT_CONNECTIONS.update((parent_conn, dump_reader))
-    if index == len(res.conns):
-        res.conns.append(parent_conn)
-        res.dumps.append(dump_reader)
-        res.segments.append({})
-    else:
-        res.conns[index], res.dumps[index] = parent_conn, dump_reader
+    _place(res, index, parent_conn, dump_reader)
     setup = WorkerSetup(
         index=index,
         conn=child_conn,
@@ -181,6 +200,23 @@ def start_worker(res: PoolResources, launch: WorkerLaunch, index: int,
             close_gate(gate)
     pid = proc.pid
     assert pid is not None  # set by start()
+    _keep_process(res, index, proc, pid)
+
+
+def _place(res: PoolResources, index: int, parent_conn: Connection,
+           dump_reader: Connection) -> None:
+    """Keep worker ``index``'s pipe ends where the pool finds them."""
+    # A later forked worker must not keep these (see PARENT_CONNECTIONS).
+    PARENT_CONNECTIONS.update((parent_conn, dump_reader))
+    if index == len(res.conns):
+        res.conns.append(parent_conn)
+        res.dumps.append(dump_reader)
+        res.segments.append({})
+    else:
+        res.conns[index], res.dumps[index] = parent_conn, dump_reader
+
+
+def _keep_process(res: PoolResources, index: int, proc: WorkerProcess, pid: int) -> None:
     if index == len(res.processes):
         res.processes.append(proc)
         res.pids.append(pid)

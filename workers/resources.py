@@ -16,13 +16,16 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from multiprocessing.process import BaseProcess
+from typing import TYPE_CHECKING, Protocol
 
 from dali_lite_shm import SharedSegment
 from dali_lite_workers.messages import Shutdown
 from dali_lite_workers.worker import PARENT_CONNECTIONS
 
-__all__ = ["PoolResources", "shutdown", "take_wakes", "wake_collect"]
+if TYPE_CHECKING:
+    from dali_lite_workers.fork_server import ForkServer
+
+__all__ = ["PoolResources", "WorkerProcess", "shutdown", "take_wakes", "wake_collect"]
 
 #: How long ``close`` waits for workers to exit after the Shutdown message (all together).
 _JOIN_TIMEOUT_S = 2.0
@@ -32,12 +35,29 @@ _BUSY_GRACE_S = 0.2
 _TERMINATE_TIMEOUT_S = 1.0
 
 
+class WorkerProcess(Protocol):
+    """What the pool asks of a worker's process: a ``multiprocessing.Process``, or a
+    :class:`~dali_lite_workers.fork_server.ServedProcess` forked by the pool's fork server."""
+
+    @property
+    def pid(self) -> int | None: ...
+    @property
+    def sentinel(self) -> int: ...
+    @property
+    def exitcode(self) -> int | None: ...
+    def is_alive(self) -> bool: ...
+    def join(self, timeout: float | None = None) -> None: ...
+    def kill(self) -> None: ...
+    def terminate(self) -> None: ...
+    def close(self) -> None: ...
+
+
 @dataclass(slots=True)
 class PoolResources:
     """What shutdown must release; shared with the finalizer, which must not hold the pool."""
 
     owner_pid: int
-    processes: list[BaseProcess] = field(default_factory=list)
+    processes: list[WorkerProcess] = field(default_factory=list)
     pids: list[int] = field(default_factory=list)
     conns: list[Connection] = field(default_factory=list)
     #: Read ends of the workers' stack-dump pipes (see :mod:`dali_lite_workers.deadlines`).
@@ -46,7 +66,9 @@ class PoolResources:
     #: Segments that a replaced worker had been sent; the pool still closes them.
     retired: list[SharedSegment] = field(default_factory=list)
     #: Killed (replaced) workers that had not been reaped yet.
-    retired_processes: list[BaseProcess] = field(default_factory=list)
+    retired_processes: list[WorkerProcess] = field(default_factory=list)
+    #: Where the pool forks the workers it starts after ``start`` (None: from itself).
+    fork_server: ForkServer | None = None
     wakeup_fds: tuple[int, int] | None = None
     #: task id -> worker, for tasks not answered yet.
     pending: dict[int, int] = field(default_factory=dict)
@@ -102,6 +124,8 @@ def shutdown(res: PoolResources) -> None:
         with contextlib.suppress(Exception):
             proc.kill()
         proc.join(_TERMINATE_TIMEOUT_S)
+    if res.fork_server is not None:  # after its workers: they end with it
+        res.fork_server.close()
     # The Process objects are not close()d: this function may run from a garbage collection
     # inside multiprocessing's own exit handler, between its listing of the live children and
     # its join() of each, and a closed Process makes that join() raise. The workers are

@@ -55,7 +55,8 @@ from dali_lite_workers.readiness import ReadySet
 from dali_lite_workers.startup import ready, started
 from dali_lite_workers.task_calls import callback_at, ends_data, run_calls
 
-__all__ = ["PARENT_CONNECTIONS", "WorkerSetup", "WorkerState", "run_task", "worker_main"]
+__all__ = ["PARENT_CONNECTIONS", "WorkerSetup", "WorkerState", "run_task",
+           "set_pdeathsig_to_kill", "worker_main"]
 
 #: How often an idle worker checks that its parent is still alive.
 _IDLE_CHECK_S = 0.5
@@ -113,7 +114,8 @@ class WorkerState:
             old.close()
 
 
-def _set_pdeathsig() -> None:
+def set_pdeathsig_to_kill() -> None:
+    """Have the kernel SIGKILL this process when the thread that forked it ends (Linux)."""
     if not sys.platform.startswith("linux"):
         return
     try:
@@ -133,7 +135,7 @@ def _prepare_process(setup: WorkerSetup) -> None:
     # "checkpoint and exit"); the pool's SIGTERM means "end now", and must not run it.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if setup.set_pdeathsig:
-        _set_pdeathsig()
+        set_pdeathsig_to_kill()
     keep_freed_memory()  # fresh arrays reuse the last task's pages (workers/heap.py)
     if setup.close_parent_connections:
         for conn in list(PARENT_CONNECTIONS):

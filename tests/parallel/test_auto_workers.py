@@ -152,3 +152,32 @@ def test_another_string_is_refused_at_build_naming_the_argument() -> None:
     with contextlib.closing(pipe), pytest.raises(RuntimeError,
                                                  match=r"py_num_workers.*'auto'.*'many'"):
         pipe.build()
+
+
+#: What `SettingReader` returns: the test changes it after build().
+SETTING = {"value": 1}
+
+
+class SettingReader:
+    """A per-sample callback that returns the module's setting as its worker sees it."""
+
+    def __call__(self, info: Any) -> np.ndarray:
+        return np.array([SETTING["value"]], np.int64)
+
+
+def test_workers_started_while_running_see_the_program_as_at_build(
+        forced: ForcedCounts) -> None:
+    # DALI forks every worker at build(); a worker "auto" adds later is forked from a copy of
+    # the program kept as at build() (workers/fork_server.py), so it sees what they see.
+    SETTING["value"] = 1
+    pipe = pipeline(lambda: fn.external_source(SettingReader(), parallel=True, batch=False),
+                    BATCH, py_num_workers="auto", py_start_method="fork")
+    try:
+        with contextlib.closing(pipe):
+            pipe.build()
+            SETTING["value"] = 2
+            values = {int(v) for _ in range(12) for v in pipe.run()[0].as_array().ravel()}
+            assert len(pipe.loading_statistics()["worker_count"]["changes"]) >= 3
+        assert values == {1}
+    finally:
+        SETTING["value"] = 1

@@ -19,6 +19,10 @@ from dali_lite_shm import SharedSegment, read
 from dali_lite_workers import Reply, TaskDone, WorkerPool
 
 START_METHODS = ("fork", "spawn")
+#: A fork pool that starts one worker and grows to all of them at once, so that every worker
+#: but the first is forked by its fork server (workers/fork_server.py), as a pool that grows
+#: with ``py_num_workers="auto"`` does.
+FORK_SERVER = "fork-server"
 #: Generous bound for results that need a spawn worker to boot first.
 RESULT_TIMEOUT_S = 30.0
 
@@ -200,12 +204,29 @@ def started_pool(
     callbacks: Sequence[Any], num_workers: int, start_method: str, **kwargs: Any
 ) -> Iterator[WorkerPool]:
     """A started pool that is closed (and checked to leave no process) afterwards."""
-    pool = WorkerPool(callbacks, num_workers, start_method=start_method, **kwargs)
-    pool.start()
+    pool = new_pool(callbacks, num_workers, start_method, **kwargs)
     try:
         yield pool
     finally:
         pool.close()
+
+
+def new_pool(callbacks: Sequence[Any], num_workers: int, start_method: str,
+             **kwargs: Any) -> WorkerPool:
+    """A started pool of ``start_method`` (or :data:`FORK_SERVER`) with all its workers."""
+    if start_method != FORK_SERVER:
+        pool = WorkerPool(callbacks, num_workers, start_method=start_method, **kwargs)
+        pool.start()
+        return pool
+    pool = WorkerPool(callbacks, num_workers, start_method="fork", fork_server=True,
+                      start_active=1, **kwargs)
+    pool.start()
+    try:
+        pool.resize(num_workers)
+    except BaseException:
+        pool.close()
+        raise
+    return pool
 
 
 def warm_up(pool: WorkerPool, segments: Sequence[SharedSegment]) -> None:

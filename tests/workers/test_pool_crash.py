@@ -23,6 +23,8 @@ from pool_helpers import (
     ARANGE,
     CALLBACKS,
     FAIL,
+    FORK_SERVER,
+    START_METHODS,
     collect_all,
     read_reply,
     started_pool,
@@ -31,6 +33,12 @@ from pool_helpers import (
 
 from dali_lite_shm import SharedSegment
 from dali_lite_workers import TaskDone, WorkerDiedError, WorkerPool
+
+
+@pytest.fixture(params=(*START_METHODS, FORK_SERVER))
+def start_method(request: pytest.FixtureRequest) -> str:
+    """Fork, spawn, and a fork pool whose workers but the first come from its fork server."""
+    return request.param
 
 #: A death is seen through the worker's sentinel, in milliseconds on an idle machine; the
 #: bounds leave a loaded machine room.
@@ -114,15 +122,13 @@ _ORPHAN_SCRIPT = textwrap.dedent(
     """
     import sys, threading, time
     sys.path.insert(0, {helpers_dir!r})
-    from pool_helpers import CALLBACKS, FAIL, collect_all, warm_up
+    from pool_helpers import CALLBACKS, FAIL, collect_all, new_pool, warm_up
     from dali_lite_shm import SharedSegment
-    from dali_lite_workers import WorkerPool
 
     keep = []
 
     def main():
-        pool = WorkerPool(CALLBACKS, 2, start_method=sys.argv[1])
-        pool.start()
+        pool = new_pool(CALLBACKS, 2, sys.argv[1])
         segments = [SharedSegment.create(0) for _ in range(2)]
         warm_up(pool, segments)
         keep.extend([pool, segments])

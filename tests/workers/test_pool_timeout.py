@@ -14,6 +14,8 @@ from pool_helpers import (
     ARANGE,
     CALLBACKS,
     FAIL,
+    FORK_SERVER,
+    START_METHODS,
     collect_all,
     native_spin_unavailable,
     started_pool,
@@ -22,6 +24,12 @@ from pool_helpers import (
 
 from dali_lite_shm import SharedSegment
 from dali_lite_workers import TaskDone, TaskTimeoutError, WorkerPool
+
+
+@pytest.fixture(params=(*START_METHODS, FORK_SERVER))
+def start_method(request: pytest.FixtureRequest) -> str:
+    """Fork, spawn, and a fork pool whose workers but the first come from its fork server."""
+    return request.param
 
 _TIMEOUT_S = 0.5
 #: Deadline, stack capture (up to ~1 s when the worker does not answer) and replacement: about

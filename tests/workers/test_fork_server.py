@@ -1,0 +1,135 @@
+"""The fork server (workers/fork_server.py): a pool that grows forks its new workers from a
+copy of the program as it was at ``start``, and leaves nothing behind.
+
+The crash, timeout and orphan scenarios of tests/workers/test_pool_crash.py and
+test_pool_timeout.py run on served workers too (their ``FORK_SERVER`` parameter).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import psutil
+import pytest
+from pool_helpers import (
+    ARANGE,
+    CALLBACKS,
+    RESULT_TIMEOUT_S,
+    collect_all,
+    read_reply,
+)
+
+from dali_lite_shm import SharedSegment
+from dali_lite_workers import TaskDone, WorkerDiedError, WorkerPool
+
+#: What a callback reads: changed by the test after the pool started.
+SETTING = {"value": 1}
+
+
+def read_setting(_: object) -> list[list[object]]:
+    """A callback: the module's setting as the worker sees it (a one-element array)."""
+    import numpy as np
+
+    return [[np.array([SETTING["value"]], dtype=np.int64)]]
+
+
+_CALLBACKS = (*CALLBACKS, read_setting)
+_READ_SETTING = len(CALLBACKS)
+
+
+def _children() -> dict[int, int]:
+    """Every process below this one: pid -> parent pid."""
+    return {child.pid: child.ppid() for child in psutil.Process().children(recursive=True)}
+
+
+def _fork_server_pid(pool: WorkerPool, before: set[int]) -> int:
+    """The pool's fork server: the one new direct child that is not a worker."""
+    direct = {pid for pid, parent in _children().items() if parent == os.getpid()}
+    (server,) = direct - before - set(pool.pids)
+    return server
+
+
+def test_a_grown_pool_s_workers_are_forked_from_the_program_as_it_was_at_start(
+    segments: list[SharedSegment],
+) -> None:
+    before = set(_children())
+    SETTING["value"] = 1
+    pool = WorkerPool(_CALLBACKS, 3, start_method="fork", start_active=1)  # may grow
+    pool.start()
+    try:
+        SETTING["value"] = 2  # the program goes on after build()
+        assert pool.resize(3) == 3
+        server = _fork_server_pid(pool, before)
+        first, *grown = pool.pids
+        parents = _children()
+        assert parents[first] == os.getpid()
+        assert all(parents[pid] == server for pid in grown)
+        for worker in range(3):
+            pool.submit(worker, _READ_SETTING, [None], worker, segments[worker])
+        replies = collect_all(pool, 3)
+        # Every worker sees the program as at start(), the first one and the grown ones
+        # alike, as DALI's workers (all forked at build()) do.
+        assert [read_reply(reply, segments[reply.worker])[0][0].tolist() for reply in replies
+                ] == [[1], [1], [1]]
+    finally:
+        pool.close()
+        SETTING["value"] = 1
+    assert set(_children()) <= before  # the server and every worker are gone
+
+
+def test_workers_stopped_and_started_again_are_reaped_each_time(
+    segments: list[SharedSegment],
+) -> None:
+    pool = WorkerPool(CALLBACKS, 3, start_method="fork", start_active=1)
+    pool.start()
+    try:
+        seen: set[int] = set()
+        for _ in range(4):
+            assert pool.resize(3) == 3
+            seen.update(pool.pids[1:])
+            for worker in range(3):
+                pool.submit(worker, ARANGE, [worker + 1], worker, segments[worker])
+            assert all(isinstance(reply, TaskDone) for reply in collect_all(pool, 3))
+            assert pool.resize(1) == 1
+        assert len(seen) == 8  # each growth forked two new workers
+        # None of them lingers as a zombie of the server: each was reaped when it stopped.
+        assert not seen & set(_children())
+    finally:
+        pool.close()
+
+
+def test_a_killed_fork_server_takes_its_workers_and_the_pool_says_so(
+    segments: list[SharedSegment],
+) -> None:
+    before = set(_children())
+    pool = WorkerPool(CALLBACKS, 2, start_method="fork", start_active=1)
+    pool.start()
+    try:
+        pool.resize(2)
+        server = _fork_server_pid(pool, before)
+        served = pool.pids[1]
+        os.kill(server, signal.SIGKILL)
+        with pytest.raises(WorkerDiedError) as info:
+            pool.submit(1, ARANGE, [1], 1, segments[1])
+            collect_all(pool, 1, RESULT_TIMEOUT_S)
+        assert (info.value.worker, info.value.pid) == (1, served)
+        assert info.value.exitcode == -signal.SIGKILL
+    finally:
+        pool.close()
+    assert set(_children()) <= before
+
+
+def test_a_fork_server_needs_a_start_method_that_forks() -> None:
+    with pytest.raises(ValueError, match="fork_server=True needs a start method that forks"):
+        WorkerPool(CALLBACKS, 2, start_method="spawn", fork_server=True)
+
+
+def test_a_fixed_pool_keeps_no_fork_server() -> None:
+    before = set(_children())
+    pool = WorkerPool(CALLBACKS, 2, start_method="fork")
+    pool.start()
+    try:
+        assert set(_children()) - before == set(pool.pids)
+    finally:
+        pool.close()
