@@ -145,17 +145,20 @@ def _fixed_end_s(workload: str, scale: float) -> float:
 
 
 def _workers_pss(built_at: float) -> list[tuple[float, int]]:
-    """Each process below the main one now (the workers, and the fork server that auto's pool
-    forks its later workers from: workers/fork_server.py): seconds after build() it was
-    forked, and its PSS (bytes). A worker forked after build() from the main process as it is
+    """Each worker running now: seconds after build() it was forked, and its PSS (bytes); not
+    the fork server that auto's pool forks its later workers from (workers/fork_server.py),
+    which the tree's PSS counts. A worker forked after build() from the main process as it is
     by then would keep another copy-on-write generation of the pages the main process
     rewrote meanwhile; one forked from the server shares the first workers' pages."""
     import psutil
 
+    from dali_lite_workers.fork_server import PROCESS_NAME
+
     found = []
     for proc in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error):
-            found.append((proc.create_time() - built_at, proc.memory_full_info().pss))
+            if proc.name() != PROCESS_NAME:
+                found.append((proc.create_time() - built_at, proc.memory_full_info().pss))
     return found
 
 

@@ -32,6 +32,7 @@ signal it. Where to start a worker is :mod:`dali_lite_workers.process_launch`'s 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import multiprocessing
 import os
@@ -51,7 +52,11 @@ from dali_lite_workers.worker import PARENT_CONNECTIONS, set_pdeathsig_to_kill
 if TYPE_CHECKING:
     from multiprocessing.context import ForkProcess
 
-__all__ = ["ForkServer", "ForkServerError", "ServedProcess", "WorkerTarget"]
+__all__ = ["PROCESS_NAME", "ForkServer", "ForkServerError", "ServedProcess", "WorkerTarget"]
+
+#: The server's name as ``ps``, ``top`` and ``psutil.Process.name()`` show it (Linux; at
+#: most 15 bytes): the one process of a pool that runs no task.
+PROCESS_NAME = "dali-forkserver"
 
 #: What a served worker runs: its index, its end of the pool's task pipe and the write end
 #: of its stack-dump pipe. It is inherited by the fork, never pickled.
@@ -63,6 +68,7 @@ _CLOSE_TIMEOUT_S = 2.0
 #: fd closes just before it exits; a child that closed its sentinel's fd itself and runs on
 #: is reported as running).
 _REAP_WAIT_S = 1.0
+_PR_SET_NAME = 15
 #: The pool's ends a start passes back: the task pipe, the stack-dump pipe, the sentinel.
 _FDS_PER_WORKER = 3
 
@@ -226,6 +232,8 @@ def _serve(conn: Connection, target: WorkerTarget, set_pdeathsig: bool) -> None:
         with contextlib.suppress(OSError):
             other.close()
     PARENT_CONNECTIONS.clear()
+    program_name = _process_name()
+    _name_process(PROCESS_NAME)
     # Nothing the server inherited is ever walked by its collector: the pages stay shared.
     gc.freeze()
     while True:
@@ -234,12 +242,27 @@ def _serve(conn: Connection, target: WorkerTarget, set_pdeathsig: bool) -> None:
         except (EOFError, OSError):
             return
         if request[0] == "start":
-            _start_worker(conn, request[1], target)
+            _start_worker(conn, request[1], target, program_name)
         else:
             conn.send(("reaped", _reap(request[1])))
 
 
-def _start_worker(conn: Connection, index: int, target: WorkerTarget) -> None:
+def _process_name() -> str | None:
+    try:
+        with open("/proc/self/comm", encoding="utf-8", errors="replace") as comm:
+            return comm.read().rstrip("\n")
+    except OSError:
+        return None
+
+
+def _name_process(name: str | None) -> None:
+    if name is not None and sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_NAME, name.encode()[:15], 0, 0, 0)
+
+
+def _start_worker(conn: Connection, index: int, target: WorkerTarget,
+                  program_name: str | None) -> None:
     ctx = multiprocessing.get_context("fork")
     try:
         pool_end, worker_end = ctx.Pipe(duplex=True)
@@ -256,6 +279,7 @@ def _start_worker(conn: Connection, index: int, target: WorkerTarget) -> None:
         for end in (conn, pool_end, dump_reader):
             end.close()
         os.close(sentinel)
+        _name_process(program_name)  # a worker shows as the program's, as a forked one does
         _run_worker(target, index, worker_end, dump_writer)
     worker_end.close()
     dump_writer.close()

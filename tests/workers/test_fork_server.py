@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 
 import psutil
 import pytest
@@ -22,6 +23,7 @@ from pool_helpers import (
 
 from dali_lite_shm import SharedSegment
 from dali_lite_workers import TaskDone, WorkerDiedError, WorkerPool
+from dali_lite_workers.fork_server import PROCESS_NAME
 
 #: What a callback reads: changed by the test after the pool started.
 SETTING = {"value": 1}
@@ -44,9 +46,12 @@ def _children() -> dict[int, int]:
 
 
 def _fork_server_pid(pool: WorkerPool, before: set[int]) -> int:
-    """The pool's fork server: the one new direct child that is not a worker."""
+    """The pool's fork server: the one new direct child that is not a worker, and the name
+    it shows in ``ps``."""
     direct = {pid for pid, parent in _children().items() if parent == os.getpid()}
     (server,) = direct - before - set(pool.pids)
+    if sys.platform.startswith("linux"):
+        assert psutil.Process(server).name() == PROCESS_NAME
     return server
 
 
@@ -65,6 +70,9 @@ def test_a_grown_pool_s_workers_are_forked_from_the_program_as_it_was_at_start(
         parents = _children()
         assert parents[first] == os.getpid()
         assert all(parents[pid] == server for pid in grown)
+        # In ps, a served worker is named as the program's own worker (the server is not).
+        names = {psutil.Process(pid).name() for pid in pool.pids}
+        assert names == {psutil.Process().name()}
         for worker in range(3):
             pool.submit(worker, _READ_SETTING, [None], worker, segments[worker])
         replies = collect_all(pool, 3)
