@@ -66,6 +66,36 @@ def test_the_tasks_cover_the_batch_once_in_order_in_whole_minibatches(split: Tas
     assert split.minibatch_size == max(sizes)
 
 
+@settings(max_examples=200, deadline=None)
+@given(split=_splits(), data=st.data())
+def test_fewer_active_workers_get_as_many_tasks_as_a_fixed_count_of_them(
+        split: TaskSplit, data: Any) -> None:
+    """Under py_num_workers="auto" a batch scheduled while `active` of the ceiling's workers
+    run is split as a fixed count of `active` splits it (the fewest tasks that keep them busy
+    with `depth` batches in flight), by merging consecutive tasks of the ceiling's geometry,
+    each merged task in the slot ring's part of the first it covers."""
+    assert split.ranges_now() == split.ranges  # every worker runs
+    split.active = data.draw(st.integers(1, split.num_workers), label="active")
+    merged = split.ranges_now()
+    assert merged[0].start == 0 and sum(r.count for r in merged) == split.batch_size
+    assert all(a.start + a.count == b.start for a, b in itertools.pairwise(merged))
+    # Each is a union of consecutive geometry tasks, and sits in the first one's part.
+    starts = {r.start: r for r in split.ranges}
+    assert all(r.start in starts and starts[r.start].part == r.part for r in merged)
+    if split.kind is not SplitKind.PER_SAMPLE:
+        assert merged == split.ranges
+        return
+    wanted = -(-split.active // split.depth)  # ceil(active / depth)
+    fixed = TaskSplit(SplitKind.PER_SAMPLE, split.batch_size, split.active, split.depth)
+    # As many tasks as the fixed count's (or the next divisor of the geometry's), never fewer
+    # than keep every active worker busy, where the batch has that many samples.
+    assert len(merged) >= min(wanted, len(split.ranges), len(fixed.ranges))
+    assert len(merged) <= len(split.ranges)
+    if split.tasks_per_batch % fixed.tasks_per_batch == 0 and split.batch_size >= \
+            split.minibatches:
+        assert len(merged) == fixed.tasks_per_batch
+
+
 @settings(max_examples=150, deadline=None)
 @given(split=_splits(), iteration=st.integers(0, 50), data=st.data())
 def test_the_worker_is_an_idle_one_when_there_is_one(split: TaskSplit, iteration: int,

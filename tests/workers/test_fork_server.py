@@ -13,16 +13,20 @@ import sys
 
 import psutil
 import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from pool_helpers import (
     ARANGE,
     CALLBACKS,
+    FAIL,
     RESULT_TIMEOUT_S,
     collect_all,
     read_reply,
 )
 
 from dali_lite_shm import SharedSegment
-from dali_lite_workers import TaskDone, WorkerDiedError, WorkerPool
+from dali_lite_workers import TaskDone, TaskTimeoutError, WorkerDiedError, WorkerPool
 from dali_lite_workers.fork_server import PROCESS_NAME
 
 #: What a callback reads: changed by the test after the pool started.
@@ -47,7 +51,7 @@ def _children() -> dict[int, int]:
 
 def _fork_server_pid(pool: WorkerPool, before: set[int]) -> int:
     """The pool's fork server: the one new direct child that is not a worker, and the name
-    it shows in ``ps``."""
+    it shows in ``ps`` (set before it answered its first request)."""
     direct = {pid for pid, parent in _children().items() if parent == os.getpid()}
     (server,) = direct - before - set(pool.pids)
     if sys.platform.startswith("linux"):
@@ -141,3 +145,106 @@ def test_a_fixed_pool_keeps_no_fork_server() -> None:
         assert set(_children()) - before == set(pool.pids)
     finally:
         pool.close()
+
+
+_MACHINE_WORKERS = 3
+
+
+class ServedPoolMachine(RuleBasedStateMachine):
+    """A growable fork pool through any sequence of growths, shrinks, tasks, timeouts and a
+    death, against a model of which workers run: every running worker answers, a served one
+    is the server's child, nothing the pool stopped lingers (not even as a zombie), and
+    closing leaves no process."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.before = set(_children())
+        self.segments = [SharedSegment.create(0) for _ in range(_MACHINE_WORKERS)]
+        self.pool = WorkerPool(CALLBACKS, _MACHINE_WORKERS, start_method="fork",
+                               start_active=1)
+        self.pool.start()
+        try:
+            self.pool.resize(2)  # the server has answered: it is named and serving
+            self.server = _fork_server_pid(self.pool, self.before)
+        except BaseException:
+            self.pool.close()
+            raise
+        self.running = 2  # the model: workers 0 .. running-1 run
+        self.broken = False
+        self.stopped: set[int] = set()  # pids of workers the pool stopped or replaced
+
+    @precondition(lambda self: not self.broken)
+    @rule(count=st.integers(1, _MACHINE_WORKERS))
+    def resize(self, count: int) -> None:
+        old = set(self.pool.pids)
+        assert self.pool.resize(count) == count
+        self.running = count
+        self.stopped |= old - set(self.pool.pids)
+
+    @precondition(lambda self: not self.broken)
+    @rule(value=st.integers(1, 5))
+    def every_worker_answers(self, value: int) -> None:
+        for worker in range(self.running):
+            self.pool.submit(worker, ARANGE, [value], worker, self.segments[worker])
+        replies = collect_all(self.pool, self.running)
+        assert [reply.worker for reply in replies] == list(range(self.running))
+        for reply in replies:
+            blocks, _ = read_reply(reply, self.segments[reply.worker])
+            assert [block.tolist() for block in blocks] == [[[value] * 3] * 2]
+
+    @precondition(lambda self: not self.broken)
+    @rule(data=st.data())
+    def a_stuck_task_is_replaced_from_the_server(self, data: st.DataObject) -> None:
+        worker = data.draw(st.integers(0, self.running - 1), label="worker")
+        old = self.pool.pids[worker]
+        self.pool.submit(worker, FAIL, ["sleep"], worker, self.segments[worker],
+                         timeout_s=0.2)
+        with pytest.raises(TaskTimeoutError):
+            collect_all(self.pool, 1)
+        self.stopped.add(old)
+        assert _children()[self.pool.pids[worker]] == self.server
+
+    @precondition(lambda self: not self.broken)
+    @rule(data=st.data())
+    def a_worker_is_killed(self, data: st.DataObject) -> None:
+        worker = data.draw(st.integers(0, self.running - 1), label="worker")
+        pid = self.pool.pids[worker]
+        os.kill(pid, signal.SIGKILL)
+        self.pool.submit(worker, ARANGE, [1], worker, self.segments[worker])
+        with pytest.raises(WorkerDiedError) as info:
+            collect_all(self.pool, 1)
+        assert (info.value.worker, info.value.pid, info.value.exitcode) == (
+            worker, pid, -signal.SIGKILL)
+        self.broken = True
+
+    @precondition(lambda self: self.broken)
+    @rule()
+    def a_broken_pool_stays_broken(self) -> None:
+        with pytest.raises(WorkerDiedError):
+            self.pool.submit(0, ARANGE, [1], 0, self.segments[0])
+        with pytest.raises(WorkerDiedError):
+            self.pool.resize(1)
+
+    @invariant()
+    def only_the_running_workers_and_the_server_live(self) -> None:
+        children = _children()
+        if not self.broken:
+            assert len(self.pool.pids) == self.running
+            served = {pid for pid in self.pool.pids if children.get(pid) == self.server}
+            first_ones = set(self.pool.pids) - served
+            assert all(children.get(pid) == os.getpid() for pid in first_ones)
+        below_server = {pid for pid, parent in children.items() if parent == self.server}
+        assert below_server <= set(self.pool.pids)  # no stopped worker lingers as a zombie
+        assert not self.stopped & set(children)
+
+    def teardown(self) -> None:
+        self.pool.close()
+        for segment in self.segments:
+            segment.close()
+        assert set(_children()) <= self.before
+
+
+ServedPoolMachine.TestCase.settings = settings(
+    max_examples=8, stateful_step_count=6, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow])
+test_a_served_pool_through_any_sequence = ServedPoolMachine.TestCase

@@ -164,7 +164,7 @@ class ParallelSource:
                     ctx: IterationContext | None) -> None:
         iteration = batch.iteration
         first = iteration * self.batch_size
-        ranges = self.split.ranges
+        ranges = self.split.ranges_now()
         if not self.per_sample:
             slot = self._take_slot(0, batch, must, ctx)
             if slot is None:

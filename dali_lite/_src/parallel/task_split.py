@@ -22,7 +22,12 @@ comparison: `DALI_LITE_TASK_ASSIGNMENT=fixed`, read once, when this module is fi
 Under `py_num_workers="auto"` the geometry is the pool's ceiling's (`num_workers`: the
 mini-batches, the tasks per batch, the slots), fixed for the pipeline's life, while the
 workers that run tasks are the first `active` of them (`worker_count`): the rotation and the
-idle choice go over those alone, and a change of `active` moves no task already sent.
+idle choice go over those alone, and a change of `active` moves no task already sent. A batch
+scheduled while fewer workers run is split into the fewer tasks they need, as a fixed count
+of `active` would split it (`ranges_now`): consecutive tasks of the geometry merged into one,
+which writes where the first of them would have. The ceiling's 4 tasks a batch on 2 CPU-bound
+workers cost the main process a third more CPU a sample and the workers three times the
+preemptions of fixed 2's one task, and 2-15% of its throughput (benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -111,6 +116,7 @@ class TaskSplit:
         #: The workers tasks go to, 0 to `active - 1` (`py_num_workers="auto"` changes it).
         self.active = num_workers
         self.dedicated_worker = dedicated_worker
+        self.depth = depth
         self.assignment = DEFAULT_ASSIGNMENT if assignment is None else assignment
         per_sample = kind is SplitKind.PER_SAMPLE
         #: DALI's mini-batches per batch, and the samples its slot of one is sized for.
@@ -133,6 +139,30 @@ class TaskSplit:
         self.ranges: tuple[TaskRange, ...] = tuple(ranges)
         #: The slot ring's parts the tasks use.
         self.parts: tuple[int, ...] = tuple(r.part for r in ranges)
+        self._merged: dict[int, tuple[TaskRange, ...]] = {num_workers: self.ranges}
+
+    def ranges_now(self) -> tuple[TaskRange, ...]:
+        """The tasks of a batch scheduled now: `ranges`, or while only `active` workers run,
+        the fewest tasks that keep them busy with `depth` batches in flight (`ceil(active /
+        depth)`, rounded up to a divisor of the geometry's tasks), each the union of
+        consecutive ranges of the geometry and in the ring's part of the first of them."""
+        merged = self._merged.get(self.active)
+        if merged is None and self.tasks_per_batch == 1:  # a per-batch or iterator source too
+            merged = self._merged[self.active] = self.ranges
+        if merged is None:
+            merged = self._merged[self.active] = self._merge(
+                tasks_per_batch(self.tasks_per_batch, self.active, self.depth))
+        return merged
+
+    def _merge(self, tasks: int) -> tuple[TaskRange, ...]:
+        group = self.tasks_per_batch // tasks
+        merged = []
+        for first_part in range(0, self.tasks_per_batch, group):
+            members = [r for r in self.ranges if first_part <= r.part < first_part + group]
+            if members:
+                merged.append(TaskRange(members[0].part, members[0].start,
+                                        sum(r.count for r in members)))
+        return tuple(merged)
 
     @property
     def first_workers(self) -> int:
@@ -140,13 +170,14 @@ class TaskSplit:
         iteration 0 go to."""
         if self.dedicated_worker is not None:
             return self.dedicated_worker + 1
-        return min(self.active, len(self.ranges))
+        return min(self.active, len(self.ranges_now()))
 
     def rotation(self, iteration: int, position: int) -> int:
         """The worker of the fixed assignment: consecutive tasks on consecutive workers, the
         start rotating so that uneven loads even out over iterations."""
-        offset = iteration * self.tasks_per_batch
-        if self.tasks_per_batch % self.active == 0:
+        tasks = len(self.ranges_now())
+        offset = iteration * tasks
+        if tasks % self.active == 0:
             offset += iteration
         return (position + offset) % self.active
 
