@@ -129,7 +129,7 @@ class WorkerPool(PoolBase):
         self._live = [False] * num_workers
         self._start_active = num_workers if start_active is None else start_active
         self._start_method = method
-        # A pool that may start workers after start() (resize) forks them from a copy of
+        # A pool that may start workers after start() (resize) forks them all from a copy of
         # itself as at start() (workers/fork_server.py); a fixed one forks again only to
         # replace a timed-out worker, rarely enough not to keep a process for it.
         self._fork_server = (fork_server if fork_server is not None else
@@ -198,11 +198,13 @@ class WorkerPool(PoolBase):
                 self._start_watch = StartWatch(self._start_active, time.monotonic())
             try:
                 with sigint_blocked():
+                    if self._fork_server:
+                        # First, and every worker from it, the first ones too: all then share
+                        # one copy of the program's pages (workers/fork_server.py).
+                        start_fork_server(self._res, self._launch)
                     for index, gate in enumerate(gates):
                         start_worker(self._res, self._launch, index, gate)
                         self._live[index] = True
-                    if self._fork_server:
-                        start_fork_server(self._res, self._launch)
                 self._res.wakeup_fds = os.pipe()
                 os.set_blocking(self._res.wakeup_fds[1], False)
             except BaseException:

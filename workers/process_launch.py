@@ -127,7 +127,7 @@ def close_gate(gate: StartGate) -> None:
 
 def start_fork_server(res: PoolResources, launch: WorkerLaunch) -> None:
     """Fork ``launch``'s fork server (:mod:`dali_lite_workers.fork_server`) from this process
-    as it is now: every worker :func:`start_worker` starts later is forked from it."""
+    as it is now: every worker :func:`start_worker` starts from then on is forked from it."""
     assert launch.start_method.copies_parent, "a fork server serves a method that forks"
 
     def run(index: int, conn: Connection, stack_dump: Connection) -> None:

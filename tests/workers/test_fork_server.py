@@ -59,7 +59,7 @@ def _fork_server_pid(pool: WorkerPool, before: set[int]) -> int:
     return server
 
 
-def test_a_grown_pool_s_workers_are_forked_from_the_program_as_it_was_at_start(
+def test_a_growable_pool_s_workers_are_forked_from_the_program_as_it_was_at_start(
     segments: list[SharedSegment],
 ) -> None:
     before = set(_children())
@@ -70,10 +70,9 @@ def test_a_grown_pool_s_workers_are_forked_from_the_program_as_it_was_at_start(
         SETTING["value"] = 2  # the program goes on after build()
         assert pool.resize(3) == 3
         server = _fork_server_pid(pool, before)
-        first, *grown = pool.pids
         parents = _children()
-        assert parents[first] == os.getpid()
-        assert all(parents[pid] == server for pid in grown)
+        # The first worker too: every worker shares the server's copy of the program.
+        assert all(parents[pid] == server for pid in pool.pids)
         # In ps, a served worker is named as the program's own worker (the server is not).
         names = {psutil.Process(pid).name() for pid in pool.pids}
         assert names == {psutil.Process().name()}
@@ -121,7 +120,11 @@ def test_a_killed_fork_server_takes_its_workers_and_the_pool_says_so(
         pool.resize(2)
         server = _fork_server_pid(pool, before)
         served = pool.pids[1]
+        worker = psutil.Process(served)
         os.kill(server, signal.SIGKILL)
+        # Its workers die with it (PR_SET_PDEATHSIG), once the kernel has ended it.
+        _, alive = psutil.wait_procs([worker], timeout=RESULT_TIMEOUT_S)
+        assert not alive
         with pytest.raises(WorkerDiedError) as info:
             pool.submit(1, ARANGE, [1], 1, segments[1])
             collect_all(pool, 1, RESULT_TIMEOUT_S)
@@ -230,9 +233,7 @@ class ServedPoolMachine(RuleBasedStateMachine):
         children = _children()
         if not self.broken:
             assert len(self.pool.pids) == self.running
-            served = {pid for pid in self.pool.pids if children.get(pid) == self.server}
-            first_ones = set(self.pool.pids) - served
-            assert all(children.get(pid) == os.getpid() for pid in first_ones)
+            assert all(children.get(pid) == self.server for pid in self.pool.pids)
         below_server = {pid for pid, parent in children.items() if parent == self.server}
         assert below_server <= set(self.pool.pids)  # no stopped worker lingers as a zombie
         assert not self.stopped & set(children)
