@@ -46,6 +46,7 @@ import sys
 import threading
 import time
 import traceback
+import weakref
 from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
 from multiprocessing.reduction import recvfds, sendfds
@@ -179,6 +180,9 @@ class ServedProcess:
         self._server = server
         self._exitcode: int | None = None
         self._closed = False
+        # The pool closes a replaced worker's handle but keeps the others until they are
+        # dropped (as multiprocessing's Popen does its sentinel): the fd goes with the object.
+        self._release = weakref.finalize(self, _close_fd, sentinel)
 
     @property
     def exitcode(self) -> int | None:
@@ -207,13 +211,16 @@ class ServedProcess:
                 os.kill(self.pid, signum)
 
     def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            with contextlib.suppress(OSError):
-                os.close(self.sentinel)
+        self._closed = True
+        self._release()
 
     def __repr__(self) -> str:
         return f"<ServedProcess pid={self.pid} exitcode={self._exitcode}>"
+
+
+def _close_fd(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.close(fd)
 
 
 # -- the server process ---------------------------------------------------------------------
@@ -268,15 +275,25 @@ def _name_process(name: str | None) -> None:
 def _start_worker(conn: Connection, index: int, target: WorkerTarget,
                   program_name: str | None) -> None:
     ctx = multiprocessing.get_context("fork")
+    made: list[Connection | int] = []  # closed here if the fork fails (out of fds, memory)
     try:
         pool_end, worker_end = ctx.Pipe(duplex=True)
+        made += (pool_end, worker_end)
         dump_reader, dump_writer = ctx.Pipe(duplex=False)
+        made += (dump_reader, dump_writer)
         sentinel, alive = os.pipe()
+        made += (sentinel, alive)
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
         pid = os.fork()
     except OSError as exc:
+        for end in made:
+            with contextlib.suppress(OSError):
+                if isinstance(end, int):
+                    os.close(end)
+                else:
+                    end.close()
         conn.send(("failed", f"{type(exc).__name__}: {exc}"))
         return
     if pid == 0:

@@ -7,6 +7,8 @@ test_pool_timeout.py run on served workers too (their ``FORK_SERVER`` parameter)
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import signal
 import sys
@@ -133,6 +135,34 @@ def test_a_killed_fork_server_takes_its_workers_and_the_pool_says_so(
     finally:
         pool.close()
     assert set(_children()) <= before
+
+
+def _open_files() -> dict[str, str]:
+    """This process's open file descriptors: number -> what each names (pipe:[...], ...)."""
+    named = {}
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the listing's own, closed meanwhile
+            named[fd] = os.readlink(f"/proc/self/fd/{fd}")
+    return named
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+def test_a_closed_pool_keeps_no_file_descriptor_of_its_served_workers(
+    segments: list[SharedSegment],
+) -> None:
+    before = _open_files()
+    pool = WorkerPool(CALLBACKS, 3, start_method="fork", start_active=1)
+    pool.start()
+    for count in (3, 1, 3):  # workers started, stopped and started again
+        pool.resize(count)
+    pool.submit(2, ARANGE, [1], 2, segments[2])
+    collect_all(pool, 1)
+    pool.close()
+    del pool
+    gc.collect()
+    # Each served worker's pipes and sentinel, the server's socket: all gone.
+    after = _open_files()
+    assert {fd: name for fd, name in after.items() if before.get(fd) != name} == {}
 
 
 def test_a_fork_server_needs_a_start_method_that_forks() -> None:
