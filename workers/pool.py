@@ -30,7 +30,9 @@ Why it is shaped so:
 * The pool may run fewer workers than ``num_workers`` (``start_active``), and ``resize``
   changes how many run while it works (``py_num_workers="auto"``): a worker starts under
   the lowest index not running, and one stops only while it holds no task (the highest
-  first); ``num_workers`` stays the ceiling, the indices tasks may name.
+  first); ``num_workers`` stays the ceiling, the indices tasks may name. Such a pool under
+  fork (or one made with ``fork_server=True``) forks its workers, at ``start`` and later,
+  from a fork server kept as the program was at ``start`` (:mod:`dali_lite_workers.fork_server`).
 * A task that overruns its ``timeout_s`` does not: ``collect`` captures the worker's Python
   stack, kills it, starts a fresh worker under the same index (same start method and
   callbacks; segments are sent to it again on next use) and raises
