@@ -179,14 +179,13 @@ class ServedProcess:
         self.sentinel = sentinel
         self._server = server
         self._exitcode: int | None = None
-        self._closed = False
         # The pool closes a replaced worker's handle but keeps the others until they are
         # dropped (as multiprocessing's Popen does its sentinel): the fd goes with the object.
         self._release = weakref.finalize(self, _close_fd, sentinel)
 
     @property
     def exitcode(self) -> int | None:
-        if self._exitcode is None and not self._closed and wait([self.sentinel], 0):
+        if self._exitcode is None and self._release.alive and wait([self.sentinel], 0):
             self._exitcode = self._server.reap(self.pid)
         return self._exitcode
 
@@ -194,7 +193,7 @@ class ServedProcess:
         return self.exitcode is None
 
     def join(self, timeout: float | None = None) -> None:
-        if self._exitcode is None and not self._closed and wait([self.sentinel], timeout):
+        if self._exitcode is None and self._release.alive and wait([self.sentinel], timeout):
             self._exitcode = self._server.reap(self.pid)
 
     def kill(self) -> None:
@@ -211,7 +210,6 @@ class ServedProcess:
                 os.kill(self.pid, signum)
 
     def close(self) -> None:
-        self._closed = True
         self._release()
 
     def __repr__(self) -> str:

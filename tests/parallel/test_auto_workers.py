@@ -112,12 +112,14 @@ def _epochs(pipe: Any, epochs: int) -> Iterator[Any]:
                 break
 
 
+@pytest.mark.parametrize("depth", [1, 2, 3])
 def test_every_source_kind_gives_a_fixed_count_s_batches_while_the_count_changes(
-        forced: ForcedCounts) -> None:
+        forced: ForcedCounts, depth: int) -> None:
+    # Each depth splits the ceiling's batch, and the fewer workers' merged tasks, differently.
     runs = []
     for workers in (2, "auto"):
         pipe = pipeline(_every_kind, BATCH, py_num_workers=workers, py_start_method="fork",
-                        prefetch_queue_depth=2)
+                        prefetch_queue_depth=depth)
         with contextlib.closing(pipe):
             pipe.build()
             runs.append(list(_epochs(pipe, 3)))

@@ -147,11 +147,12 @@ class TaskSplit:
         depth)`, rounded up to a divisor of the geometry's tasks), each the union of
         consecutive ranges of the geometry and in the ring's part of the first of them."""
         merged = self._merged.get(self.active)
-        if merged is None and self.tasks_per_batch == 1:  # a per-batch or iterator source too
-            merged = self._merged[self.active] = self.ranges
         if merged is None:
-            merged = self._merged[self.active] = self._merge(
-                tasks_per_batch(self.tasks_per_batch, self.active, self.depth))
+            # A per-batch or iterator batch is one task whatever the count. A per-sample
+            # geometry has at least ceil(active / depth) tasks (active <= num_workers).
+            merged = self._merged[self.active] = (
+                self._merge(tasks_per_batch(self.tasks_per_batch, self.active, self.depth))
+                if self.kind is SplitKind.PER_SAMPLE else self.ranges)
         return merged
 
     def _merge(self, tasks: int) -> tuple[TaskRange, ...]:
