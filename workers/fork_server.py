@@ -284,8 +284,12 @@ def _start_worker(conn: Connection, index: int, target: WorkerTarget,
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
+        # The worker inherits the name at the fork, so that it never shows as the server's
+        # (renaming itself after the fork, it did for a moment after the pool had its pid).
+        _name_process(program_name)
         pid = os.fork()
     except OSError as exc:
+        _name_process(PROCESS_NAME)
         for end in made:
             with contextlib.suppress(OSError):
                 if isinstance(end, int):
@@ -298,8 +302,8 @@ def _start_worker(conn: Connection, index: int, target: WorkerTarget,
         for end in (conn, pool_end, dump_reader):
             end.close()
         os.close(sentinel)
-        _name_process(program_name)  # a worker shows as the program's, as a forked one does
         _run_worker(target, index, worker_end, dump_writer)
+    _name_process(PROCESS_NAME)
     worker_end.close()
     dump_writer.close()
     os.close(alive)
