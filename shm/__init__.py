@@ -15,7 +15,7 @@ from dali_lite_shm import codec
 from dali_lite_shm.budget import SHM_LIMIT_ENV, shm_bytes_in_use
 from dali_lite_shm.codec import encoded_size
 from dali_lite_shm.errors import CorruptSlotError, ShmAllocationError, ShmError
-from dali_lite_shm.lease import leased_mapping
+from dali_lite_shm.lease import LeaseEnds, leased_mapping
 from dali_lite_shm.placement import Placement
 from dali_lite_shm.segment import SharedSegment
 from dali_lite_shm.slot_format import SUPPORTED_DTYPES, align_up
@@ -27,6 +27,7 @@ __all__ = [
     "SHM_LIMIT_ENV",
     "SUPPORTED_DTYPES",
     "CorruptSlotError",
+    "LeaseEnds",
     "Placement",
     "SegmentStats",
     "SegmentUsage",

@@ -19,8 +19,9 @@ Why it is shaped so:
   old ``mmap`` is closed only if nothing exports it; otherwise it is merely dropped and the
   garbage collector unmaps it when the last array goes away.
 * :meth:`SharedSegment.lease` returns an array whose ``.base`` is a tiny per-lease object;
-  every derived view keeps it alive, and a ``weakref.finalize`` on it reports "no array
-  points into this slot any more" to the owner.
+  every derived view keeps it alive, and its end ("no array points into this slot any
+  more") is recorded in the owner's :class:`dali_lite_shm.lease.LeaseEnds`, by C code only
+  (why: that module's docstring).
 * A segment never shrinks (another process's mapping past the new end would SIGBUS), but its
   owner may give the pages past some offset back to the system (:meth:`release_pages`: a
   hole punched in the file) when no array and no writer can touch them: the file keeps its
@@ -41,13 +42,13 @@ import os
 import stat
 import threading
 import weakref
-from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from dali_lite_shm import budget
 from dali_lite_shm.errors import ShmAllocationError, ShmError
-from dali_lite_shm.lease import leased_array
+from dali_lite_shm.lease import LeaseEnds, leased_array
 from dali_lite_shm.mapping import (
     SegmentMapping,
     allocated_bytes,
@@ -321,12 +322,13 @@ class SharedSegment:
         with self._lock:
             self._claim.take_back_below(nbytes, check=False)
 
-    def lease(self, nbytes: int, on_release: Callable[[], None] | None) -> np.ndarray:
+    def lease(self, nbytes: int, ends: LeaseEnds[Any] | None = None,
+              token: object = None) -> np.ndarray:
         """A writable uint8 array over bytes ``[0, nbytes)`` whose lifetime is observable.
 
         Every array derived from the result (slices, ``.view``, ``.reshape``) keeps the
-        lease alive; when the last of them is garbage-collected ``on_release()`` is called,
-        exactly once, in this process.
+        lease alive; when the last of them is garbage-collected, ``ends`` records it under
+        ``token``, exactly once (:meth:`LeaseEnds.take` returns it).
         """
         with self._lock:
             self._check_open()
@@ -340,7 +342,7 @@ class SharedSegment:
             else:
                 holder = memoryview(self._mapping.mm)
                 address = self._mapping.address
-        return leased_array(address, nbytes, holder, on_release)
+        return leased_array(address, nbytes, holder, ends, token)
 
     def _check_range(self, offset: int, nbytes: int) -> None:
         if offset < 0 or nbytes < 0 or offset + nbytes > self._capacity:

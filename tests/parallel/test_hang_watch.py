@@ -97,17 +97,12 @@ def _main_thread_waits_for_the_batch() -> bool:
     return False
 
 
-@pytest.mark.timeout(60)
-# The executor's thread warns at every collect until the fixture releases the worker.
-@pytest.mark.filterwarnings("ignore:worker 0 .* is still running:RuntimeWarning")
-def test_ctrl_c_while_waiting_prints_the_stuck_workers_stack(
-        pipe: dali.Pipeline, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(hang_watch, "HANG_REPEAT_S", 0.0)  # a warning at every collect
+def _ctrl_c_while_waiting(pipe: dali.Pipeline, capsys: pytest.CaptureFixture[str]) -> str:
+    """run() with a Ctrl-C at the first hang warning seen while the caller waits for the
+    batch (not between its submit and its wait); what the program printed to stderr."""
     interrupted: list[str] = []
 
     def on_hang(text: str) -> None:
-        # The Ctrl-C must come while the caller waits (not between its submit and its wait).
         if not interrupted and _main_thread_waits_for_the_batch():
             interrupted.append(text)
             _thread.interrupt_main()  # as a Ctrl-C would
@@ -117,7 +112,17 @@ def test_ctrl_c_while_waiting_prints_the_stuck_workers_stack(
         warnings.showwarning = _hook(on_hang)
         with pytest.raises(KeyboardInterrupt):
             pipe.run()
-    err = capsys.readouterr().err
+    return capsys.readouterr().err
+
+
+@pytest.mark.timeout(60)
+# The executor's thread warns at every collect until the fixture releases the worker.
+@pytest.mark.filterwarnings("ignore:worker 0 .* is still running:RuntimeWarning")
+def test_ctrl_c_while_waiting_prints_the_stuck_workers_stack(
+        pipe: dali.Pipeline, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hang_watch, "HANG_REPEAT_S", 0.0)  # a warning at every collect
+    err = _ctrl_c_while_waiting(pipe, capsys)
     assert "dali_lite: interrupted while waiting for the workers: worker 0 (pid " in err
     assert "was running samples 0 to 1 (idx_in_epoch) of iteration 0 (epoch 0)" in err
     assert "in blocked_until_released" in err
@@ -180,3 +185,37 @@ def test_the_warning_comes_after_the_threshold_then_every_repeat_interval() -> N
     assert str(seen[0].message).startswith("worker 1 (pid unknown) is still running the batch "
                                            "of iteration 0 (epoch 0) for parallel "
                                            "external_source 's' after 60 s.")
+
+
+def blocked_from_the_second_batch(info: Any) -> np.ndarray:
+    if info.iteration >= 1:
+        # Still running when its pipeline closes, which kills the worker. (Not a shared
+        # Event: setting one whose waiter was killed waits for that waiter forever.)
+        threading.Event().wait(60)
+    return np.full((2,), info.idx_in_epoch, np.int32)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.filterwarnings("ignore:worker 0 .* is still running:RuntimeWarning")
+def test_a_ctrl_c_reports_the_waiting_pipelines_workers_only(
+        pipe: dali.Pipeline, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An earlier pipeline, closed while a task of its was running, is not reported, and
+    asking its closed pool for a stack does not turn the Ctrl-C into an OSError."""
+    monkeypatch.setattr(hang_watch, "HANG_REPEAT_S", 0.0)
+    old = dali.Pipeline(batch_size=2, num_threads=1, device_id=None, py_num_workers=1,
+                        py_start_method="fork", prefetch_queue_depth=2)
+    with old:
+        old.set_outputs(fn.external_source(blocked_from_the_second_batch, batch=False,
+                                           parallel=True, name="old"))
+    try:
+        old.build()
+        old.run()  # its watch saw the next batch's task running
+        old_pids = list(old._resources.parallel.pool.pids)
+    finally:
+        old.close()
+    err = _ctrl_c_while_waiting(pipe, capsys)
+    pids = [int(pid) for pid in re.findall(r"worker 0 \(pid (\d+)\)", err)]
+    assert pids and not set(pids) & set(old_pids), err
+    assert "external_source 'slow'" in err and "'old'" not in err, err
+    del old

@@ -241,7 +241,12 @@ def test_process_exit_or_ctrl_c_removes_every_actor(ending: str, ray_cluster: st
         assert len(pids) == 2, child.stderr.read()
         if ending == "sigint":
             child.send_signal(signal.SIGINT)
-        child.wait(timeout=60)
+        try:
+            child.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            raise AssertionError("the program did not end; its stderr:\n"
+                                 f"{child.communicate()[1][-4000:]}") from None
     finally:
         if child.poll() is None:
             child.kill()

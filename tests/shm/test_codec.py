@@ -16,6 +16,7 @@ from hypothesis.extra import numpy as hnp
 
 from dali_lite_shm import (
     SHM_LIMIT_ENV,
+    LeaseEnds,
     SharedSegment,
     ShmAllocationError,
     SlotLayout,
@@ -79,7 +80,7 @@ def test_round_trip_is_bit_exact(outputs: list[list[np.ndarray]], start_capacity
         assert layout.grew == (needed > start_capacity)
         if layout.grew:
             assert segment.capacity % 4096 == 0
-        lease = segment.lease(layout.used_nbytes, None)
+        lease = segment.lease(layout.used_nbytes)
         lo, hi = _addresses(lease)
         decoded = read(lease, layout.meta_offset, layout.meta_nbytes)
         assert [len(samples) for samples in decoded] == [len(samples) for samples in outputs]
@@ -110,7 +111,7 @@ def test_equal_samples_are_one_contiguous_block(
     try:
         # An unrelated output before ours must not disturb the alignment of ours.
         layout = _write(segment, [leading, samples])
-        lease = segment.lease(layout.used_nbytes, None)
+        lease = segment.lease(layout.used_nbytes)
         decoded = read(lease, layout.meta_offset, layout.meta_nbytes)[1]
         first, _ = _addresses(decoded[0])
         assert first % 64 == 0
@@ -163,7 +164,7 @@ def test_a_uniform_batch_is_one_run_whatever_the_source_layout(
     segment = SharedSegment.create(0)
     try:
         layout = _write(segment, [leading, samples])
-        lease = segment.lease(layout.used_nbytes, None)
+        lease = segment.lease(layout.used_nbytes)
         runs = read_runs(lease, layout.meta_offset, layout.meta_nbytes)[1]
         if samples[0].size:
             assert len(runs) == 1 and runs[0].shape == (len(samples), *samples[0].shape)
@@ -247,18 +248,18 @@ def monkeypatch_module() -> Any:
 
 def test_reads_keep_the_lease_alive() -> None:
     segment = SharedSegment.create(0)
-    released: list[int] = []
+    ends: LeaseEnds[str] = LeaseEnds()
     try:
         layout = _write(segment, [[np.arange(10)]])
-        lease = segment.lease(layout.used_nbytes, lambda: released.append(1))
+        lease = segment.lease(layout.used_nbytes, ends, "slot")
         (array,) = read(lease, layout.meta_offset, layout.meta_nbytes)[0]
         del lease
         gc.collect()
-        assert released == []
+        assert ends.take() == []
         assert array.tolist() == list(range(10))
         del array
         gc.collect()
-        assert released == [1]
+        assert ends.take() == ["slot"]
     finally:
         segment.close()
 
@@ -269,7 +270,7 @@ def test_empty_results() -> None:
         cases: list[list[list[np.ndarray]]] = [[], [[]], [[], []]]
         for outputs in cases:
             layout = _write(segment, outputs)
-            lease = segment.lease(layout.used_nbytes, None)
+            lease = segment.lease(layout.used_nbytes)
             assert read(lease, layout.meta_offset, layout.meta_nbytes) == [
                 [] for _ in outputs
             ]

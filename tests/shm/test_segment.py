@@ -22,6 +22,7 @@ import dali_lite_shm.mapping as mapping_module
 import dali_lite_shm.segment as segment_module
 from dali_lite_shm import (
     SHM_LIMIT_ENV,
+    LeaseEnds,
     SharedSegment,
     ShmAllocationError,
     ShmError,
@@ -50,7 +51,7 @@ def test_create_zero_capacity_maps_nothing() -> None:
     try:
         assert seg.capacity == 0
         assert seg.array().size == 0
-        lease = seg.lease(0, None)
+        lease = seg.lease(0)
         assert lease.size == 0 and lease.dtype == np.uint8
     finally:
         seg.close()
@@ -131,36 +132,37 @@ def test_attach_rejects_non_file() -> None:
 
 
 def test_lease_derived_views_keep_it_alive_and_release_once(segment: SharedSegment) -> None:
-    released: list[int] = []
-    lease = segment.lease(64, lambda: released.append(1))
+    ends: LeaseEnds[str] = LeaseEnds()
+    lease = segment.lease(64, ends, "the slot")
     assert lease.dtype == np.uint8 and lease.shape == (64,) and lease.flags.writeable
     floats = lease[8:40].view(np.float64).reshape(2, 2)
     piece = floats[1, ::-1]
     del lease, floats
     gc.collect()
-    assert released == []
+    assert not ends.pending and ends.take() == []
     piece[:] = 1.5
     assert segment.array(24, 8).view(np.float64)[0] == 1.5
     del piece
     gc.collect()
-    assert released == [1]
+    assert ends.pending
+    assert ends.take() == ["the slot"]
     gc.collect()
-    assert released == [1]
+    assert not ends.pending and ends.take() == [] and ends.leased == 0
 
 
 def test_lease_without_callback_and_bounds(segment: SharedSegment) -> None:
-    lease = segment.lease(4096, None)
+    lease = segment.lease(4096)
     assert lease.size == 4096
     with pytest.raises(ValueError, match="outside"):
-        segment.lease(4097, None)
+        segment.lease(4097)
     with pytest.raises(ValueError, match="outside"):
         segment.array(4000, 200)
 
 
 def test_lease_survives_grow_and_close() -> None:
     seg = SharedSegment.create(4096)
-    released: list[int] = []
-    lease = seg.lease(4096, lambda: released.append(1))
+    ends: LeaseEnds[int] = LeaseEnds()
+    lease = seg.lease(4096, ends, 7)
     lease[:3] = [9, 8, 7]
     seg.grow(8192)
     seg.close()
@@ -170,13 +172,13 @@ def test_lease_survives_grow_and_close() -> None:
     assert lease[:3].tolist() == [9, 8, 7]
     del lease
     gc.collect()
-    assert released == [1]
+    assert ends.take() == [7]
 
 
 def test_closed_segment_refuses_work() -> None:
     seg = SharedSegment.create(0)
     seg.close()
-    for call in (lambda: seg.grow(10), seg.refresh, seg.array, lambda: seg.lease(0, None)):
+    for call in (lambda: seg.grow(10), seg.refresh, seg.array, lambda: seg.lease(0)):
         with pytest.raises(ShmError, match="closed"):
             call()
 
@@ -324,7 +326,7 @@ def test_a_worker_filling_an_unreserved_slot_is_read_back_by_the_creator() -> No
                               pass_fds=(seg.fd,), check=True, timeout=60)
         meta_offset, meta_nbytes, used = map(int, done.stdout.split())
         assert _allocated_bytes(seg) >= used  # the writer reserved what it wrote
-        samples = read(seg.lease(used, None), meta_offset, meta_nbytes)[0]
+        samples = read(seg.lease(used), meta_offset, meta_nbytes)[0]
         assert len(samples) == 3
         for sample in samples:
             np.testing.assert_array_equal(sample, np.arange(1000, dtype=np.int32))
@@ -388,7 +390,7 @@ def test_leased_mapping_names_the_mapping_of_a_leased_view_and_its_end() -> None
     from dali_lite_shm import leased_mapping
 
     segment = SharedSegment.create(1 << 16)
-    view = segment.lease(4096, None)[128:256].view(np.uint32).reshape(4, 8)
+    view = segment.lease(4096)[128:256].view(np.uint32).reshape(4, 8)
     found = leased_mapping(view)
     assert found is not None
     mapping, address, size = found

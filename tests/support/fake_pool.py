@@ -16,6 +16,7 @@ test's `audit` of the engine's state whenever the engine submits or collects.
 from __future__ import annotations
 
 import random
+import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -61,6 +62,7 @@ class FakePool:
         self.started = False
         self.closed = False
         self.wakes = 0
+        self._woken = threading.Condition()
         #: Broken promises seen, in words; the test asserts this stays empty.
         self.violations: list[str] = []
         #: The test's own check of the engine's state, run whenever the engine submits or
@@ -126,9 +128,16 @@ class FakePool:
         return replies
 
     def wake(self) -> None:
-        # A lease's end (any thread) may only wake the collector: the count lets the tests
-        # see that it did (the engine's collect here never blocks).
-        self.wakes += 1
+        # The engine's thread that waits for leases' ends may only wake the collector: the
+        # count lets the tests see that it did (the engine's collect here never blocks).
+        with self._woken:
+            self.wakes += 1
+            self._woken.notify_all()
+
+    def wait_for_wake(self, after: int, timeout_s: float) -> bool:
+        """Wait until a wake beyond the first `after` has come (True), at most `timeout_s`."""
+        with self._woken:
+            return self._woken.wait_for(lambda: self.wakes > after, timeout_s)
 
     def close(self) -> None:
         self.closed = True

@@ -195,7 +195,7 @@ def read_reply(reply: Reply, segment: SharedSegment) -> list[list[np.ndarray]]:
         raise reply.error.rebuild()
     if reply.layout.capacity > segment.capacity:
         segment.refresh()
-    lease = segment.lease(reply.layout.used_nbytes, None)
+    lease = segment.lease(reply.layout.used_nbytes)
     return read(lease, reply.layout.meta_offset, reply.layout.meta_nbytes)
 
 

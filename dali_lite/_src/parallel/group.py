@@ -361,11 +361,19 @@ class ParallelSourceGroup:
             "per_source": {source.name: source.statistics() for source in self.sources},
         }
 
+    def report_interrupted(self) -> None:
+        """A Ctrl-C landed in the program's thread while the executor's thread waited for
+        this group's workers: print the stack of the one whose task has run the longest."""
+        if not self._closed:
+            self.hang_watch.interrupted()
+
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        self.hang_watch.forget()
         if self.pool is not None:
             self.pool.close()
         for source in self.sources:
+            source.life.close()
             source.ring.close()

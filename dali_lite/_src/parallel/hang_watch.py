@@ -12,8 +12,9 @@ filtered or made an error as the user likes.
 A Ctrl-C while waiting (`interrupted`) prints the stack of the worker whose task has run the
 longest, as the timeout path shows it: the stack is what a person interrupting a hung
 program wants. Where the wait runs in the executor's thread (`exec_async`), the Ctrl-C lands
-in the caller's thread instead, which calls `report_interrupted_waits` for every watch that is
-waiting.
+in the caller's thread instead, which asks its own pipeline's group to report. The report is
+best effort: whatever goes wrong while it asks a worker for its stack (a pool closed
+meanwhile, a worker gone), the Ctrl-C stays the exception the program sees.
 
 A task's running time is counted from when the watch first saw it at the head of its worker's
 queue: within one collect interval of its real start while someone waits for it.
@@ -22,10 +23,8 @@ queue: within one collect interval of its real start while someone waits for it.
 from __future__ import annotations
 
 import sys
-import threading
 import time
 import warnings
-import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -35,8 +34,7 @@ from dali_lite._src.sources.sample_range import SampleRange
 if TYPE_CHECKING:  # the pipeline imports this module: it must not load the engine with it
     from dali_lite._src.parallel.tasks import Task
 
-__all__ = ["HANG_REPEAT_S", "HANG_WARNING_S", "HangWatch", "StackSource",
-           "report_interrupted_waits"]
+__all__ = ["HANG_REPEAT_S", "HANG_WARNING_S", "HangWatch", "StackSource"]
 
 #: A task running this long (seconds) without `py_timeout` is worth a warning: more than any
 #: sane per-sample callback takes, short enough that a person has not given up yet.
@@ -62,11 +60,6 @@ class _Running:
     warned_at: float | None = None
 
 
-#: Every live watch, for a Ctrl-C that lands in another thread than the one waiting.
-_WATCHES: weakref.WeakSet[HangWatch] = weakref.WeakSet()
-_WATCHES_LOCK = threading.Lock()
-
-
 class HangWatch:
     """One group's watch over the tasks its workers run (see the module's docstring)."""
 
@@ -74,8 +67,6 @@ class HangWatch:
         self._running: dict[int, _Running] = {}  # by worker
         self._pool: object = None
         self._tasks: Mapping[int, Task] = {}
-        with _WATCHES_LOCK:
-            _WATCHES.add(self)
 
     def check(self, pool: object, tasks: Mapping[int, Task], now: float | None = None) -> None:
         """After a collect: note which task each worker runs; warn about one running long."""
@@ -117,6 +108,11 @@ class HangWatch:
         print(f"dali_lite: interrupted while waiting for the workers: {text}", file=sys.stderr,
               flush=True)
 
+    def forget(self) -> None:
+        """The group closed: nothing runs any more, there is nothing to report."""
+        self._running.clear()
+        self._pool, self._tasks = None, {}
+
     def _describe(self, worker: int, running: _Running, now: float, verb: str) -> str:
         task = self._tasks.get(running.task_id)
         pool = self._pool
@@ -125,7 +121,12 @@ class HangWatch:
         if isinstance(pool, StackSource):
             pids = pool.pids
             pid = pids[worker] if worker < len(pids) else pid
-            stack = pool.worker_stack(worker)
+            try:
+                stack = pool.worker_stack(worker)
+            except Exception as error:
+                # A pool closed meanwhile, a worker gone: the report goes on without the
+                # stack, and a Ctrl-C being reported stays the exception the program sees.
+                stack = f"<the worker's stack could not be read: {error}>"
         what = "a task" if task is None else _task_words(task)
         shown = stack.strip() or "<the worker did not answer the stack-dump request>"
         return (f"worker {worker} (pid {pid}) {verb} {what} after {now - running.since:.0f} s. "
@@ -145,11 +146,3 @@ def _task_words(task: Task) -> str:
         samples = f"sample {first}" if first == last else f"samples {first} to {last}"
         return f"{samples} (idx_in_epoch) {where}"
     return f"the batch {where}"
-
-
-def report_interrupted_waits() -> None:
-    """A Ctrl-C in a thread that was not the one waiting: every waiting watch prints."""
-    with _WATCHES_LOCK:
-        watches = list(_WATCHES)
-    for watch in watches:
-        watch.interrupted()

@@ -15,15 +15,18 @@ move; any other move is refused with an internal error:
                                  a batch's data slot waits for every task that writes into it
     lease end  LEASED -> FREE    the last array pointing into it was dropped, in any thread
 
-A lease's end only records (appends to a deque, which is thread-safe, and, when a prefetch
-waits for a slot, wakes the executor's wait for replies, `wake`); the scheduling thread frees
-the slot at its next `drain`, and schedules the prefetch that waited for it (see `source`,
-"Prefetching"). Nothing from an arbitrary thread writes to a worker's pipe.
+A lease's end runs no Python code: it only records (shm's `LeaseEnds`, whose docstring says
+why: a Python finalizer is where a Ctrl-C gets lost). The scheduling thread frees the slot at
+its next `drain`, and schedules the prefetch that waited for it (see `source`,
+"Prefetching"). While a prefetch waits for a slot (`wanted`), a thread of the `SlotLife`'s
+own, started the first time one does, waits for a lease's end and wakes the executor's wait
+for replies (`wake`). Nothing from an arbitrary thread writes to a worker's pipe.
 """
 
 from __future__ import annotations
 
 import enum
+import threading
 from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,6 +35,7 @@ import numpy as np
 
 from dali_lite._src.parallel.slots import Slot, SlotRing
 from dali_lite._src.parallel.tasks import ScheduledBatch, Task
+from dali_lite_shm import LeaseEnds
 from dali_lite_workers import TaskFailed
 
 __all__ = ["SlotLife", "SlotState"]
@@ -64,26 +68,47 @@ class SlotLife:
         self._given: dict[Slot, _Given] = {}
         #: The slots given to each batch not yet read or freed, in the order taken.
         self._of_batch: dict[ScheduledBatch, list[Slot]] = {}
-        #: Leases' ends, appended in any thread, drained by the scheduling thread.
-        self._ended: deque[Slot] = deque()
+        #: Leases' ends, recorded in any thread, taken by the scheduling thread.
+        self._ends: LeaseEnds[Slot] = LeaseEnds()
         #: A slot was freed since the last `drain` (by the scheduling thread).
         self._freed = False
-        #: A prefetch waits for a free slot (set by the scheduling thread): only then does a
-        #: lease's end wake the executor. Waking on every end would make the program's
-        #: thread hand the GIL over inside the finalizer, where a Ctrl-C arriving meanwhile
-        #: is printed as "ignored" and lost.
-        self.wanted = False
+        self._wanted = False
+        #: Wakes the executor when a lease ends while a prefetch waits (None: none did yet).
+        self._watcher: _EndWatcher | None = None
+
+    @property
+    def wanted(self) -> bool:
+        """Whether a prefetch waits for a free slot (set by the scheduling thread): only then
+        does a lease's end wake the executor."""
+        return self._wanted
+
+    @wanted.setter
+    def wanted(self, wanted: bool) -> None:
+        self._wanted = wanted
+        if wanted:
+            if self._watcher is None:
+                self._watcher = _EndWatcher(self._ends, self._wake_if_wanted)
+            self._watcher.arm()
+
+    def _wake_if_wanted(self) -> None:
+        if self._wanted:
+            self._wake()
+
+    def close(self) -> None:
+        """Stop the thread that waits for leases' ends (the group closed)."""
+        if self._watcher is not None:
+            self._watcher.stop()
 
     @property
     def leases_ended(self) -> bool:
         """Whether a lease ended since the last `drain`."""
-        return bool(self._ended)
+        return self._ends.pending
 
     @property
     def freed_since_drain(self) -> bool:
         """Whether a slot was freed (or its lease ended) since the last `drain`: a prefetch
         that waited for one may go now."""
-        return self._freed or bool(self._ended)
+        return self._freed or self._ends.pending
 
     def state(self, slot: Slot) -> SlotState:
         return self._state[slot]
@@ -106,8 +131,7 @@ class SlotLife:
     # ------------------------------------------------------------------ taking
     def drain(self) -> None:
         """Free the slots whose leases ended (the scheduling thread, with the group's lock)."""
-        while self._ended:
-            slot = self._ended.popleft()
+        for slot in self._ends.take():
             self._move(slot, SlotState.LEASED, SlotState.FREE)
             self._free[slot.part].append(slot)
         self._freed = False
@@ -203,17 +227,7 @@ class SlotLife:
             raise RuntimeError(f"internal error: a {self._state[slot].value} slot leased")
         self._move(slot, SlotState.TASK, SlotState.LEASED)
         self._let_go(slot)
-        ended = self._ended
-        wake = self._wake
-
-        def end(s: Slot = slot, life: SlotLife = self) -> None:
-            # Any thread, at any point: only record, and wake the scheduling thread if a
-            # prefetch waits for the slot (it sets `wanted` before it looks at `ended` again).
-            ended.append(s)
-            if life.wanted:
-                wake()
-
-        return slot.segment.lease(nbytes, on_release=end)
+        return slot.segment.lease(nbytes, self._ends, slot)
 
     def free_read(self, slot: Slot) -> None:
         """A read batch's slot that no array points into (a placed task's metadata slot)."""
@@ -249,3 +263,40 @@ class SlotLife:
             raise RuntimeError(f"internal error: a {self._state[slot].value} slot made "
                                f"{after.value} (it must be {before.value})")
         self._state[slot] = after
+
+
+class _EndWatcher:
+    """A thread that waits, while a prefetch waits for a slot, for a lease to end, and then
+    wakes the executor: the end itself runs no Python code (shm's `LeaseEnds`), so it cannot.
+
+    Armed by every `SlotLife.wanted = True`, it wakes the executor (if a prefetch still waits)
+    at the first lease's end after that, then waits to be armed again: a lease's end costs a
+    thread switch only while a prefetch waits, never in the steady state.
+    """
+
+    def __init__(self, ends: LeaseEnds[Slot], wake: Callable[[], None]) -> None:
+        self._ends = ends
+        self._wake = wake
+        self._armed = threading.Event()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name="dali_lite-lease-ends",
+                                        daemon=True)
+        self._thread.start()
+
+    def arm(self) -> None:
+        self._armed.set()
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._armed.set()
+        self._ends.interrupt()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            self._armed.wait()
+            if self._stopped or not self._ends.wait():
+                return
+            # Disarmed before the wake: an arm that the wake's answer makes is kept.
+            self._armed.clear()
+            self._wake()

@@ -39,7 +39,6 @@ from dali_lite._src.execution.executor import Executor, IterationTicket
 from dali_lite._src.graph.nodes import DataNode, Operator, topological_order
 from dali_lite._src.graph.scope import PipelineScope
 from dali_lite._src.options import PipelineOptions
-from dali_lite._src.parallel.hang_watch import report_interrupted_waits
 from dali_lite._src.pipeline.checkpointing import PipelineCheckpoints
 from dali_lite._src.pipeline.dot import graph_to_dot
 from dali_lite._src.pipeline.iteration import IterationGraph
@@ -559,7 +558,8 @@ class Pipeline:
             ticket = executor.take()
         except KeyboardInterrupt:
             # The wait for workers runs in the executor's thread: say what they are doing.
-            report_interrupted_waits()
+            if self._resources.parallel is not None:
+                self._resources.parallel.report_interrupted()
             raise
         if ticket.error is not None:
             if isinstance(ticket.error, StopIteration):
