@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import enum
 import threading
+import weakref
 from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -88,6 +89,8 @@ class SlotLife:
         if wanted:
             if self._watcher is None:
                 self._watcher = _EndWatcher(self._ends, self._wake_if_wanted)
+                # A slot life dropped without close() (a group nobody closed) ends it too.
+                weakref.finalize(self, self._watcher.stop_soon)
             self._watcher.arm()
 
     def _wake_if_wanted(self) -> None:
@@ -271,12 +274,13 @@ class _EndWatcher:
 
     Armed by every `SlotLife.wanted = True`, it wakes the executor (if a prefetch still waits)
     at the first lease's end after that, then waits to be armed again: a lease's end costs a
-    thread switch only while a prefetch waits, never in the steady state.
+    thread switch only while a prefetch waits, never in the steady state. It holds its
+    `SlotLife` weakly, and ends when that is closed or collected.
     """
 
     def __init__(self, ends: LeaseEnds[Slot], wake: Callable[[], None]) -> None:
         self._ends = ends
-        self._wake = wake
+        self._wake = weakref.WeakMethod(wake)  # a bound method of the slot life
         self._armed = threading.Event()
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name="dali_lite-lease-ends",
@@ -286,17 +290,25 @@ class _EndWatcher:
     def arm(self) -> None:
         self._armed.set()
 
-    def stop(self) -> None:
-        self._stopped = True
+    def stop_soon(self) -> None:
+        """Make the thread end (any thread; a finalizer's too: it does not wait)."""
+        self._stopped = True  # before the arm: a thread that clears the arm sees it
         self._armed.set()
         self._ends.interrupt()
-        self._thread.join()
+
+    def stop(self) -> None:
+        self.stop_soon()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
 
     def _run(self) -> None:
         while True:
             self._armed.wait()
             if self._stopped or not self._ends.wait():
                 return
-            # Disarmed before the wake: an arm that the wake's answer makes is kept.
-            self._armed.clear()
-            self._wake()
+            self._armed.clear()  # before the wake: an arm that the wake's answer makes is kept
+            wake = self._wake()
+            if self._stopped or wake is None:
+                return
+            wake()
+            del wake  # waiting, the thread holds its slot life weakly only
