@@ -22,15 +22,17 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import sys
 import threading
 import weakref
 from typing import Any
 
 import numpy as np
 import pytest
-from parallel_sources import pipeline
+from parallel_sources import pipeline, wait_until
 
 from dali_lite import fn, types
+from dali_lite._src.parallel import source as parallel_source
 
 #: Generous bound for what a worker does in a few milliseconds on an idle machine.
 EVENT_TIMEOUT_S = 30.0
@@ -105,18 +107,36 @@ class GatedStarts(IterationStarts):
     def __call__(self, info: types.BatchInfo) -> np.ndarray:
         batch = super().__call__(info)
         if info.iteration == self.gated:
-            self.gate.wait(EVENT_TIMEOUT_S)
+            # Longer than any wait of the test: the batch never ends on its own while a test
+            # waits for what only the program's drop may start.
+            self.gate.wait(3 * EVENT_TIMEOUT_S)
         return batch
 
 
+def _executor_waits_for_replies() -> bool:
+    """Whether the executor's thread is inside the pool's wait for replies."""
+    frames = sys._current_frames()
+    for thread in threading.enumerate():
+        frame = frames.get(thread.ident or 0) if thread.name == "dali_lite-executor" else None
+        while frame is not None:
+            if frame.f_code.co_name == "collect":
+                return True
+            frame = frame.f_back
+    return False
+
+
 @pytest.mark.timeout(120)
-def test_a_deferred_prefetch_starts_when_the_program_drops_its_outputs() -> None:
+def test_a_deferred_prefetch_starts_when_the_program_drops_its_outputs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Three slots (a pipeline queue of 1 plus a source queue of 2): the program keeps the
     outputs of iterations 0 and 1 while the executor's thread waits for batch 2 (which
     waits for the test), so the prefetch of iteration 3 has no slot and waits. Dropping the
     outputs ends their leases; a lease's end only records and wakes the executor's wait, and
     the executor schedules the prefetch at once: the idle worker must not wait for batch 2,
-    nor for the program's next run()."""
+    nor for the program's next run().
+    The executor's wait for replies also looks for free slots after each slice of its wait;
+    the slices are made longer than the test here, so that only the wake can start it."""
+    monkeypatch.setattr(parallel_source, "COLLECT_INTERVAL_S", 3 * EVENT_TIMEOUT_S)
     source = GatedStarts(5, 4, gated=2)
     pipe = pipeline(lambda: fn.external_source(source, parallel=True, batch=True,
                                                batch_info=True, prefetch_queue_depth=2),
@@ -130,6 +150,7 @@ def test_a_deferred_prefetch_starts_when_the_program_drops_its_outputs() -> None
         assert len(pipe.external_source_shm_statistics()["capacities"]) == 3
         runner.start()  # the executor computes iteration 2 and waits for its batch
         assert source.started[2].wait(EVENT_TIMEOUT_S)
+        wait_until(_executor_waits_for_replies, "the executor to wait for batch 2")
         assert not source.started[3].is_set()  # no slot is free: the prefetch waits
         del held
         gc.collect()
