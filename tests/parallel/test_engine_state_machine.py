@@ -306,6 +306,10 @@ class EngineMachine(RuleBasedStateMachine):
                     for source in self.group.sources)
         assert not ended or self.pool.wait_for_wake(self.wakes_seen, EVENT_TIMEOUT_S), (
             "a lease ended while a prefetch waited for a slot, without waking the executor")
+        if ended:  # and the program's thread, about to wait, wakes it at once as well
+            woken = self.pool.wakes
+            self.group.wake_for_ended_leases()
+            assert self.pool.wakes > woken, "run() waits without waking the executor"
         self.wakes_seen = self.pool.wakes
         # Woken or not, the executor is told to look after every step: the thread's wake
         # comes when it comes, and a replay must not depend on when (a spurious wake is one

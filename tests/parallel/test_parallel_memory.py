@@ -132,8 +132,8 @@ def test_a_deferred_prefetch_starts_when_the_program_drops_its_outputs(
     outputs of iterations 0 and 1 while the executor's thread waits for batch 2 (which
     waits for the test), so the prefetch of iteration 3 has no slot and waits. Dropping the
     outputs ends their leases; a lease's end only records, the slot life's thread that waits
-    for one wakes the executor's wait, and the executor schedules the prefetch at once: the idle worker must not wait for batch 2,
-    nor for the program's next run().
+    for one wakes the executor's wait, and the executor schedules the prefetch at once: the
+    idle worker must not wait for batch 2, nor for the program's next run().
     The executor's wait for replies also looks for free slots after each slice of its wait;
     the slices are made longer than the test here, so that only the wake can start it."""
     monkeypatch.setattr(parallel_source, "COLLECT_INTERVAL_S", 3 * EVENT_TIMEOUT_S)

@@ -361,6 +361,16 @@ class ParallelSourceGroup:
             "per_source": {source.name: source.statistics() for source in self.sources},
         }
 
+    def wake_for_ended_leases(self) -> None:
+        """The program's thread, about to wait for an iteration: if a lease ended while a
+        prefetch waits for its slot, wake the executor now, as the lease-end watcher would,
+        one thread switch later."""
+        for source in self.sources:
+            life = source.life
+            if life.wanted and life.leases_ended:
+                self.wake()
+                return
+
     def report_interrupted(self) -> None:
         """A Ctrl-C landed in the program's thread while the executor's thread waited for
         this group's workers: print the stack of the one whose task has run the longest."""

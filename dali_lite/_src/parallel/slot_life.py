@@ -94,7 +94,8 @@ class SlotLife:
             self._watcher.arm()
 
     def _wake_if_wanted(self) -> None:
-        if self._wanted:
+        # Not if the executor took the end already (the program's thread woke it first).
+        if self._wanted and self._ends.pending:
             self._wake()
 
     def close(self) -> None:

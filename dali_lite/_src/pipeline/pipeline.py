@@ -554,6 +554,8 @@ class Pipeline:
         if self._end_reached or not executor.in_flight:
             raise StopIteration
         began = time.perf_counter()
+        if self._resources.parallel is not None:
+            self._resources.parallel.wake_for_ended_leases()
         try:
             ticket = executor.take()
         except KeyboardInterrupt:
