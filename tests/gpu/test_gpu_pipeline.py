@@ -63,20 +63,21 @@ def test_share_and_release_outputs() -> None:
         pipe.close()
 
 
-def test_stream_priority_is_clamped_to_the_device_range() -> None:
-    pipe = Pipeline(batch_size=1, num_threads=1, device_id=0, default_cuda_stream_priority=-100)
+def test_default_cuda_stream_priority_is_deprecated_and_has_no_effect() -> None:
+    """As in DALI 2.x (the compat case `pipeline.constructor_warnings`): the argument warns and
+    the pipeline's stream keeps the default priority, 0, whatever the device's range (the H200
+    gives -5 to a stream that asks for -100)."""
+    with pytest.warns(Warning, match="default_cuda_stream_priority` is deprecated"):
+        pipe = Pipeline(batch_size=1, num_threads=1, device_id=0,
+                        default_cuda_stream_priority=-100)
     with pipe:
         pipe.set_outputs(fn.external_source(lambda: [np.zeros(1)]).gpu())
     pipe.build()
     try:
         pipe.run()
         gpu = dali_lite._src.cuda.context.context_for(pipe)
-        # Lower numbers are higher priorities, and -100 is past every device's highest: CUDA
-        # gives the device's highest (H100: -5; a device without priorities: 0).
-        import cupy as cp
-
-        highest = cp.cuda.Stream(non_blocking=True, priority=-100).priority
-        assert highest <= 0 and gpu.priority == highest and gpu.stream.priority == highest
+        assert pipe.default_cuda_stream_priority == 0
+        assert gpu.priority == 0 and gpu.stream.priority == 0
         assert gpu.stream.is_non_blocking
     finally:
         pipe.close()
