@@ -84,15 +84,15 @@ class LeaseEnds(Generic[Token]):
         return len(self._tokens)
 
     def take(self) -> list[Token]:
-        """The tokens of the leases that ended since the last call, each once."""
+        """The tokens of the leases that ended since the last call, each once (the owner's
+        scheduling thread: it alone takes from the ends, so what `empty` says holds)."""
+        if self._ended.empty():  # the common case, several times an iteration
+            return []
         _empty(self._heard)
         tokens: list[Token] = []
-        while True:
-            try:
-                reference = self._ended.get_nowait()
-            except queue.Empty:
-                return tokens
-            tokens.append(self._tokens.pop(id(reference))[2])
+        while not self._ended.empty():
+            tokens.append(self._tokens.pop(id(self._ended.get_nowait()))[2])
+        return tokens
 
     def wait(self) -> bool:
         """Block until a lease ends that :meth:`take` has not returned yet (True), or until
@@ -104,13 +104,14 @@ class LeaseEnds(Generic[Token]):
         self._heard.put(None)
 
 
-def _empty(ends: queue.SimpleQueue[object]) -> None:
-    while True:
+def _empty(heard: queue.SimpleQueue[object]) -> None:
+    while not heard.empty():
         try:
-            if ends.get_nowait() is None:
-                ends.put(None)  # an interrupt is kept for the wait it was meant for
-                return
+            item = heard.get_nowait()
         except queue.Empty:
+            return  # the waiting thread took the last one
+        if item is None:
+            heard.put(None)  # an interrupt is kept for the wait it was meant for
             return
 
 
